@@ -1,0 +1,277 @@
+#include "ir/infer.h"
+
+#include <algorithm>
+#include <set>
+
+namespace strata {
+
+Status check_attrs(Op op, const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  for (const auto& spec : info.attrs) {
+    auto it = attrs.map().find(std::string(spec.name));
+    if (it == attrs.map().end()) {
+      if (spec.required) return error("{} needs attribute '{}'", info.name, spec.name);
+      continue;
+    }
+    AttrKind got = attr_kind_of(it->second);
+    bool ok = got == spec.kind || (spec.kind == AttrKind::float_ && got == AttrKind::int_) ||
+              (spec.kind == AttrKind::floats && got == AttrKind::ints &&
+               std::get<std::vector<int64_t>>(it->second).empty());
+    if (!ok)
+      return error("{} attribute '{}' must be {}, got {}", info.name, spec.name,
+                   attr_kind_name(spec.kind), attr_kind_name(got));
+  }
+  for (const auto& [name, value] : attrs.map()) {
+    bool known = std::any_of(info.attrs.begin(), info.attrs.end(),
+                             [&](const AttrSpec& s) { return s.name == name; });
+    if (!known) return error("{} has no attribute '{}'", info.name, name);
+  }
+  return Status::ok();
+}
+
+Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return error("shapes {} and {} do not broadcast", shape_str(a), shape_str(b));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {
+
+using Types = std::vector<const TensorType*>;
+
+TensorType like(const TensorType& t, Shape shape) { return TensorType{std::move(shape), t.dtype, {}}; }
+
+Status need_rank(const TensorType* t, int64_t rank, std::string_view what) {
+  if (t->rank() != rank) return error("{} must have rank {}, got {}", what, rank, shape_str(t->shape));
+  return Status::ok();
+}
+
+Status need_vector(const TensorType* t, int64_t n, std::string_view what) {
+  if (!t) return Status::ok();
+  if (t->elements() != n)
+    return error("{} must have {} elements, got {}", what, n, shape_str(t->shape));
+  return Status::ok();
+}
+
+// Output size of a convolution along one dim.
+Expected<int64_t> conv_out(int64_t in, int64_t k, int64_t pad_lo, int64_t pad_hi, int64_t stride,
+                           std::string_view dim) {
+  int64_t span = in + pad_lo + pad_hi - k;
+  if (span < 0 || stride < 1)
+    return error("kernel {} does not fit input {} (padding {}+{}) along {}", k, in, pad_lo, pad_hi, dim);
+  return span / stride + 1;
+}
+
+Expected<std::vector<TensorType>> infer_conv2d(const Attrs& a, const Types& in) {
+  const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
+  STRATA_RETURN_IF_ERROR(need_rank(x, 4, "conv2d input"));
+  STRATA_RETURN_IF_ERROR(need_rank(w, 4, "conv2d weight"));
+  auto pad = a.get_ints("pad", {0, 0});
+  auto stride = a.get_ints("stride", {1, 1});
+  if (pad.size() != 2 || stride.size() != 2) return error("conv2d pad and stride need 2 values");
+  if (x->shape[1] != w->shape[1])
+    return error("conv2d input channels {} != weight's {} (weight {})", x->shape[1], w->shape[1],
+                 shape_str(w->shape));
+  STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "conv2d bias"));
+  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2], w->shape[2], pad[0], pad[0], stride[0], "H"));
+  STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3], w->shape[3], pad[1], pad[1], stride[1], "W"));
+  return std::vector{like(*x, {x->shape[0], w->shape[0], h, wd})};
+}
+
+Expected<std::vector<TensorType>> infer_conv3d(const Attrs& a, const Types& in) {
+  const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
+  STRATA_RETURN_IF_ERROR(need_rank(x, 5, "conv3d input"));
+  STRATA_RETURN_IF_ERROR(need_rank(w, 5, "conv3d weight"));
+  auto pad = a.get_ints("pad", {0, 0, 0, 0});
+  if (pad.size() != 4) return error("conv3d pad needs 4 values [t_front, t_back, h, w]");
+  if (x->shape[1] != w->shape[1])
+    return error("conv3d input channels {} != weight's {} (weight {})", x->shape[1], w->shape[1],
+                 shape_str(w->shape));
+  STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "conv3d bias"));
+  STRATA_ASSIGN_OR_RETURN(int64_t t, conv_out(x->shape[2], w->shape[2], pad[0], pad[1], 1, "T"));
+  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[3], w->shape[3], pad[2], pad[2], 1, "H"));
+  STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[4], w->shape[4], pad[3], pad[3], 1, "W"));
+  return std::vector{like(*x, {x->shape[0], w->shape[0], t, h, wd})};
+}
+
+Expected<std::vector<TensorType>> infer_linear(const Types& in) {
+  const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
+  STRATA_RETURN_IF_ERROR(need_rank(w, 2, "linear weight"));
+  if (x->rank() < 1 || x->shape.back() != w->shape[1])
+    return error("linear input {} does not end in the weight's {} input features", shape_str(x->shape),
+                 w->shape[1]);
+  STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "linear bias"));
+  Shape s = x->shape;
+  s.back() = w->shape[0];
+  return std::vector{like(*x, s)};
+}
+
+Expected<std::vector<TensorType>> infer_matmul(const Types& in) {
+  const TensorType *a = in[0], *b = in[1];
+  if (a->rank() < 2 || a->rank() != b->rank())
+    return error("matmul operands {} and {} need equal rank >= 2", shape_str(a->shape), shape_str(b->shape));
+  size_t r = a->shape.size();
+  if (!std::equal(a->shape.begin(), a->shape.end() - 2, b->shape.begin()) || a->shape[r - 1] != b->shape[r - 2])
+    return error("matmul shapes {} and {} do not fit", shape_str(a->shape), shape_str(b->shape));
+  Shape s = a->shape;
+  s[r - 1] = b->shape[r - 1];
+  return std::vector{like(*a, s)};
+}
+
+Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types& in) {
+  const TensorType* x = in[0];
+  if (op == Op::layer_norm) {
+    if (x->rank() < 1) return error("layer_norm input must have rank >= 1");
+    STRATA_RETURN_IF_ERROR(need_vector(in.size() > 1 ? in[1] : nullptr, x->shape.back(), "layer_norm gamma"));
+    STRATA_RETURN_IF_ERROR(need_vector(in.size() > 2 ? in[2] : nullptr, x->shape.back(), "layer_norm beta"));
+    return std::vector{like(*x, x->shape)};
+  }
+  if (x->rank() < 2) return error("{} input must be [N, C, ...], got {}", op_name(op), shape_str(x->shape));
+  int64_t c = x->shape[1];
+  if (op == Op::group_norm) {
+    int64_t groups = a.get_int("groups");
+    if (groups < 1 || c % groups != 0) return error("group_norm: {} channels do not split into {} groups", c, groups);
+  }
+  STRATA_RETURN_IF_ERROR(need_vector(in[1], c, fmt::format("{} gamma", op_name(op))));
+  STRATA_RETURN_IF_ERROR(need_vector(in.size() > 2 ? in[2] : nullptr, c, fmt::format("{} beta", op_name(op))));
+  return std::vector{like(*x, x->shape)};
+}
+
+Expected<std::vector<TensorType>> infer_attention(const Types& in) {
+  const TensorType *q = in[0], *k = in[1], *v = in[2];
+  size_t r = q->shape.size();
+  if (r < 2 || k->shape.size() != r || v->shape.size() != r)
+    return error("attention q {}, k {}, v {} need equal rank >= 2", shape_str(q->shape), shape_str(k->shape),
+                 shape_str(v->shape));
+  bool heads_match = std::equal(q->shape.begin(), q->shape.end() - 2, k->shape.begin()) &&
+                     std::equal(q->shape.begin(), q->shape.end() - 2, v->shape.begin());
+  if (!heads_match || q->shape[r - 1] != k->shape[r - 1] || k->shape[r - 2] != v->shape[r - 2])
+    return error("attention q {}, k {}, v {} do not fit", shape_str(q->shape), shape_str(k->shape),
+                 shape_str(v->shape));
+  Shape s = q->shape;
+  s[r - 1] = v->shape[r - 1];
+  return std::vector{like(*q, s)};
+}
+
+Expected<std::vector<TensorType>> infer_reshape(const Attrs& a, const Types& in) {
+  Shape s = a.get_ints("shape");
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer_at >= 0) return error("reshape shape {} has more than one -1", shape_str(s));
+      infer_at = static_cast<int64_t>(i);
+    } else if (s[i] < 0) {
+      return error("reshape shape {} has a negative size", shape_str(s));
+    } else {
+      known *= s[i];
+    }
+  }
+  int64_t n = in[0]->elements();
+  if (infer_at >= 0 && known > 0 && n % known == 0) s[static_cast<size_t>(infer_at)] = n / known;
+  if (num_elements(s) != n)
+    return error("reshape of {} ({} elements) to {}", shape_str(in[0]->shape), n, shape_str(a.get_ints("shape")));
+  return std::vector{like(*in[0], s)};
+}
+
+Expected<std::vector<TensorType>> infer_permute(const Attrs& a, const Types& in) {
+  auto perm = a.get_ints("perm");
+  const Shape& x = in[0]->shape;
+  std::set<int64_t> seen(perm.begin(), perm.end());
+  if (perm.size() != x.size() || seen.size() != perm.size() || *seen.begin() != 0 ||
+      *seen.rbegin() != static_cast<int64_t>(x.size()) - 1)
+    return error("permute perm {} is not a permutation of {} dims", shape_str(perm), x.size());
+  Shape s;
+  for (int64_t p : perm) s.push_back(x[static_cast<size_t>(p)]);
+  return std::vector{like(*in[0], s)};
+}
+
+Expected<std::vector<TensorType>> infer_slice(const Attrs& a, const Types& in) {
+  int64_t axis = a.get_int("axis"), start = a.get_int("start"), end = a.get_int("end");
+  Shape s = in[0]->shape;
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()))
+    return error("slice axis {} out of range for {}", axis, shape_str(s));
+  if (start < 0 || end > s[static_cast<size_t>(axis)] || start >= end)
+    return error("slice [{}, {}) out of range for dim {} of {}", start, end, axis, shape_str(s));
+  s[static_cast<size_t>(axis)] = end - start;
+  return std::vector{like(*in[0], s)};
+}
+
+Expected<std::vector<TensorType>> infer_concat(const Attrs& a, const Types& in) {
+  int64_t axis = a.get_int("axis");
+  Shape s = in[0]->shape;
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()))
+    return error("concat axis {} out of range for {}", axis, shape_str(s));
+  for (size_t i = 1; i < in.size(); ++i) {
+    Shape t = in[i]->shape;
+    if (t.size() != s.size()) return error("concat operands {} and {} differ in rank", shape_str(s), shape_str(t));
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && t[d] != s[d])
+        return error("concat operand {} does not match {} outside axis {}", shape_str(t), shape_str(in[0]->shape), axis);
+    s[static_cast<size_t>(axis)] += t[static_cast<size_t>(axis)];
+  }
+  return std::vector{like(*in[0], s)};
+}
+
+Expected<std::vector<TensorType>> infer_upsample(const Attrs& a, const Types& in) {
+  auto f = a.get_ints("factors");
+  Shape s = in[0]->shape;
+  if (f.empty() || f.size() > s.size()) return error("upsample_nearest factors {} do not fit {}", shape_str(f), shape_str(s));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] < 1) return error("upsample_nearest factor {} < 1", f[i]);
+    s[s.size() - f.size() + i] *= f[i];
+  }
+  return std::vector{like(*in[0], s)};
+}
+
+}  // namespace
+
+Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, const Types& inputs) {
+  const OpInfo& info = op_info(op);
+  int n = static_cast<int>(inputs.size());
+  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs))
+    return error("{} takes {}{} operands, got {}", info.name, info.min_inputs,
+                 info.max_inputs < 0 ? "+" : info.max_inputs == info.min_inputs ? "" : fmt::format("-{}", info.max_inputs), n);
+  for (int i = 0; i < info.min_inputs; ++i)
+    if (!inputs[static_cast<size_t>(i)]) return error("{} operand {} is required", info.name, i);
+  STRATA_RETURN_IF_ERROR(check_attrs(op, attrs));
+  const TensorType& x = *inputs[0];
+  switch (op) {
+    case Op::conv2d: return infer_conv2d(attrs, inputs);
+    case Op::conv3d: return infer_conv3d(attrs, inputs);
+    case Op::linear: return infer_linear(inputs);
+    case Op::matmul: return infer_matmul(inputs);
+    case Op::group_norm:
+    case Op::rms_norm:
+    case Op::layer_norm: return infer_norm(op, attrs, inputs);
+    case Op::add:
+    case Op::mul: {
+      STRATA_ASSIGN_OR_RETURN(Shape s, broadcast_shapes(x.shape, inputs[1]->shape));
+      return std::vector{like(x, s)};
+    }
+    case Op::silu:
+    case Op::gelu:
+    case Op::scale:
+    case Op::clamp:
+    case Op::softmax: return std::vector{like(x, x.shape)};
+    case Op::upsample_nearest: return infer_upsample(attrs, inputs);
+    case Op::attention: return infer_attention(inputs);
+    case Op::reshape: return infer_reshape(attrs, inputs);
+    case Op::permute: return infer_permute(attrs, inputs);
+    case Op::slice: return infer_slice(attrs, inputs);
+    case Op::concat: return infer_concat(attrs, inputs);
+    case Op::cast: {
+      STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));
+      return std::vector{TensorType{x.shape, t, {}}};
+    }
+  }
+  return error("unknown op");
+}
+
+}  // namespace strata

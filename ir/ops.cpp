@@ -1,0 +1,71 @@
+#include "ir/ops.h"
+
+#include <array>
+
+namespace strata {
+namespace {
+
+using K = AttrKind;
+
+constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false}, {"stride", K::ints, false}};
+constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
+constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
+constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
+constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
+constexpr AttrSpec kClamp[] = {{"min", K::float_, true}, {"max", K::float_, true}};
+constexpr AttrSpec kUpsample[] = {{"factors", K::ints, true}};
+constexpr AttrSpec kAttention[] = {{"scale", K::float_, true}};
+constexpr AttrSpec kReshape[] = {{"shape", K::ints, true}};
+constexpr AttrSpec kPermute[] = {{"perm", K::ints, true}};
+constexpr AttrSpec kSlice[] = {
+    {"axis", K::int_, true}, {"start", K::int_, true}, {"end", K::int_, true}};
+constexpr AttrSpec kConcat[] = {{"axis", K::int_, true}};
+constexpr AttrSpec kCast[] = {{"dtype", K::string, true}};
+
+// Rows in the order of the Op enum (checked below).
+constexpr std::array kOps = {
+    OpInfo{Op::conv2d, "conv2d", 2, 3, 1, kConv2d},
+    OpInfo{Op::conv3d, "conv3d", 2, 3, 1, kConv3d},
+    OpInfo{Op::linear, "linear", 2, 3, 1, {}},
+    OpInfo{Op::matmul, "matmul", 2, 2, 1, {}},
+    OpInfo{Op::group_norm, "group_norm", 3, 3, 1, kGroupNorm},
+    OpInfo{Op::rms_norm, "rms_norm", 2, 3, 1, kEps},
+    OpInfo{Op::layer_norm, "layer_norm", 1, 3, 1, kEps},
+    OpInfo{Op::silu, "silu", 1, 1, 1, {}},
+    OpInfo{Op::gelu, "gelu", 1, 1, 1, {}},
+    OpInfo{Op::add, "add", 2, 2, 1, {}},
+    OpInfo{Op::mul, "mul", 2, 2, 1, {}},
+    OpInfo{Op::scale, "scale", 1, 1, 1, kScale},
+    OpInfo{Op::clamp, "clamp", 1, 1, 1, kClamp},
+    OpInfo{Op::upsample_nearest, "upsample_nearest", 1, 1, 1, kUpsample},
+    OpInfo{Op::attention, "attention", 3, 3, 1, kAttention},
+    OpInfo{Op::softmax, "softmax", 1, 1, 1, {}},
+    OpInfo{Op::reshape, "reshape", 1, 1, 1, kReshape},
+    OpInfo{Op::permute, "permute", 1, 1, 1, kPermute},
+    OpInfo{Op::slice, "slice", 1, 1, 1, kSlice},
+    OpInfo{Op::concat, "concat", 1, -1, 1, kConcat},
+    OpInfo{Op::cast, "cast", 1, 1, 1, kCast},
+};
+
+constexpr bool table_in_enum_order() {
+  for (size_t i = 0; i < kOps.size(); ++i)
+    if (static_cast<size_t>(kOps[i].op) != i) return false;
+  return true;
+}
+static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
+static_assert(kOps.size() == static_cast<size_t>(Op::cast) + 1, "op table incomplete");
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return kOps[static_cast<size_t>(op)]; }
+std::string_view op_name(Op op) { return op_info(op).name; }
+
+std::optional<Op> op_from_name(std::string_view name) {
+  for (const auto& info : kOps)
+    if (info.name == name) return info.op;
+  return std::nullopt;
+}
+
+std::span<const OpInfo> all_ops() { return kOps; }
+
+}  // namespace strata

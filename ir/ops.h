@@ -1,0 +1,79 @@
+// The op table: every operation the IR knows, with its operands, attributes and
+// semantics. The printer, parser, verifier, builder and interpreter all read this one
+// table; adding an op means adding a row here, its shape rule in ir/infer.cpp and its
+// kernel in the interpreter.
+//
+// Semantics (shapes logical, row major; N = batch, C = channels):
+//   conv2d(x[N,Ci,H,W], w[Co,Ci/g?,kh,kw], bias[Co]?)   pad=[ph,pw] zeros, stride=[sh,sw]
+//   conv3d(x[N,Ci,T,H,W], w[Co,Ci,kt,kh,kw], bias[Co]?) pad=[t_front,t_back,ph,pw] zeros;
+//       a causal video conv (diffusers CausalConv3d) pads 2·(kt/2) frames in front, 0 after
+//   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias
+//   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
+//   group_norm(x[N,C,...], gamma[C], beta[C])      groups, eps; statistics in f64
+//   rms_norm(x[N,C,...], gamma[numel C], beta?)    Wan RMS_norm: per position, over the
+//       channel dim: x / max(‖x‖₂, eps) · √C · gamma (+ beta); eps default 1e-12
+//   layer_norm(x[...,C], gamma[C]?, beta[C]?)      over the last dim, eps
+//   silu, gelu (tanh-free, erf form), add, mul (numpy broadcasting)
+//   scale(x)                               x · mul + add        (attrs mul, add)
+//   clamp(x)                               min(max(x, min), max)
+//   upsample_nearest(x)                    factors=[...] applied to the trailing dims
+//   attention(q[...,Tq,D], k[...,Tk,D], v[...,Tk,Dv])  softmax(q·kᵀ·scale)·v over the
+//       leading (head) dims; softmax in f64
+//   softmax(x)                             over the last dim
+//   reshape(x) shape=[...]; permute(x) perm=[...]; slice(x) axis,start,end;
+//   concat(xs...) axis; cast(x) dtype="f16"
+#pragma once
+
+#include "ir/attrs.h"
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace strata {
+
+enum class Op {
+  conv2d,
+  conv3d,
+  linear,
+  matmul,
+  group_norm,
+  rms_norm,
+  layer_norm,
+  silu,
+  gelu,
+  add,
+  mul,
+  scale,
+  clamp,
+  upsample_nearest,
+  attention,
+  softmax,
+  reshape,
+  permute,
+  slice,
+  concat,
+  cast,
+};
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  bool required;
+};
+
+struct OpInfo {
+  Op op;
+  std::string_view name;     // text-form name, e.g. "group_norm"
+  int min_inputs;
+  int max_inputs;            // -1: variadic
+  int num_outputs;
+  std::span<const AttrSpec> attrs;
+};
+
+const OpInfo& op_info(Op op);
+std::string_view op_name(Op op);
+std::optional<Op> op_from_name(std::string_view name);
+std::span<const OpInfo> all_ops();
+
+}  // namespace strata
