@@ -74,18 +74,25 @@ std::string attr_value_str(const AttrValue& v) {
       return out + "]";
     }
     case AttrKind::floats: {
-      // An empty list prints as [] and parses back as ints; the printer avoids
-      // emitting empty float lists (see printer), so this stays unambiguous.
+      // An empty list prints as [] and parses back as ints; check_attrs accepts an
+      // empty int list where floats are declared, and the text is the same either way.
       const auto& xs = std::get<std::vector<double>>(v);
       std::string out = "[";
       for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + float_str(xs[i]);
       return out + "]";
     }
     case AttrKind::string: {
+      // Backslash escapes keep a literal on one line: \" \\ \n \t \r, other control
+      // bytes as \xHH; everything else (UTF-8 included) is written as is.
       std::string out = "\"";
       for (char c : std::get<std::string>(v)) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
+        unsigned char u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') out += {'\\', c};
+        else if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+        else out += c;
       }
       return out + "\"";
     }

@@ -43,8 +43,9 @@ private:
   std::map<std::string, AttrValue> map_;
 };
 
-// Text form of one value as the printer writes it: 3, 1e-06, [1, 1], [0.5, 2], "f16".
-// Floats print with enough digits to round-trip exactly.
+// Text form of one value as the printer writes it: 3, 1e-06, [1, 1], [0.5, 2.0], "f16".
+// Floats print with enough digits to round-trip exactly. Strings are quoted with
+// backslash escapes (\" \\ \n \t \r \xHH) so that a literal stays on one line.
 std::string attr_value_str(const AttrValue& v);
 // "{eps = 1e-06, groups = 8}" ("" when empty).
 std::string attrs_str(const Attrs& a);

@@ -20,9 +20,9 @@ std::string Builder::scoped(const std::string& local) const {
 std::string Builder::name_from_weight(ValueId w, std::string_view fallback) const {
   if (w == kNoValue) return scoped(std::string(fallback));
   const std::string& n = graph_.value(w).name;
-  const std::string suffix = ".weight";
-  if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return n.substr(0, n.size() - suffix.size());
+  for (std::string suffix : {".weight", ".gamma"})
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return n.substr(0, n.size() - suffix.size());
   return scoped(std::string(fallback));
 }
 
@@ -119,13 +119,17 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
 ValueId Builder::matmul(ValueId a, ValueId b) { return op(Op::matmul, {a, b}, {}); }
 
 ValueId Builder::group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps) {
-  return op(Op::group_norm, {x, gamma, beta}, {{"groups", groups}, {"eps", eps}});
+  if (!ok()) return kNoValue;
+  return make_node(Op::group_norm, {x, gamma, beta}, {{"groups", groups}, {"eps", eps}},
+                   name_from_weight(gamma, "group_norm"));
 }
 ValueId Builder::rms_norm(ValueId x, ValueId gamma, ValueId beta, double eps) {
-  return op(Op::rms_norm, {x, gamma, beta}, {{"eps", eps}});
+  if (!ok()) return kNoValue;
+  return make_node(Op::rms_norm, {x, gamma, beta}, {{"eps", eps}}, name_from_weight(gamma, "rms_norm"));
 }
 ValueId Builder::layer_norm(ValueId x, ValueId gamma, ValueId beta, double eps) {
-  return op(Op::layer_norm, {x, gamma, beta}, {{"eps", eps}});
+  if (!ok()) return kNoValue;
+  return make_node(Op::layer_norm, {x, gamma, beta}, {{"eps", eps}}, name_from_weight(gamma, "layer_norm"));
 }
 ValueId Builder::silu(ValueId x) { return op(Op::silu, {x}, {}); }
 ValueId Builder::gelu(ValueId x) { return op(Op::gelu, {x}, {}); }

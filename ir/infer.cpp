@@ -184,8 +184,8 @@ Expected<std::vector<TensorType>> infer_permute(const Attrs& a, const Types& in)
   auto perm = a.get_ints("perm");
   const Shape& x = in[0]->shape;
   std::set<int64_t> seen(perm.begin(), perm.end());
-  if (perm.size() != x.size() || seen.size() != perm.size() || *seen.begin() != 0 ||
-      *seen.rbegin() != static_cast<int64_t>(x.size()) - 1)
+  if (perm.size() != x.size() || seen.size() != perm.size() ||
+      (!seen.empty() && (*seen.begin() != 0 || *seen.rbegin() != static_cast<int64_t>(x.size()) - 1)))
     return error("permute perm {} is not a permutation of {} dims", shape_str(perm), x.size());
   Shape s;
   for (int64_t p : perm) s.push_back(x[static_cast<size_t>(p)]);
@@ -238,8 +238,11 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
   if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs))
     return error("{} takes {}{} operands, got {}", info.name, info.min_inputs,
                  info.max_inputs < 0 ? "+" : info.max_inputs == info.min_inputs ? "" : fmt::format("-{}", info.max_inputs), n);
-  for (int i = 0; i < info.min_inputs; ++i)
-    if (!inputs[static_cast<size_t>(i)]) return error("{} operand {} is required", info.name, i);
+  // Operands up to min_inputs are required; so is every operand of a variadic op
+  // (concat), whose rules read them all.
+  for (int i = 0; i < n; ++i)
+    if (!inputs[static_cast<size_t>(i)] && (i < info.min_inputs || info.max_inputs < 0))
+      return error("{} operand {} is required", info.name, i);
   STRATA_RETURN_IF_ERROR(check_attrs(op, attrs));
   const TensorType& x = *inputs[0];
   switch (op) {

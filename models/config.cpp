@@ -1,1 +1,179 @@
-// placeholder
+#include "models/config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace strata {
+namespace {
+
+using json = nlohmann::json;
+
+// Wan 2.1 / Qwen-Image latent statistics (AutoencoderKLQwenImage defaults).
+const std::vector<double> kWanLatentsMean = {-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653,
+                                             -0.1517, 1.5508,  0.4134,  -0.0715, 0.5517, -0.3632,
+                                             -0.1922, -0.9497, 0.2503,  -0.2921};
+const std::vector<double> kWanLatentsStd = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                                            3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.916};
+
+// Field readers: absent fields keep the default; a present field of the wrong type
+// is an error naming it.
+struct Reader {
+  const json& j;
+  const std::string& source;
+  Status status;
+
+  bool present(const char* key) { return status.is_ok() && j.contains(key) && !j[key].is_null(); }
+  void fail(const char* key, const std::string& want) {
+    if (status.is_ok()) status = error("{}: field '{}' must be {}, got {}", source, key, want, j[key].dump());
+  }
+  void integer(const char* key, int64_t& out, int64_t min = 0) {
+    if (!present(key)) return;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) return fail(key, fmt::format("an integer >= {}", min));
+    out = j[key].get<int64_t>();
+  }
+  void number(const char* key, double& out) {
+    if (!present(key)) return;
+    if (!j[key].is_number()) return fail(key, "a number");
+    out = j[key].get<double>();
+  }
+  void boolean(const char* key, bool& out) {
+    if (!present(key)) return;
+    if (!j[key].is_boolean()) return fail(key, "true or false");
+    out = j[key].get<bool>();
+  }
+  void integers(const char* key, std::vector<int64_t>& out) {
+    if (!present(key)) return;
+    if (!j[key].is_array()) return fail(key, "a list of positive integers");
+    std::vector<int64_t> v;
+    for (const auto& e : j[key]) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 1) return fail(key, "a list of positive integers");
+      v.push_back(e.get<int64_t>());
+    }
+    out = std::move(v);
+  }
+  void numbers(const char* key, std::vector<double>& out) {
+    if (!present(key)) return;
+    if (!j[key].is_array()) return fail(key, "a list of numbers");
+    std::vector<double> v;
+    for (const auto& e : j[key]) {
+      if (!e.is_number()) return fail(key, "a list of numbers");
+      v.push_back(e.get<double>());
+    }
+    out = std::move(v);
+  }
+  void booleans(const char* key, std::vector<bool>& out) {
+    if (!present(key)) return;
+    if (!j[key].is_array()) return fail(key, "a list of booleans");
+    std::vector<bool> v;
+    for (const auto& e : j[key]) {
+      if (!e.is_boolean()) return fail(key, "a list of booleans");
+      v.push_back(e.get<bool>());
+    }
+    out = std::move(v);
+  }
+};
+
+Expected<VaeConfig> read_flux(const json& j, const std::string& source) {
+  FluxVaeConfig c;
+  c.shift_factor = 0.0;  // diffusers: null / absent means no shift
+  Reader r{j, source, {}};
+  r.integers("block_out_channels", c.block_out_channels);
+  r.integer("layers_per_block", c.layers_per_block, 1);
+  r.integer("norm_num_groups", c.norm_num_groups, 1);
+  r.integer("latent_channels", c.latent_channels, 1);
+  r.integer("out_channels", c.out_channels, 1);
+  r.number("scaling_factor", c.scaling_factor);
+  r.number("shift_factor", c.shift_factor);
+  r.boolean("mid_block_add_attention", c.mid_block_add_attention);
+  r.boolean("use_post_quant_conv", c.use_post_quant_conv);
+  STRATA_RETURN_IF_ERROR(r.status);
+  if (c.block_out_channels.empty()) return error("{}: block_out_channels is empty", source);
+  for (int64_t ch : c.block_out_channels)
+    if (ch % c.norm_num_groups != 0)
+      return error("{}: block_out_channels entry {} is not a multiple of norm_num_groups {}", source, ch,
+                   c.norm_num_groups);
+  if (c.scaling_factor == 0.0) return error("{}: scaling_factor is 0", source);
+  return VaeConfig{c};
+}
+
+Expected<VaeConfig> read_qwen(const json& j, const std::string& source) {
+  QwenVaeConfig c;
+  c.latents_mean = kWanLatentsMean;
+  c.latents_std = kWanLatentsStd;
+  Reader r{j, source, {}};
+  r.integer("base_dim", c.base_dim, 1);
+  r.integers("dim_mult", c.dim_mult);
+  r.integer("num_res_blocks", c.num_res_blocks, 1);
+  r.booleans("temperal_downsample", c.temperal_downsample);
+  r.numbers("attn_scales", c.attn_scales);
+  r.integer("z_dim", c.z_dim, 1);
+  r.numbers("latents_mean", c.latents_mean);
+  r.numbers("latents_std", c.latents_std);
+  STRATA_RETURN_IF_ERROR(r.status);
+  if (c.dim_mult.size() < 2) return error("{}: dim_mult needs at least 2 entries", source);
+  if (c.temperal_downsample.size() != c.dim_mult.size() - 1)
+    return error("{}: temperal_downsample has {} entries, dim_mult {} (needs one fewer)", source,
+                 c.temperal_downsample.size(), c.dim_mult.size());
+  if (!c.attn_scales.empty())
+    return error("{}: attn_scales (attention inside up blocks) is not supported", source);
+  if (static_cast<int64_t>(c.latents_mean.size()) != c.z_dim || static_cast<int64_t>(c.latents_std.size()) != c.z_dim)
+    return error("{}: latents_mean and latents_std need z_dim = {} values each", source, c.z_dim);
+  return VaeConfig{c};
+}
+
+}  // namespace
+
+int64_t latent_channels(const VaeConfig& c) {
+  if (auto* f = std::get_if<FluxVaeConfig>(&c)) return f->latent_channels;
+  return std::get<QwenVaeConfig>(c).z_dim;
+}
+
+std::string vae_class_name(const VaeConfig& c) {
+  return std::holds_alternative<FluxVaeConfig>(c) ? "AutoencoderKL" : "AutoencoderKLQwenImage";
+}
+
+Expected<VaeConfig> parse_vae_config(const std::string& text, const std::string& source) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return error("{}: not valid JSON", source);
+  if (!j.is_object()) return error("{}: expected a JSON object", source);
+  if (!j.contains("_class_name") || !j["_class_name"].is_string())
+    return error("{}: no \"_class_name\" (is this a diffusers config.json?)", source);
+  std::string cls = j["_class_name"].get<std::string>();
+  if (cls == "AutoencoderKL") return read_flux(j, source);
+  if (cls == "AutoencoderKLQwenImage") return read_qwen(j, source);
+  return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage)", source, cls);
+}
+
+Expected<VaeConfig> read_vae_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return error("cannot open '{}'", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_vae_config(ss.str(), path);
+}
+
+FluxVaeConfig flux_full_config() { return FluxVaeConfig{}; }
+
+QwenVaeConfig qwen_full_config() {
+  QwenVaeConfig c;
+  c.latents_mean = kWanLatentsMean;
+  c.latents_std = kWanLatentsStd;
+  return c;
+}
+
+FluxVaeConfig flux_small_config() {
+  FluxVaeConfig c;
+  c.block_out_channels = {32, 32, 64, 64};
+  c.norm_num_groups = 8;
+  return c;
+}
+
+QwenVaeConfig qwen_small_config() {
+  QwenVaeConfig c = qwen_full_config();
+  c.base_dim = 16;
+  return c;
+}
+
+}  // namespace strata

@@ -1,0 +1,127 @@
+// The reference interpreter: executes any Graph on the CPU, in f32 on logical shapes.
+//
+// It is the oracle of the project: every pass must leave what it computes unchanged
+// (up to the f16 rounding a pass is allowed to add), and every GPU kernel is tested
+// against it. So it is written for clarity and exactness first; it is multithreaded
+// only so that small VAEs decode in seconds.
+//
+// Numerics (the contract other stages are compared against):
+//   - Values are f32. A value whose type is f16 or bf16 holds only numbers of that
+//     type: graph inputs, constants and node outputs of such a type are rounded
+//     through it (round to nearest even), so cast(x, f16) rounds, and a graph with f16
+//     storage is simulated faithfully.
+//   - Sums are accumulated in f64 and rounded to f32 once: conv2d / conv3d / linear /
+//     matmul (products of f32 operands are exact in f64), norm statistics (two-pass
+//     mean and variance), softmax and attention's softmax. Transcendentals (silu, gelu,
+//     exp) are evaluated in f64. The reference cases are computed by diffusers in f64,
+//     so the oracle's own rounding stays far below the 1e-4 tolerance.
+//   - Every output element is computed by the same sequence of operations whatever
+//     the thread count: a multithreaded run equals a single-threaded one bit for bit.
+//
+// Threading: each heavy kernel splits its output into contiguous ranges of
+// independent units (conv: output rows (n, co, t, y); linear: output elements;
+// matmul / attention / softmax / layer_norm: rows; group_norm: (n, group) pairs;
+// rms_norm: (n, position) blocks; pointwise and data movement: element or row
+// ranges) and runs one range per std::thread (interp::parallel_for).
+//
+// Memory: an intermediate (or input copy, or converted weight) is freed right after
+// the last node that reads it; graph outputs are kept. Weights are fetched from the
+// WeightStore by Value::weight and converted to f32 when first read, once per run.
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ir/weight_store.h"
+
+#include <array>
+#include <functional>
+#include <vector>
+
+namespace strata {
+
+struct InterpretOptions {
+  // Worker threads per kernel; 0: std::thread::hardware_concurrency().
+  int threads = 0;
+  // Least work (≈ multiply-adds or elements) worth a thread of its own; tests set 1 to
+  // split even tiny ops. Never changes results.
+  int64_t min_work_per_thread = 1 << 16;
+  // Called once for each node output, in execution order, after it is computed (and
+  // rounded to its dtype). Tests and `--check-range` read intermediates through it.
+  std::function<void(const Node&, const Tensor&)> on_value;
+};
+
+// Runs `graph` on `inputs` (one per graph input, in graph.inputs() order, each of the
+// input's logical shape) and returns the graph outputs in graph.outputs() order.
+//
+// Errors (nothing is computed when one of the checks fails): a wrong number of inputs
+// or an input of the wrong shape (names the input and both shapes); a value with a
+// non-default layout; a constant whose tensor is missing from `weights` or has
+// another shape (names the tensor); a node whose operands are not yet computed or
+// whose output types disagree with the op's shape rules (names the node).
+Expected<std::vector<Tensor>> interpret(const Graph& graph, const WeightStore& weights,
+                                        const std::vector<Tensor>& inputs,
+                                        const InterpretOptions& options = {});
+
+// The kernels, one per op (or op family). interpret() calls them after checking the
+// node with the op's shape rules (ir/infer.h); called directly, their operands must
+// satisfy those rules. Each returns a new tensor of the logical
+// output shape.
+namespace interp {
+
+// How a kernel may split its work: at most `threads` threads, each given at least
+// `min_work` work (≈ multiply-adds or elements), so small ops stay on one thread.
+struct Parallel {
+  int threads = 1;
+  int64_t min_work = 1 << 16;
+};
+
+// Runs fn(begin, end) over contiguous ranges covering [0, n) of units that each cost
+// about `work_per_unit`, on as many threads as `par` allows (the calling thread takes
+// the last range). Ranges are disjoint, so fn may write its units without locks.
+void parallel_for(int64_t n, const Parallel& par, int64_t work_per_unit,
+                  const std::function<void(int64_t begin, int64_t end)>& fn);
+
+// The value `v` rounded through `t` (identity for f32).
+float round_to(float v, DType t);
+// Every element rounded through `t`, in place.
+void round_in_place(Tensor& x, DType t);
+
+// Convolution over x[N, Ci, T, H, W] with w[Co, Ci, kt, kh, kw], zero padding
+// (pad_lo before, pad_hi after, per dim T, H, W) and strides; f64 accumulation over
+// (ci, kt, kh, kw) in that order, then + bias.
+struct ConvParams {
+  std::array<int64_t, 3> pad_lo{0, 0, 0};
+  std::array<int64_t, 3> pad_hi{0, 0, 0};
+  std::array<int64_t, 3> stride{1, 1, 1};
+};
+Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p, const Parallel& par);
+// conv2d(x[N,Ci,H,W], w[Co,Ci,kh,kw]): conv3d on a single frame.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, std::array<int64_t, 2> pad,
+              std::array<int64_t, 2> stride, const Parallel& par);
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par);
+Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par);
+
+Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t groups, double eps,
+                  const Parallel& par);
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, double eps, const Parallel& par);
+Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, double eps, const Parallel& par);
+Tensor softmax(const Tensor& x, const Parallel& par);
+
+Tensor silu(const Tensor& x, const Parallel& par);
+Tensor gelu(const Tensor& x, const Parallel& par);
+Tensor scale(const Tensor& x, double mul, double add, const Parallel& par);
+Tensor clamp(const Tensor& x, double lo, double hi, const Parallel& par);
+Tensor add(const Tensor& a, const Tensor& b, const Parallel& par);  // numpy broadcasting
+Tensor mul(const Tensor& a, const Tensor& b, const Parallel& par);  // numpy broadcasting
+Tensor upsample_nearest(const Tensor& x, const std::vector<int64_t>& factors, const Parallel& par);
+
+Tensor reshape(const Tensor& x, const Shape& shape);  // shape fully known (no -1)
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm, const Parallel& par);
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end);
+Tensor concat(const std::vector<const Tensor*>& xs, int64_t axis);
+Tensor cast(const Tensor& x, DType to);
+
+}  // namespace interp
+}  // namespace strata

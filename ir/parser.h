@@ -1,0 +1,40 @@
+// Reads the text form that ir/printer.h writes (the grammar below), so that
+// print(parse(print(g))) == print(g) for every valid graph.
+//
+//   graph    := 'graph' '@' NAME '(' [param (',' param)*] ')' '{' stmt* return '}'
+//   param    := '%' NAME ':' type                          -- a graph input
+//   stmt     := result (',' result)* '=' rhs
+//   result   := '%' NAME ':' type
+//   rhs      := 'weight' STRING                            -- a constant
+//             | OP [STRING] '(' [operand (',' operand)*] ')' [attrs]
+//   operand  := '%' NAME | '_'                             -- '_': absent operand
+//   attrs    := '{' [IDENT '=' literal (',' IDENT '=' literal)*] '}'
+//   literal  := INT | FLOAT | STRING | '[' [number (',' number)*] ']'
+//   return   := 'return' ['%' NAME (',' '%' NAME)*]
+//   type     := DTYPE '[' [INT (',' INT)*] ']' ['{' ('nhwc' | 'logical') [':' 'cpad' '=' INT] '}']
+//
+// NAME is [A-Za-z0-9_.-]+ or a string literal; FLOAT has a '.' or an exponent, or is
+// inf / nan / -inf / -nan; a list with any FLOAT is a float list. `// ...` comments
+// and all whitespace (newlines included) are ignored. The node name (STRING after
+// OP) may be left out in hand-written text: it then defaults to the first result's
+// name (the printer always writes it).
+//
+// Checks while reading: values are defined once and before use; OP is in the op
+// table; each node's attributes pass check_attrs and its declared result types
+// equal (shape and dtype) those infer_output_types computes; weight names are not
+// empty. Every error starts with "LINE:COL: " and says what was expected or which
+// node is wrong, e.g.
+//   "3:40: expected ',' or ')' after an operand, got '{'"
+//   "4:3: node 'decoder.conv_in' (conv2d): declared f32[1,64,8,8] for %decoder.conv_in, inferred f32[1,64,6,6]"
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/status.h"
+
+#include <string_view>
+
+namespace strata {
+
+Expected<Graph> parse_graph(std::string_view text);
+
+}  // namespace strata

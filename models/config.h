@@ -1,0 +1,58 @@
+// diffusers `config.json` of the VAEs strata builds, read into typed structs.
+//
+// Only the fields the decoders use are read; each is checked for type and range, and
+// an error names the file and the field. The class is told apart by "_class_name".
+#pragma once
+
+#include "ir/status.h"
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace strata {
+
+// diffusers AutoencoderKL (the Flux / SD3 VAE layout).
+struct FluxVaeConfig {
+  std::vector<int64_t> block_out_channels{128, 256, 512, 512};
+  int64_t layers_per_block = 2;
+  int64_t norm_num_groups = 32;
+  int64_t latent_channels = 16;
+  int64_t out_channels = 3;
+  double scaling_factor = 0.3611;
+  double shift_factor = 0.1159;   // null in config.json reads as 0
+  bool mid_block_add_attention = true;
+  bool use_post_quant_conv = false;
+};
+
+// diffusers AutoencoderKLQwenImage (Wan 2.1-style causal video VAE).
+struct QwenVaeConfig {
+  int64_t base_dim = 96;
+  std::vector<int64_t> dim_mult{1, 2, 4, 4};
+  int64_t num_res_blocks = 2;
+  std::vector<bool> temperal_downsample{false, true, true};  // diffusers' spelling
+  std::vector<double> attn_scales;
+  int64_t z_dim = 16;
+  std::vector<double> latents_mean;  // z_dim values
+  std::vector<double> latents_std;   // z_dim values
+};
+
+using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig>;
+
+// Latent channel count of either config.
+int64_t latent_channels(const VaeConfig& c);
+// "AutoencoderKL" or "AutoencoderKLQwenImage".
+std::string vae_class_name(const VaeConfig& c);
+
+Expected<VaeConfig> parse_vae_config(const std::string& json_text, const std::string& source_name);
+Expected<VaeConfig> read_vae_config(const std::string& path);
+
+// The released models' configs (the full-size architectures of ../shared/cases).
+FluxVaeConfig flux_full_config();
+QwenVaeConfig qwen_full_config();
+// The shared cases' small configs (flux_small, qwen_small), used by the demo.
+FluxVaeConfig flux_small_config();
+QwenVaeConfig qwen_small_config();
+
+}  // namespace strata

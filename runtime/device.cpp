@@ -1,0 +1,269 @@
+// Instance creation, physical-device queries, and logical-device creation.
+// Selection, requirement checks and printing live in device_select.cpp.
+#include "runtime/device.h"
+
+#include "runtime/vk_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata::runtime {
+namespace {
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+// The plan's subgroup_ops bits are defined as the Vulkan bit values.
+static_assert(subgroup_ops::arithmetic == VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+static_assert(subgroup_ops::quad == VK_SUBGROUP_FEATURE_QUAD_BIT);
+static_assert(static_cast<uint32_t>(CoopType::u64) == VK_COMPONENT_TYPE_UINT64_NV);
+
+bool has_layer(const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateInstanceLayerProperties(&n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkLayerProperties> layers(n);
+  if (vkEnumerateInstanceLayerProperties(&n, layers.data()) != VK_SUCCESS) return false;
+  return std::any_of(layers.begin(), layers.end(),
+                     [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool has_extension(VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> exts(n);
+  if (vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()) != VK_SUCCESS)
+    return false;
+  return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
+}
+
+DeviceType to_device_type(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::cpu;
+    default: return DeviceType::other;
+  }
+}
+
+// Subgroup-scope shapes only: those are what GL_NV_cooperative_matrix kernels use.
+std::vector<CoopMatShape> query_coop_shapes(VkInstance instance, VkPhysicalDevice pd) {
+  auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!get) return {};
+  uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<VkCooperativeMatrixPropertiesNV> props(
+      n, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
+  std::vector<CoopMatShape> shapes;
+  for (const VkCooperativeMatrixPropertiesNV& p : props) {
+    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
+    shapes.push_back(CoopMatShape{p.MSize, p.NSize, p.KSize, static_cast<CoopType>(p.AType),
+                                  static_cast<CoopType>(p.BType), static_cast<CoopType>(p.CType),
+                                  static_cast<CoopType>(p.DType)});
+  }
+  return shapes;
+}
+
+// Everything strata reads about one physical device. Devices below Vulkan 1.2 or
+// without a compute queue are reported with unusable_reason set.
+DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index) {
+  DeviceInfo d;
+  d.index = index;
+  VkPhysicalDeviceProperties props{};
+  vkGetPhysicalDeviceProperties(pd, &props);
+  d.name = props.deviceName;
+  d.type = to_device_type(props.deviceType);
+  d.vendor_id = props.vendorID;
+  d.device_id = props.deviceID;
+  d.driver_version = props.driverVersion;
+  d.api_version = props.apiVersion;
+  std::copy(std::begin(props.pipelineCacheUUID), std::end(props.pipelineCacheUUID),
+            d.pipeline_cache_uuid.begin());
+  const VkPhysicalDeviceLimits& lim = props.limits;
+  d.max_storage_buffer_range = lim.maxStorageBufferRange;
+  d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  d.max_compute_shared_memory_size = lim.maxComputeSharedMemorySize;
+  d.max_compute_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) {
+    d.max_compute_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+    d.max_compute_workgroup_size[i] = lim.maxComputeWorkGroupSize[i];
+  }
+  d.max_push_constants_size = lim.maxPushConstantsSize;
+  d.timestamp_period_ns = lim.timestampPeriod;
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
+    d.heaps.push_back(MemoryHeap{mem.memoryHeaps[i].size,
+                                 (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0});
+  }
+
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> queues(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, queues.data());
+  auto compute = std::find_if(queues.begin(), queues.end(), [](const VkQueueFamilyProperties& q) {
+    return (q.queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+  });
+  if (compute == queues.end()) {
+    d.unusable_reason = "no compute queue";
+  } else {
+    d.compute_queue_family = static_cast<uint32_t>(compute - queues.begin());
+    d.timestamps = compute->timestampValidBits > 0;
+  }
+
+  if (VK_API_VERSION_MAJOR(props.apiVersion) == 1 && VK_API_VERSION_MINOR(props.apiVersion) < 2) {
+    d.unusable_reason = fmt::format("Vulkan {}.{} (strata needs 1.2)",
+                                    VK_API_VERSION_MAJOR(props.apiVersion),
+                                    VK_API_VERSION_MINOR(props.apiVersion));
+    return d;  // the 1.2 property/feature structs below are not defined for it
+  }
+
+  bool coop_ext = has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+  VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+  p11.pNext = &p12;
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p11};
+  vkGetPhysicalDeviceProperties2(pd, &props2);
+  d.driver_name = p12.driverName;
+  d.driver_info = p12.driverInfo;
+  d.subgroup_size = p11.subgroupSize;
+  d.subgroup_operations =
+      (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? p11.subgroupSupportedOperations : 0;
+  d.max_memory_allocation_size = p11.maxMemoryAllocationSize;
+
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV fcoop{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  if (coop_ext) f12.pNext = &fcoop;  // chaining an unknown struct is not allowed
+  VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  vkGetPhysicalDeviceFeatures2(pd, &features2);
+  d.shader_float16 = f12.shaderFloat16;
+  d.vulkan_memory_model = f12.vulkanMemoryModel;
+  d.storage_buffer_16bit_access = f11.storageBuffer16BitAccess;
+  d.cooperative_matrix_nv = coop_ext && fcoop.cooperativeMatrix;
+  if (d.cooperative_matrix_nv) d.cooperative_matrix_shapes = query_coop_shapes(instance, pd);
+  return d;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<Instance>> Instance::create(const InstanceOptions& options) {
+  std::shared_ptr<Instance> inst(new Instance());
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "strata";
+  app.pEngineName = "strata";
+  app.apiVersion = VK_API_VERSION_1_2;
+  std::vector<const char*> layers;
+  if (options.validation && has_layer(kValidationLayer)) {
+    layers.push_back(kValidationLayer);
+    inst->validation_ = true;
+  }
+  VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  info.pApplicationInfo = &app;
+  info.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  info.ppEnabledLayerNames = layers.data();
+  VkResult r = vkCreateInstance(&info, nullptr, &inst->instance_);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+    return error("no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); "
+                 "install one, e.g. mesa-vulkan-drivers for lavapipe");
+  }
+  STRATA_RETURN_IF_ERROR(vk_check(r, "vkCreateInstance", "creating the Vulkan instance"));
+
+  uint32_t n = 0;
+  STRATA_RETURN_IF_ERROR(vk_check(vkEnumeratePhysicalDevices(inst->instance_, &n, nullptr),
+                                  "vkEnumeratePhysicalDevices", "listing devices"));
+  inst->physical_.resize(n);
+  STRATA_RETURN_IF_ERROR(
+      vk_check(vkEnumeratePhysicalDevices(inst->instance_, &n, inst->physical_.data()),
+               "vkEnumeratePhysicalDevices", "listing devices"));
+  inst->physical_.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    inst->devices_.push_back(query_device(inst->instance_, inst->physical_[i], i));
+  return inst;
+}
+
+Instance::~Instance() {
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+Expected<std::vector<DeviceInfo>> list_devices(const InstanceOptions& options) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Instance> inst, Instance::create(options));
+  return inst->devices();
+}
+
+Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> instance,
+                                                 uint32_t index,
+                                                 const DeviceRequirements& needs) {
+  if (index >= instance->devices().size()) {
+    return error("device index {} out of range ({} devices)", index, instance->devices().size());
+  }
+  const DeviceInfo& info = instance->devices()[index];
+  if (!info.unusable_reason.empty())
+    return error("device {} '{}' is unusable: {}", index, info.name, info.unusable_reason);
+  STRATA_RETURN_IF_ERROR(check_requirements(info, needs));
+
+  std::shared_ptr<Device> dev(new Device());
+  dev->instance_ = instance;
+  dev->physical_ = instance->physical_device(index);
+  dev->info_ = info;
+  dev->enabled_ = needs;
+  // Cooperative-matrix kernels are usually written against the Vulkan memory model.
+  if (needs.cooperative_matrix_nv && info.vulkan_memory_model) dev->enabled_.vulkan_memory_model = true;
+  vkGetPhysicalDeviceMemoryProperties(dev->physical_, &dev->memory_);
+
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV fcoop{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  fcoop.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.shaderFloat16 = dev->enabled_.shader_float16;
+  f12.vulkanMemoryModel = dev->enabled_.vulkan_memory_model;
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  f11.storageBuffer16BitAccess = dev->enabled_.storage_buffer_16bit_access;
+  VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  std::vector<const char*> extensions;
+  if (needs.cooperative_matrix_nv) {
+    f12.pNext = &fcoop;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue.queueFamilyIndex = info.compute_queue_family;
+  queue.queueCount = 1;
+  queue.pQueuePriorities = &priority;
+  VkDeviceCreateInfo create{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features2};
+  create.queueCreateInfoCount = 1;
+  create.pQueueCreateInfos = &queue;
+  create.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  create.ppEnabledExtensionNames = extensions.data();
+  STRATA_RETURN_IF_ERROR(vk_check(
+      vkCreateDevice(dev->physical_, &create, nullptr, &dev->device_), "vkCreateDevice",
+      fmt::format("opening device {} '{}' with features: {}", index, info.name,
+                  describe(dev->enabled_))));
+  vkGetDeviceQueue(dev->device_, info.compute_queue_family, 0, &dev->queue_);
+  return dev;
+}
+
+Device::~Device() {
+  if (device_) {
+    vkDeviceWaitIdle(device_);  // nothing may be in flight when the device goes
+    vkDestroyDevice(device_, nullptr);
+  }
+}
+
+Expected<std::shared_ptr<Device>> open_device(const DeviceOptions& options,
+                                              const DeviceRequirements& needs) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Instance> inst,
+                          Instance::create(InstanceOptions{options.validation}));
+  STRATA_ASSIGN_OR_RETURN(uint32_t index, select_device(inst->devices(), options));
+  return Device::create(inst, index, needs);
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,265 @@
+// Executor: creation order, device-limit checks, buffers, run() and teardown.
+// Pipelines/descriptors: executor_pipelines.cpp; commands/weights: executor_record.cpp.
+#include "runtime/executor.h"
+
+#include "runtime/executor_impl.h"
+#include "runtime/vk_util.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace strata::runtime {
+
+WeightSource weights_from_map(std::map<std::string, std::span<const std::byte>> bytes) {
+  return [bytes = std::move(bytes)](const WeightUpload& w, std::span<std::byte> dst) -> Status {
+    auto it = bytes.find(w.source);
+    if (it == bytes.end()) return error("weight '{}': not among the provided weights", w.source);
+    if (it->second.size() != dst.size()) {
+      return error("weight '{}': {} bytes provided, the plan expects {}", w.source,
+                   it->second.size(), dst.size());
+    }
+    std::memcpy(dst.data(), it->second.data(), dst.size());
+    return Status::ok();
+  };
+}
+
+namespace {
+
+std::string dispatch_name(const Plan& plan, size_t i) {
+  const DispatchDesc& d = plan.dispatches[i];
+  return fmt::format("dispatch {} ('{}'{}{})", i, plan.pipelines[d.pipeline].name,
+                     d.label.empty() ? "" : ", ", d.label);
+}
+
+std::string shape_str(const TensorIO& io) {
+  std::string s;
+  for (int64_t d : io.shape) s += (s.empty() ? "" : ",") + std::to_string(d);
+  return fmt::format("{}[{}]", dtype_name(io.dtype), s);
+}
+
+}  // namespace
+
+// The plan is consistent on its own (validate); these are the checks that depend
+// on the device it is loaded on.
+Status Executor::Impl::check_device_limits() const {
+  const DeviceInfo& info = device->info();
+  for (const PipelineDesc& p : plan.pipelines) {
+    if (p.push_constant_bytes > info.max_push_constants_size) {
+      return error("pipeline '{}': {} push-constant bytes, device '{}' allows {}", p.name,
+                   p.push_constant_bytes, info.name, info.max_push_constants_size);
+    }
+  }
+  for (size_t i = 0; i < plan.dispatches.size(); ++i) {
+    const DispatchDesc& d = plan.dispatches[i];
+    for (int a = 0; a < 3; ++a) {
+      if (d.grid[a] > info.max_compute_workgroup_count[a]) {
+        return error("{}: grid {}x{}x{} exceeds device '{}' maxComputeWorkGroupCount {}x{}x{}",
+                     dispatch_name(plan, i), d.grid[0], d.grid[1], d.grid[2], info.name,
+                     info.max_compute_workgroup_count[0], info.max_compute_workgroup_count[1],
+                     info.max_compute_workgroup_count[2]);
+      }
+    }
+    for (size_t b = 0; b < d.bindings.size(); ++b) {
+      const BindingDesc& bd = d.bindings[b];
+      uint64_t align = info.min_storage_buffer_offset_alignment;
+      if (align > 1 && bd.offset % align != 0) {
+        return error("{} binding {}: offset {} is not a multiple of device '{}' "
+                     "minStorageBufferOffsetAlignment {}",
+                     dispatch_name(plan, i), b, bd.offset, info.name, align);
+      }
+      if (bd.range > info.max_storage_buffer_range) {
+        return error("{} binding {}: range {} exceeds device '{}' maxStorageBufferRange {}",
+                     dispatch_name(plan, i), b, bd.range, info.name,
+                     info.max_storage_buffer_range);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// Device buffers, then one staging buffer each for the inputs and the outputs whose
+// device memory the host cannot map.
+Status Executor::Impl::create_buffers() {
+  for (const BufferDesc& b : plan.buffers) {
+    STRATA_ASSIGN_OR_RETURN(DeviceBuffer buf,
+                            DeviceBuffer::create(*device, b.size_bytes, MemoryUse::device, b.name));
+    buffers.push_back(std::move(buf));
+  }
+  auto place = [&](const std::vector<TensorIO>& ios, std::vector<IoSlot>& slots) {
+    uint64_t staged_bytes = 0;
+    for (const TensorIO& io : ios) {
+      IoSlot s;
+      if (uint8_t* m = buffers[io.buffer].mapped()) {
+        s.host = m + io.offset;
+      } else {
+        s.staged = true;
+        s.staging_offset = staged_bytes;
+        staged_bytes += (io.bytes + 15) / 16 * 16;  // keep each slot 16-byte aligned
+      }
+      slots.push_back(s);
+    }
+    return staged_bytes;
+  };
+  uint64_t in_bytes = place(plan.inputs, input_slots);
+  uint64_t out_bytes = place(plan.outputs, output_slots);
+  if (in_bytes) {
+    STRATA_ASSIGN_OR_RETURN(upload,
+                            DeviceBuffer::create(*device, in_bytes, MemoryUse::upload, "input staging"));
+  }
+  if (out_bytes) {
+    STRATA_ASSIGN_OR_RETURN(readback, DeviceBuffer::create(*device, out_bytes, MemoryUse::readback,
+                                                           "output staging"));
+  }
+  for (IoSlot& s : input_slots)
+    if (s.staged) s.host = upload.mapped() + s.staging_offset;
+  for (IoSlot& s : output_slots)
+    if (s.staged) s.host = readback.mapped() + s.staging_offset;
+  return Status::ok();
+}
+
+Status Executor::Impl::submit_and_wait(VkCommandBuffer cb, const std::string& what) {
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cb;
+  VkResult r = vkQueueSubmit(device->queue(), 1, &submit, fence);
+  if (r == VK_SUCCESS) r = vkWaitForFences(vk(), 1, &fence, VK_TRUE, UINT64_MAX);
+  if (r == VK_ERROR_DEVICE_LOST) {
+    device->mark_lost();
+    return error("device '{}' lost while {} (VK_ERROR_DEVICE_LOST); the device must be reopened",
+                 device->info().name, what);
+  }
+  STRATA_RETURN_IF_ERROR(vk_check(r, "vkQueueSubmit/vkWaitForFences", what));
+  return vk_check(vkResetFences(vk(), 1, &fence), "vkResetFences", what);
+}
+
+Status Executor::Impl::read_profile() {
+  size_t n = plan.dispatches.size() + 1;
+  std::vector<uint64_t> stamps(n);
+  STRATA_RETURN_IF_ERROR(vk_check(
+      vkGetQueryPoolResults(vk(), query_pool, 0, static_cast<uint32_t>(n), n * sizeof(uint64_t),
+                            stamps.data(), sizeof(uint64_t),
+                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+      "vkGetQueryPoolResults", "reading the profile timestamps"));
+  double us_per_tick = device->info().timestamp_period_ns / 1000.0;
+  profile.dispatch_us.assign(plan.dispatches.size(), 0.0);
+  for (size_t i = 0; i + 1 < n; ++i)
+    profile.dispatch_us[i] = double(stamps[i + 1] - stamps[i]) * us_per_tick;
+  profile.total_us = double(stamps[n - 1] - stamps[0]) * us_per_tick;
+  return Status::ok();
+}
+
+Executor::Impl::~Impl() {
+  VkDevice d = vk();
+  if (!device->lost()) vkDeviceWaitIdle(d);
+  for (PipelineObjects& p : pipelines) {
+    if (p.pipeline) vkDestroyPipeline(d, p.pipeline, nullptr);
+    if (p.layout) vkDestroyPipelineLayout(d, p.layout, nullptr);
+    if (p.set_layout) vkDestroyDescriptorSetLayout(d, p.set_layout, nullptr);
+  }
+  if (descriptor_pool) vkDestroyDescriptorPool(d, descriptor_pool, nullptr);
+  if (pipeline_cache) vkDestroyPipelineCache(d, pipeline_cache, nullptr);
+  if (query_pool) vkDestroyQueryPool(d, query_pool, nullptr);
+  if (fence) vkDestroyFence(d, fence, nullptr);
+  if (command_pool) vkDestroyCommandPool(d, command_pool, nullptr);  // frees command_buffer
+}
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> device, Plan plan,
+                                                     const WeightSource& weights,
+                                                     const ExecutorOptions& options) {
+  STRATA_RETURN_IF_ERROR(validate(plan).with_context("loading plan"));
+  if (device->lost()) return error("loading plan: device '{}' was lost", device->info().name);
+  const DeviceInfo& info = device->info();
+  STRATA_RETURN_IF_ERROR(check_requirements(info, plan.requirements));
+  const DeviceRequirements& need = plan.requirements;
+  const DeviceRequirements& on = device->enabled();
+  auto not_enabled = [&](const char* feature) {
+    return error("the plan needs {}, but device '{}' was opened without it; open it with the "
+                 "plan's requirements",
+                 feature, info.name);
+  };
+  if (need.shader_float16 && !on.shader_float16) return not_enabled("shaderFloat16");
+  if (need.storage_buffer_16bit_access && !on.storage_buffer_16bit_access)
+    return not_enabled("storageBuffer16BitAccess");
+  if (need.vulkan_memory_model && !on.vulkan_memory_model) return not_enabled("vulkanMemoryModel");
+  if (need.cooperative_matrix_nv && !on.cooperative_matrix_nv)
+    return not_enabled("VK_NV_cooperative_matrix");
+  if (options.profile && !info.timestamps)
+    return error("profiling: device '{}' has no timestamps on its compute queue", info.name);
+  if (!plan.weights.empty() && !weights)
+    return error("the plan has {} weights but no weight source was given", plan.weights.size());
+
+  auto impl = std::make_unique<Impl>();
+  impl->device = std::move(device);
+  impl->plan = std::move(plan);
+  impl->options = options;
+  STRATA_RETURN_IF_ERROR(impl->check_device_limits());
+  impl->barriers = plan_barriers(impl->plan);
+  STRATA_RETURN_IF_ERROR(impl->create_buffers());
+  STRATA_RETURN_IF_ERROR(impl->create_pipeline_cache());
+  STRATA_RETURN_IF_ERROR(impl->create_pipelines());
+  STRATA_RETURN_IF_ERROR(impl->create_descriptors());
+  STRATA_RETURN_IF_ERROR(impl->create_commands());
+  STRATA_RETURN_IF_ERROR(impl->upload_weights(weights));
+  STRATA_RETURN_IF_ERROR(impl->record());
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+Status Executor::run(std::span<const std::span<const std::byte>> inputs,
+                     std::span<const std::span<std::byte>> outputs) {
+  Impl& m = *impl_;
+  const Plan& plan = m.plan;
+  if (m.device->lost())
+    return error("run: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (inputs.size() != plan.inputs.size())
+    return error("run: {} inputs given, the plan takes {}", inputs.size(), plan.inputs.size());
+  if (outputs.size() != plan.outputs.size())
+    return error("run: {} outputs given, the plan makes {}", outputs.size(), plan.outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorIO& io = plan.inputs[i];
+    if (inputs[i].size() != io.bytes) {
+      return error("run: input '{}' is {} bytes, the plan expects {} ({})", io.name,
+                   inputs[i].size(), io.bytes, shape_str(io));
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorIO& io = plan.outputs[i];
+    if (outputs[i].size() != io.bytes) {
+      return error("run: output '{}' has room for {} bytes, the plan writes {} ({})", io.name,
+                   outputs[i].size(), io.bytes, shape_str(io));
+    }
+  }
+  // The GPU is idle here (every run waits for its fence), so writing mapped device
+  // memory directly cannot race with kernels of an earlier run.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::memcpy(m.input_slots[i].host, inputs[i].data(), inputs[i].size());
+  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffer, "running the plan"));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::memcpy(outputs[i].data(), m.output_slots[i].host, outputs[i].size());
+  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile());
+  return Status::ok();
+}
+
+Expected<std::vector<uint8_t>> Executor::pipeline_cache_data() const {
+  size_t size = 0;
+  VkDevice d = impl_->vk();
+  STRATA_RETURN_IF_ERROR(vk_check(vkGetPipelineCacheData(d, impl_->pipeline_cache, &size, nullptr),
+                                  "vkGetPipelineCacheData", "sizing the pipeline cache"));
+  std::vector<uint8_t> data(size);
+  STRATA_RETURN_IF_ERROR(
+      vk_check(vkGetPipelineCacheData(d, impl_->pipeline_cache, &size, data.data()),
+               "vkGetPipelineCacheData", "reading the pipeline cache"));
+  data.resize(size);
+  return data;
+}
+
+bool Executor::used_pipeline_cache_data() const { return impl_->used_cache_data; }
+const Plan& Executor::plan() const { return impl_->plan; }
+const Device& Executor::device() const { return *impl_->device; }
+const std::vector<BarrierPoint>& Executor::barriers() const { return impl_->barriers; }
+const Profile& Executor::last_profile() const { return impl_->profile; }
+
+}  // namespace strata::runtime

@@ -1,0 +1,134 @@
+// The Executor: a Plan loaded on a Device, recorded once, replayed per call.
+//
+//   STRATA_ASSIGN_OR_RETURN(auto dev, open_device({.index = cli_index}, plan.requirements));
+//   STRATA_ASSIGN_OR_RETURN(auto exec, Executor::create(dev, plan, weights_from_map(bytes)));
+//   STRATA_RETURN_IF_ERROR(exec->run({std::as_bytes(std::span(latents))},
+//                                    {std::as_writable_bytes(std::span(image))}));
+//
+// What create() builds, once:
+//   - one VkBuffer + VkDeviceMemory per plan buffer (device-local; on unified-memory
+//     devices such as lavapipe that memory is host-visible and mapped, and the
+//     staging copies below are skipped for it);
+//   - host-visible staging buffers for the inputs and outputs that live in memory the
+//     host cannot map (one upload and one readback buffer, each input/output at its
+//     own offset);
+//   - a VkPipelineCache, and per pipeline a VkDescriptorSetLayout (set 0, storage
+//     buffers 0..n-1), a VkPipelineLayout (one push-constant range) and a compute
+//     VkPipeline with its specialisation constants;
+//   - one VkDescriptorSet per dispatch (its windows never change between runs);
+//   - one primary command buffer holding, in order: a barrier against the previous
+//     run, the input copies, the dispatches with the barriers of plan_barriers()
+//     (runtime/barriers.h), and the output copies; plus one VkFence.
+//   - the weights, copied once into their buffers (chunked through a staging buffer
+//     when the memory is not host-visible).
+// What run() does: copy the inputs into place, vkQueueSubmit the recorded command
+// buffer, wait on the fence, copy the outputs out. Nothing is re-recorded.
+//
+// Ownership: the Executor owns every Vulkan object it creates and holds a
+// shared_ptr to its Device, so the device outlives it. The Plan is copied in.
+// Not thread-safe: one run() at a time per Executor.
+#pragma once
+
+#include "runtime/barriers.h"
+#include "runtime/device.h"
+#include "runtime/plan.h"
+#include "runtime/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+// Produces the bytes of one weight-table entry: must fill all of `dst`
+// (dst.size() == w.bytes), already transformed as w.transform says. `dst` may be
+// mapped device memory or a staging buffer; it is only valid during the call.
+// Return an error naming the weight if the bytes cannot be produced.
+using WeightSource = std::function<Status(const WeightUpload& w, std::span<std::byte> dst)>;
+
+// A WeightSource over ready-made bytes keyed by WeightUpload::source. The spans
+// must stay valid until Executor::create returns. Errors: a source missing from the
+// map, or a byte count different from the plan's.
+WeightSource weights_from_map(std::map<std::string, std::span<const std::byte>> bytes);
+
+struct ExecutorOptions {
+  // Initial VkPipelineCache contents, from an earlier pipeline_cache_data() on the
+  // same device. Data whose header names another device or driver is dropped
+  // (used_pipeline_cache_data() then says false): stale caches are never trusted.
+  std::vector<uint8_t> pipeline_cache_data;
+  // Write a timestamp after every dispatch and report per-dispatch times in
+  // last_profile(). Needs timestamp support on the compute queue.
+  bool profile = false;
+  // Size of the staging buffer weights pass through when their memory is not
+  // host-visible (raised to the largest single weight if that is bigger).
+  uint64_t weight_staging_bytes = 64ull << 20;
+};
+
+// Times of the last run(). Dispatches without a barrier between them overlap on
+// the GPU, so a dispatch's time is the gap since the previous timestamp.
+struct Profile {
+  double total_us = 0;               // first to last timestamp
+  std::vector<double> dispatch_us;   // one per plan dispatch
+};
+
+class Executor {
+public:
+  // Builds everything listed at the top of this file and uploads the weights.
+  // Vulkan: vkCreateBuffer/vkAllocateMemory/vkBindBufferMemory/vkMapMemory,
+  // vkCreatePipelineCache, vkCreateShaderModule, vkCreateDescriptorSetLayout,
+  // vkCreatePipelineLayout, vkCreateComputePipelines, vkCreateDescriptorPool,
+  // vkAllocateDescriptorSets, vkUpdateDescriptorSets, vkCreateCommandPool,
+  // vkAllocateCommandBuffers, vkCmd*, vkCreateFence, vkCreateQueryPool, and
+  // vkQueueSubmit/vkWaitForFences for staged weight uploads.
+  // `weights` may be empty when the plan has no weight table.
+  // Errors (each naming what was being built): validate(plan) failures; the device
+  // lost, lacking a feature or a limit the plan needs, or opened without a feature
+  // the plan needs; a binding offset not aligned to minStorageBufferOffsetAlignment
+  // or a range above maxStorageBufferRange; push constants above
+  // maxPushConstantsSize; a grid above maxComputeWorkGroupCount; out of device or
+  // host memory ("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY while
+  // allocating buffer 'act0' of N bytes"); a pipeline that fails to build (naming
+  // it); a weight source error; profiling without timestamp support.
+  static Expected<std::unique_ptr<Executor>> create(std::shared_ptr<Device> device, Plan plan,
+                                                    const WeightSource& weights = {},
+                                                    const ExecutorOptions& options = {});
+  ~Executor();  // waits for the device to go idle, then destroys everything it made
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // One replay. inputs[i] holds plan.inputs[i] (exactly its `bytes` bytes);
+  // outputs[i] receives plan.outputs[i]. Copies inputs into mapped memory or the
+  // upload staging buffer, vkQueueSubmit of the recorded command buffer,
+  // vkWaitForFences, vkResetFences, copies outputs out. Blocks until done.
+  // Errors: wrong number of inputs/outputs; an input or output of the wrong byte
+  // size (naming it); VK_ERROR_DEVICE_LOST (the Device is then marked lost and every
+  // later run fails at once); other submit/wait failures.
+  Status run(std::span<const std::span<const std::byte>> inputs,
+             std::span<const std::span<std::byte>> outputs);
+
+  // vkGetPipelineCacheData: the bytes to persist beside the plan cache and hand to
+  // ExecutorOptions::pipeline_cache_data next time.
+  Expected<std::vector<uint8_t>> pipeline_cache_data() const;
+  // Whether ExecutorOptions::pipeline_cache_data was accepted (header matched).
+  bool used_pipeline_cache_data() const;
+
+  const Plan& plan() const;
+  const Device& device() const;
+  // The barriers recorded into the command buffer (plan_barriers of the plan).
+  const std::vector<BarrierPoint>& barriers() const;
+  // Empty unless ExecutorOptions::profile; refreshed by every run().
+  const Profile& last_profile() const;
+
+  struct Impl;  // Vulkan objects; defined in runtime/executor_impl.h
+
+private:
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,227 @@
+// Executor: command pool, fence, query pool; the one recorded command buffer; and
+// the one-time weight upload.
+#include "runtime/executor_impl.h"
+#include "runtime/vk_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata::runtime {
+namespace {
+
+VkMemoryBarrier memory_barrier(VkAccessFlags src, VkAccessFlags dst) {
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = src;
+  b.dstAccessMask = dst;
+  return b;
+}
+
+VkBufferMemoryBarrier buffer_barrier(VkBuffer buffer, uint64_t offset, uint64_t size,
+                                     VkAccessFlags src, VkAccessFlags dst) {
+  VkBufferMemoryBarrier b{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
+  b.srcAccessMask = src;
+  b.dstAccessMask = dst;
+  b.srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+  b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+  b.buffer = buffer;
+  b.offset = offset;
+  b.size = size;
+  return b;
+}
+
+constexpr VkAccessFlags kShaderRW = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+constexpr VkAccessFlags kTransferRW = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+}  // namespace
+
+Status Executor::Impl::create_commands() {
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.queueFamilyIndex = device->queue_family();
+  // The weight upload re-records one command buffer per staging chunk.
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  STRATA_RETURN_IF_ERROR(vk_check(vkCreateCommandPool(vk(), &pi, nullptr, &command_pool),
+                                  "vkCreateCommandPool", "creating the command pool"));
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, &command_buffer),
+                                  "vkAllocateCommandBuffers", "allocating the command buffer"));
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  STRATA_RETURN_IF_ERROR(
+      vk_check(vkCreateFence(vk(), &fi, nullptr, &fence), "vkCreateFence", "creating the fence"));
+  if (options.profile) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = static_cast<uint32_t>(plan.dispatches.size() + 1);
+    STRATA_RETURN_IF_ERROR(vk_check(vkCreateQueryPool(vk(), &qi, nullptr, &query_pool),
+                                    "vkCreateQueryPool", "creating the profiling query pool"));
+  }
+  return Status::ok();
+}
+
+// The command buffer replayed by every run(). Barriers, in order:
+//  1. a global barrier against the previous run (its kernels and copies touched the
+//     same buffers; the fence orders execution but does not make writes visible);
+//  2. after the staged input copies, buffer barriers transfer -> compute for them;
+//  3. before dispatch i, the barrier plan_barriers() put there (compute -> compute,
+//     buffer barriers for the ranges written since the previous barrier);
+//  4. after the last dispatch, a global barrier compute -> transfer/host so outputs
+//     can be copied out or read through mapped memory;
+//  5. after the output copies, transfer -> host for the readback staging buffer.
+Status Executor::Impl::record() {
+  VkCommandBuffer cb = command_buffer;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  STRATA_RETURN_IF_ERROR(vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer",
+                                  "recording the plan's command buffer"));
+  uint32_t query_count = static_cast<uint32_t>(plan.dispatches.size() + 1);
+  if (query_pool) vkCmdResetQueryPool(cb, query_pool, 0, query_count);
+
+  VkMemoryBarrier prev = memory_barrier(VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                                        kShaderRW | kTransferRW);
+  vkCmdPipelineBarrier(cb, kCompute | kTransfer, kCompute | kTransfer, 0, 1, &prev, 0, nullptr, 0,
+                       nullptr);
+
+  std::vector<VkBufferMemoryBarrier> in_barriers;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (!input_slots[i].staged) continue;
+    const TensorIO& io = plan.inputs[i];
+    VkBufferCopy region{input_slots[i].staging_offset, io.offset, io.bytes};
+    vkCmdCopyBuffer(cb, upload.handle(), buffers[io.buffer].handle(), 1, &region);
+    in_barriers.push_back(buffer_barrier(buffers[io.buffer].handle(), io.offset, io.bytes,
+                                         VK_ACCESS_TRANSFER_WRITE_BIT, kShaderRW));
+  }
+  if (!in_barriers.empty()) {
+    vkCmdPipelineBarrier(cb, kTransfer, kCompute, 0, 0, nullptr,
+                         static_cast<uint32_t>(in_barriers.size()), in_barriers.data(), 0, nullptr);
+  }
+
+  if (query_pool) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, 0);
+  size_t next_barrier = 0;
+  uint32_t bound_pipeline = UINT32_MAX;
+  for (size_t i = 0; i < plan.dispatches.size(); ++i) {
+    if (next_barrier < barriers.size() && barriers[next_barrier].before_dispatch == i) {
+      std::vector<VkBufferMemoryBarrier> bs;
+      for (const ByteRange& r : barriers[next_barrier].writes) {
+        bs.push_back(buffer_barrier(buffers[r.buffer].handle(), r.offset, r.size,
+                                    VK_ACCESS_SHADER_WRITE_BIT, kShaderRW));
+      }
+      // With no writes pending this is a pure execution dependency (write after read).
+      vkCmdPipelineBarrier(cb, kCompute, kCompute, 0, 0, nullptr, static_cast<uint32_t>(bs.size()),
+                           bs.data(), 0, nullptr);
+      ++next_barrier;
+    }
+    const DispatchDesc& d = plan.dispatches[i];
+    const PipelineObjects& p = pipelines[d.pipeline];
+    if (d.pipeline != bound_pipeline) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+      bound_pipeline = d.pipeline;
+    }
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[i], 0,
+                            nullptr);
+    if (!d.push_constants.empty()) {
+      vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                         static_cast<uint32_t>(d.push_constants.size()), d.push_constants.data());
+    }
+    vkCmdDispatch(cb, d.grid[0], d.grid[1], d.grid[2]);
+    if (query_pool) {
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool,
+                          static_cast<uint32_t>(i + 1));
+    }
+  }
+
+  VkMemoryBarrier done = memory_barrier(VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
+  vkCmdPipelineBarrier(cb, kCompute | kTransfer, kTransfer | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &done,
+                       0, nullptr, 0, nullptr);
+  bool staged_out = false;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    if (!output_slots[i].staged) continue;
+    const TensorIO& io = plan.outputs[i];
+    VkBufferCopy region{io.offset, output_slots[i].staging_offset, io.bytes};
+    vkCmdCopyBuffer(cb, buffers[io.buffer].handle(), readback.handle(), 1, &region);
+    staged_out = true;
+  }
+  if (staged_out) {
+    VkMemoryBarrier host = memory_barrier(VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT);
+    vkCmdPipelineBarrier(cb, kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, nullptr, 0,
+                         nullptr);
+  }
+  return vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer",
+                  "recording the plan's command buffer");
+}
+
+// Weights whose buffer is host-mapped are produced straight into it. The rest go
+// through one staging buffer in chunks: fill it with as many weights as fit, copy
+// them with a one-time command buffer, wait, repeat.
+Status Executor::Impl::upload_weights(const WeightSource& source) {
+  std::vector<size_t> staged;
+  uint64_t staged_total = 0, largest = 0;
+  for (size_t i = 0; i < plan.weights.size(); ++i) {
+    const WeightUpload& w = plan.weights[i];
+    if (uint8_t* m = buffers[w.buffer].mapped()) {
+      std::span<std::byte> dst(reinterpret_cast<std::byte*>(m + w.offset), w.bytes);
+      STRATA_RETURN_IF_ERROR(source(w, dst).with_context("uploading weights"));
+    } else {
+      staged.push_back(i);
+      staged_total += w.bytes;
+      largest = std::max(largest, w.bytes);
+    }
+  }
+  if (staged.empty()) return Status::ok();
+
+  uint64_t chunk = std::min(staged_total, std::max(options.weight_staging_bytes, largest));
+  STRATA_ASSIGN_OR_RETURN(DeviceBuffer staging,
+                          DeviceBuffer::create(*device, chunk, MemoryUse::upload, "weight staging"));
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, &cb),
+                                  "vkAllocateCommandBuffers", "uploading weights"));
+  auto free_cb = [&] { vkFreeCommandBuffers(vk(), command_pool, 1, &cb); };
+
+  size_t next = 0;
+  while (next < staged.size()) {
+    struct Copy {
+      uint32_t buffer;
+      VkBufferCopy region;
+    };
+    std::vector<Copy> copies;
+    uint64_t used = 0;
+    for (; next < staged.size(); ++next) {
+      const WeightUpload& w = plan.weights[staged[next]];
+      if (used + w.bytes > chunk) break;
+      std::span<std::byte> dst(reinterpret_cast<std::byte*>(staging.mapped() + used), w.bytes);
+      if (Status s = source(w, dst); !s.is_ok()) {
+        free_cb();
+        return s.with_context("uploading weights");
+      }
+      copies.push_back(Copy{w.buffer, VkBufferCopy{used, w.offset, w.bytes}});
+      used += w.bytes;
+    }
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    Status s = vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "uploading weights");
+    if (s.is_ok()) {
+      for (const Copy& c : copies)
+        vkCmdCopyBuffer(cb, staging.handle(), buffers[c.buffer].handle(), 1, &c.region);
+      s = vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", "uploading weights");
+    }
+    // The plan's command buffer starts with a barrier against earlier transfers, so
+    // no barrier is needed here; the wait makes the staging buffer reusable.
+    if (s.is_ok()) s = submit_and_wait(cb, fmt::format("uploading {} weight bytes", used));
+    if (!s.is_ok()) {
+      free_cb();
+      return s;
+    }
+  }
+  free_cb();
+  return Status::ok();
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,174 @@
+// The Plan: everything the runtime needs to run a compiled graph, as plain data.
+//
+// Codegen produces a Plan; the Executor (runtime/executor.h) loads it on a Device and
+// replays it. A Plan holds no Vulkan handles and no pointers, only values and
+// indices, so it can be printed, compared, hashed and (later) serialised to the
+// plan cache. All indices are positions in the Plan's own vectors.
+//
+// Memory model of a Plan:
+// - `buffers` are the device allocations (a few large arenas, see plan_buffers).
+// - every dispatch binds windows (offset + range) of those buffers to consecutive
+//   storage-buffer bindings 0..n-1 of descriptor set 0;
+// - each binding says whether the kernel reads, writes or does both through it.
+//   The runtime derives its pipeline barriers from these access sets
+//   (runtime/barriers.h); the plan carries no barrier flags of its own, so a
+//   codegen bug cannot silently drop one.
+// - weights are copied into their buffers once, from bytes the caller supplies per
+//   weight-table entry (the runtime never opens files);
+// - inputs and outputs are byte windows of buffers, copied in and out per run.
+#pragma once
+
+#include "runtime/status.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+// Bumped whenever the meaning of a field changes; part of the plan-cache key.
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+// Component types of a cooperative-matrix shape. The values are those of
+// VkComponentTypeNV, so the device code converts by a cast.
+enum class CoopType : uint32_t {
+  f16 = 0, f32 = 1, f64 = 2,
+  s8 = 3, s16 = 4, s32 = 5, s64 = 6,
+  u8 = 7, u16 = 8, u32 = 9, u64 = 10,
+};
+const char* coop_type_name(CoopType t);
+
+// One cooperative-matrix shape: D(MxN, d) = A(MxK, a) * B(KxN, b) + C(MxN, c).
+struct CoopMatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  CoopType a = CoopType::f16, b = CoopType::f16, c = CoopType::f32, d = CoopType::f32;
+  bool operator==(const CoopMatShape&) const = default;
+};
+std::string describe(const CoopMatShape& s);  // "16x8x16 f16*f16+f32->f32"
+
+// Subgroup operations a kernel uses. Bit values equal VkSubgroupFeatureFlagBits.
+namespace subgroup_ops {
+inline constexpr uint32_t basic = 0x1, vote = 0x2, arithmetic = 0x4, ballot = 0x8,
+                          shuffle = 0x10, shuffle_relative = 0x20, clustered = 0x40,
+                          quad = 0x80;
+}
+std::string describe_subgroup_ops(uint32_t bits);  // "basic|arithmetic"
+
+// What the device must offer. Each flag is a Vulkan feature the kernels use; the
+// device is opened with exactly these enabled. Zero limits mean "no requirement".
+struct DeviceRequirements {
+  bool shader_float16 = false;               // VkPhysicalDeviceVulkan12Features
+  bool storage_buffer_16bit_access = false;  // VkPhysicalDeviceVulkan11Features
+  bool vulkan_memory_model = false;          // VkPhysicalDeviceVulkan12Features
+  bool cooperative_matrix_nv = false;        // VK_NV_cooperative_matrix
+  std::vector<CoopMatShape> cooperative_matrix_shapes;  // each must be supported
+  uint32_t min_subgroup_size = 0;     // kernels assume at least this many lanes
+  uint32_t max_subgroup_size = 0;     // ... and at most this many (0: any)
+  uint32_t subgroup_operations = 0;   // subgroup_ops bits, in the compute stage
+  uint64_t min_storage_buffer_range = 0;  // largest binding range the plan uses
+  uint32_t min_shared_memory_bytes = 0;   // largest shared-memory use of a kernel
+};
+
+// One specialisation constant: constant_id -> a 4-byte value (uint, int, float bits
+// or a VkBool32), as GLSL `layout(constant_id = N) const ...` declares it.
+struct SpecConstant {
+  uint32_t id = 0;
+  uint32_t value = 0;
+};
+
+// A compute pipeline. Its layout is fixed by convention: descriptor set 0 holds
+// `binding_count` storage buffers at bindings 0..binding_count-1, and one
+// push-constant range of `push_constant_bytes` (a multiple of 4, may be 0).
+struct PipelineDesc {
+  std::string name;                 // kernel name, used in errors and profiles
+  std::vector<uint32_t> spirv;      // SPIR-V words
+  std::string entry_point = "main";
+  std::vector<SpecConstant> spec_constants;
+  uint32_t push_constant_bytes = 0;
+  uint32_t binding_count = 0;
+  std::array<uint32_t, 3> workgroup_size = {0, 0, 0};  // informational; 0: unknown
+};
+
+enum class BufferUsage { weights, activations, input, output, scratch };
+const char* usage_name(BufferUsage u);
+
+struct BufferDesc {
+  std::string name;
+  uint64_t size_bytes = 0;
+  BufferUsage usage = BufferUsage::activations;
+};
+
+// One weight: the bytes named `source` (after `transform`, e.g. "pad cin 3->4;
+// repack oihw->o[khw i]; cast f16") go to buffers[buffer] at `offset`.
+// The caller produces the transformed bytes; see WeightSource in executor.h.
+struct WeightUpload {
+  std::string source;     // tensor name in the weight store
+  std::string transform;  // human-readable; the producer of the bytes applies it
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+enum class Access : uint8_t { read, write, read_write };
+const char* access_name(Access a);
+inline bool reads(Access a) { return a != Access::write; }
+inline bool writes(Access a) { return a != Access::read; }
+
+// A window of a buffer bound to one storage-buffer binding.
+struct BindingDesc {
+  uint32_t buffer = 0;
+  uint64_t offset = 0;  // multiple of the device's minStorageBufferOffsetAlignment
+  uint64_t range = 0;   // bytes, > 0, <= the device's maxStorageBufferRange
+  Access access = Access::read;
+};
+
+struct DispatchDesc {
+  uint32_t pipeline = 0;
+  std::vector<BindingDesc> bindings;     // one per pipeline binding, in order
+  std::vector<uint8_t> push_constants;   // exactly the pipeline's push_constant_bytes
+  std::array<uint32_t, 3> grid = {1, 1, 1};  // workgroup counts
+  std::string label;                     // e.g. the graph node; for profiles/errors
+};
+
+enum class DType { f32, f16, bf16, i32, u32, u8 };
+const char* dtype_name(DType t);
+
+// A graph input or output: `bytes` bytes at buffers[buffer] + offset, holding a
+// tensor of `shape`/`dtype` stored in `layout` (descriptive, e.g. "nchw").
+struct TensorIO {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::f32;
+  std::string layout;
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct Plan {
+  uint32_t format_version = kPlanFormatVersion;
+  std::string compiler_version;  // STRATA_VERSION of the producer
+  std::string cache_key;         // hash the plan cache stores it under ("" if none)
+  DeviceRequirements requirements;
+  std::vector<PipelineDesc> pipelines;
+  std::vector<BufferDesc> buffers;
+  std::vector<WeightUpload> weights;
+  std::vector<DispatchDesc> dispatches;
+  std::vector<TensorIO> inputs;
+  std::vector<TensorIO> outputs;
+};
+
+// Checks the Plan's internal consistency (everything that does not depend on the
+// device): indices in range, windows inside their buffers, binding and push-constant
+// counts matching the pipeline, SPIR-V present with the right magic number,
+// non-zero sizes and grids. The first problem is returned, naming the dispatch /
+// pipeline / buffer / weight / input it is in.
+Status validate(const Plan& plan);
+
+// Multi-line human-readable form: header, requirements, pipelines, buffers, weights,
+// inputs/outputs and the dispatch list with the barriers the runtime will insert.
+std::string describe(const Plan& plan);
+std::string describe(const DeviceRequirements& r);
+
+}  // namespace strata::runtime

@@ -1,0 +1,188 @@
+#include "tools/cli.h"
+
+#include "ir/dot.h"
+#include "ir/interpreter.h"
+#include "ir/npy.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "models/vae.h"
+#include "models/weights.h"
+#include "tools/args.h"
+#include "tools/png_writer.h"
+
+#include <charconv>
+#include <chrono>
+#include <fstream>
+#include <functional>
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kDemoSeed = 2026;
+
+const char* kUsage =
+    "strata: a dataflow-graph compiler and executor for diffusion decoders\n"
+    "\n"
+    "usage:\n"
+    "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend cpu]\n"
+    "  strata decode --demo [--out demo.png]\n"
+    "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--format text|dot] [--out FILE]\n"
+    "  strata help\n"
+    "\n"
+    "models: --vae reads a diffusers vae/ directory (AutoencoderKL or AutoencoderKLQwenImage);\n"
+    "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
+    "cases' sizes) builds one with weights generated from --seed (default 0).\n";
+
+const std::vector<OptionSpec> kModelOptions = {
+    {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
+    {"arch", true, "flux | qwen | flux-small | qwen-small, weights from --seed"},
+    {"seed", true, "seed for --arch weights (default 0)"},
+};
+
+std::vector<OptionSpec> with_model_options(std::vector<OptionSpec> specs) {
+  specs.insert(specs.end(), kModelOptions.begin(), kModelOptions.end());
+  return specs;
+}
+
+Expected<uint64_t> parse_seed(const ParsedArgs& a) {
+  std::string s = a.get_or("seed", "0");
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return error("--seed '{}' is not a non-negative integer", s);
+  return v;
+}
+
+Expected<Vae> open_model(const ParsedArgs& a) {
+  if (a.has("vae") && a.has("arch")) return error("give either --vae or --arch, not both");
+  if (auto dir = a.get("vae")) return load_vae_dir(*dir);
+  auto arch = a.get("arch");
+  if (!arch) return error("no model: give --vae DIR or --arch NAME");
+  STRATA_ASSIGN_OR_RETURN(uint64_t seed, parse_seed(a));
+  if (*arch == "flux") return seeded_vae(flux_full_config(), seed);
+  if (*arch == "qwen") return seeded_vae(qwen_full_config(), seed);
+  if (*arch == "flux-small") return seeded_vae(flux_small_config(), seed);
+  if (*arch == "qwen-small") return seeded_vae(qwen_small_config(), seed);
+  return error("unknown --arch '{}' (flux, qwen, flux-small, qwen-small)", *arch);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Writes a decoder output [1, 3, H, W] as diffusers returns it (.npy, [3, H, W]) or as
+// an image (.png).
+Status write_output(const std::string& path, Tensor image) {
+  if (image.shape.size() == 4 && image.shape[0] == 1) image.shape.erase(image.shape.begin());
+  if (ends_with(path, ".npy")) return write_npy(path, image);
+  if (ends_with(path, ".png")) return write_png_rgb(path, image);
+  return error("--out '{}': the output must end in .png or .npy", path);
+}
+
+Expected<Tensor> decode_cpu(Vae& vae, Tensor latent, std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(auto hw, check_latent_shape(vae.config, latent.shape));
+  STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = hw.first, .latent_w = hw.second}));
+  STRATA_RETURN_IF_ERROR(verify(g));
+  latent.shape = g.value(g.inputs()[0]).type.shape;  // [C,h,w] -> [1,C,h,w]
+  auto start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(auto outputs, interpret(g, vae.weights, {latent}));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log << fmt::format("decoded {} latent {} -> {} on the cpu interpreter in {:.2f} s\n", vae_class_name(vae.config),
+                     shape_str(latent.shape), shape_str(outputs[0].shape), seconds);
+  return std::move(outputs[0]);
+}
+
+int fail(std::ostream& err, const Status& s) {
+  err << "strata: error: " << s.message() << "\n";
+  return 1;
+}
+
+int usage_error(std::ostream& err, const std::string& message) {
+  err << "strata: " << message << "\n(run `strata help` for usage)\n";
+  return 2;
+}
+
+int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto specs = with_model_options({
+      {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w])"},
+      {"out", true, "output .png or .npy (float32 [3, H, W])"},
+      {"backend", true, "cpu (the reference interpreter)"},
+      {"demo", false, "decode a seeded latent with a small seeded decoder"},
+  });
+  auto a = parse_args(args, specs);
+  if (!a) return usage_error(err, "decode: " + a.message());
+  std::string backend = a->get_or("backend", "cpu");
+  if (backend != "cpu") return usage_error(err, fmt::format("decode: unknown --backend '{}' (cpu)", backend));
+
+  if (a->has("demo")) {
+    // A small Flux-layout decoder and latent, both from a seed: works with no model.
+    Vae vae = seeded_vae(flux_small_config(), kDemoSeed);
+    Tensor latent({16, 16, 16}, seeded_normal(kDemoSeed, "demo.latent", 16 * 16 * 16, 0.0, 1.0));
+    auto image = decode_cpu(vae, std::move(latent), out);
+    if (!image) return fail(err, image.status());
+    std::string path = a->get_or("out", "demo.png");
+    if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+    out << "wrote " << path << "\n";
+    return 0;
+  }
+  if (!a->has("latent") || !a->has("out")) return usage_error(err, "decode needs --latent and --out (or --demo)");
+  auto vae = open_model(*a);
+  if (!vae) return fail(err, vae.status());
+  auto latent = read_npy(*a->get("latent"));
+  if (!latent) return fail(err, latent.status());
+  auto image = decode_cpu(*vae, std::move(*latent), out);
+  if (!image) return fail(err, image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
+  std::string path = *a->get("out");
+  if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+  out << "wrote " << path << "\n";
+  return 0;
+}
+
+int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto specs = with_model_options({
+      {"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
+      {"format", true, "text (default) or dot (Graphviz)"},
+      {"out", true, "write to FILE instead of standard output"},
+  });
+  auto a = parse_args(args, specs);
+  if (!a) return usage_error(err, "graph: " + a.message());
+  std::string format = a->get_or("format", "text");
+  if (format != "text" && format != "dot") return usage_error(err, "graph: --format must be text or dot");
+  if (!a->has("latent-shape")) return usage_error(err, "graph needs --latent-shape CxHxW");
+  auto shape = parse_shape(*a->get("latent-shape"));
+  if (!shape) return usage_error(err, "graph: --latent-shape " + shape.message());
+  auto vae = open_model(*a);
+  if (!vae) return fail(err, vae.status());
+  auto hw = check_latent_shape(vae->config, *shape);
+  if (!hw) return fail(err, hw.status());
+  auto g = build_decoder(*vae, {.latent_h = hw->first, .latent_w = hw->second});
+  if (!g) return fail(err, g.status());
+  if (Status s = verify(*g); !s.is_ok()) return fail(err, s);
+  std::string text = format == "dot" ? to_dot(*g) : print_graph(*g);
+  if (auto path = a->get("out")) {
+    std::ofstream f(*path);
+    if (!(f << text)) return fail(err, error("cannot write '{}'", *path));
+    return 0;
+  }
+  out << text;
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    err << kUsage;
+    return 2;
+  }
+  const std::string& cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    out << kUsage;
+    return 0;
+  }
+  if (cmd == "decode") return cmd_decode(rest, out, err);
+  if (cmd == "graph") return cmd_graph(rest, out, err);
+  return usage_error(err, fmt::format("unknown command '{}'", cmd));
+}
+
+}  // namespace strata

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One command from a fresh clone to a working `build/strata`: installs the Debian
+# packages the build needs (apt-get, as root or through sudo), configures and builds
+# into build/, then runs the main job: a decode of a seeded latent with a small
+# seeded decoder, written to demo.png. `--no-demo` stops after the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake make g++ pkg-config libfmt-dev nlohmann-json3-dev libgtest-dev libpng-dev
+          mesa-vulkan-drivers libvulkan-dev libshaderc-dev glslc spirv-tools graphviz)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+
+if [ "${1:-}" != "--no-demo" ]; then
+  build/strata decode --demo --out demo.png
+fi

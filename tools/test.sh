@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: sets up and builds (tools/setup.sh, without the demo), then runs
+# every test with ctest. The shared diffusers cases are read from ../shared/cases.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh --no-demo
+ctest --test-dir build --output-on-failure -j"$(nproc)"
