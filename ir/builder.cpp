@@ -82,7 +82,13 @@ ValueId Builder::make_node(Op op, std::vector<ValueId> inputs, Attrs attrs, std:
   while (!inputs.empty() && inputs.back() == kNoValue && static_cast<int>(inputs.size()) > op_info(op).min_inputs)
     inputs.pop_back();
   std::vector<const TensorType*> types;
-  for (ValueId v : inputs) types.push_back(v == kNoValue ? nullptr : &graph_.value(v).type);
+  for (ValueId v : inputs) {
+    if (v != kNoValue && (v < 0 || static_cast<size_t>(v) >= graph_.values().size())) {
+      fail(error("node '{}' ({}): operand id {} is not a value of this graph", node_name, op_name(op), v));
+      return kNoValue;
+    }
+    types.push_back(v == kNoValue ? nullptr : &graph_.value(v).type);
+  }
   auto out = infer_output_types(op, attrs, types);
   if (!out) {
     fail(out.status().with_context(fmt::format("node '{}' ({})", node_name, op_name(op))));

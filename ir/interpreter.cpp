@@ -77,8 +77,15 @@ Status check_graph(const Graph& g) {
   std::vector<bool> available(g.values().size(), false);
   for (const auto& v : g.values())
     if (v.kind != ValueKind::intermediate) available[static_cast<size_t>(v.id)] = true;
+  auto in_range = [&](ValueId id) { return id >= 0 && static_cast<size_t>(id) < g.values().size(); };
   for (ValueId id : g.inputs()) STRATA_RETURN_IF_ERROR(check_layout(g.value(id)));
   for (const Node& n : g.nodes()) {
+    for (ValueId id : n.inputs)
+      if (id != kNoValue && !in_range(id))
+        return error("{} reads value id {}, which does not exist", node_label(n), id);
+    if (n.outputs.empty()) return error("{} has no outputs", node_label(n));
+    for (ValueId id : n.outputs)
+      if (!in_range(id)) return error("{} writes value id {}, which does not exist", node_label(n), id);
     std::vector<const TensorType*> types;
     for (ValueId id : n.inputs) {
       if (id == kNoValue) {
@@ -106,6 +113,7 @@ Status check_graph(const Graph& g) {
     }
   }
   for (ValueId id : g.outputs()) {
+    if (!in_range(id)) return error("graph output id {} does not exist", id);
     const Value& v = g.value(id);
     if (!available[static_cast<size_t>(id)]) return error("graph output {} is never computed", value_label(v));
     STRATA_RETURN_IF_ERROR(check_layout(v));
@@ -187,8 +195,9 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
 
 }  // namespace
 
-Expected<std::vector<Tensor>> interpret(const Graph& g, const WeightStore& weights, const std::vector<Tensor>& inputs,
-                                        const InterpretOptions& options) {
+Expected<std::vector<Tensor>> interpret(const Graph& g, const WeightStore& weights,
+                                        const std::vector<Tensor>& inputs, const InterpretOptions& options) {
+  STRATA_RETURN_IF_ERROR(check_graph(g));  // first: the rest indexes by the graph's ids
   const interp::Parallel par{resolve_threads(options.threads), options.min_work_per_thread};
   const size_t num_values = g.values().size();
   const int64_t kForever = static_cast<int64_t>(g.nodes().size());
@@ -208,7 +217,6 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, const WeightStore& weigh
     used[static_cast<size_t>(id)] = true;
   }
 
-  STRATA_RETURN_IF_ERROR(check_graph(g));
   STRATA_RETURN_IF_ERROR(check_inputs(g, inputs));
   STRATA_RETURN_IF_ERROR(check_weights(g, weights, used));
 
@@ -267,7 +275,8 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, const WeightStore& weigh
   const auto& outs = g.outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
     STRATA_ASSIGN_OR_RETURN(const Tensor* t, fetch(outs[i]));  // may be an input or a constant
-    bool listed_again = std::find(outs.begin() + static_cast<std::ptrdiff_t>(i) + 1, outs.end(), outs[i]) != outs.end();
+    const bool listed_again =
+        std::find(outs.begin() + static_cast<std::ptrdiff_t>(i) + 1, outs.end(), outs[i]) != outs.end();
     results.push_back(listed_again ? *t : std::move(*slots[static_cast<size_t>(outs[i])]));
   }
   return results;

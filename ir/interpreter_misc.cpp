@@ -102,7 +102,9 @@ Tensor silu(const Tensor& x, const Parallel& par) {
 
 Tensor gelu(const Tensor& x, const Parallel& par) {
   // The exact (erf) form: x · Φ(x) = 0.5 · x · (1 + erf(x / √2)).
-  return map(x, par, [](float v) { return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2))); });
+  return map(x, par, [](float v) {
+    return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)));
+  });
 }
 
 Tensor scale(const Tensor& x, double mul, double add, const Parallel& par) {

@@ -5,7 +5,6 @@
 #include "ir/verifier.h"
 
 #include <charconv>
-#include <cmath>
 #include <unordered_map>
 
 namespace strata {
@@ -124,14 +123,14 @@ private:
     while (true) {
       if (i_ >= s_.size() || s_[i_] == '\n')
         return error("{}: unterminated string (expected '\"' before the end of the line)", pos_str(start));
+      Pos esc = pos_;
       char c = advance();
       if (c == '"') return Status::ok();
       if (c != '\\') {
         out += c;
         continue;
       }
-      Pos esc = pos_;
-      char e = i_ < s_.size() ? advance() : '\0';
+      char e = i_ < s_.size() && s_[i_] != '\n' ? advance() : '\0';
       switch (e) {
         case '"': out += '"'; break;
         case '\\': out += '\\'; break;
@@ -151,7 +150,8 @@ private:
           break;
         }
         default:
-          return error("{}: unknown escape (expected \\\" \\\\ \\n \\t \\r or \\xHH)", pos_str(esc));
+          return error("{}: unknown escape \\{} (expected \\\" \\\\ \\n \\t \\r or \\xHH)", pos_str(esc),
+                       e == '\0' ? std::string() : std::string(1, e));
       }
     }
   }
@@ -293,7 +293,9 @@ private:
     STRATA_RETURN_IF_ERROR(expect_punct('[', "to open the shape after the dtype"));
     if (!is_punct(']')) {
       while (true) {
+        Pos dim_pos = tok_.pos;
         STRATA_ASSIGN_OR_RETURN(int64_t d, parse_int("a dimension (an integer)"));
+        if (d < 0) return error("{}: dimension {} is negative", pos_str(dim_pos), d);
         t.shape.push_back(d);
         if (!is_punct(',')) break;
         STRATA_RETURN_IF_ERROR(next());

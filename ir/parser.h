@@ -24,7 +24,8 @@
 // equal (shape and dtype) those infer_output_types computes; weight names are not
 // empty. Every error starts with "LINE:COL: " and says what was expected or which
 // node is wrong, e.g.
-//   "3:40: expected ',' or ')' after an operand, got '{'"
+//   "3:3: expected ')' after the operands (or ',' before another operand), got 'return'"
+//   "2:24: undefined value %nope"
 //   "4:3: node 'decoder.conv_in' (conv2d): declared f32[1,64,8,8] for %decoder.conv_in, inferred f32[1,64,6,6]"
 #pragma once
 

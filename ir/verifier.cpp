@@ -29,6 +29,9 @@ public:
 private:
   bool in_range(ValueId v) const { return v >= 0 && static_cast<size_t>(v) < g_.values().size(); }
 
+  static std::string_view kind_phrase(ValueKind k) {
+    return k == ValueKind::input ? "a graph input" : k == ValueKind::constant ? "a constant" : "an intermediate";
+  }
   std::string value_str(ValueId v) const { return fmt::format("value {} (#{})", value_ref(g_, v), v); }
   std::string node_str(size_t i) const {
     const Node& n = g_.nodes()[i];
@@ -58,7 +61,7 @@ private:
       ValueId v = g_.inputs()[i];
       if (!in_range(v)) return error("graph input {} is not a value of the graph (id {})", i, v);
       if (g_.value(v).kind != ValueKind::input)
-        return error("graph input {} is {}, a {}", i, value_str(v), to_string(g_.value(v).kind));
+        return error("graph input {}, {}, is {}", i, value_str(v), kind_phrase(g_.value(v).kind));
       if (listed[static_cast<size_t>(v)]) return error("{} is listed twice as a graph input", value_str(v));
       listed[static_cast<size_t>(v)] = true;
     }
@@ -95,8 +98,8 @@ private:
       if (!in_range(v)) return error("{}: result {} is not a value of the graph (id {})", node_str(i), k, v);
       const Value& val = g_.value(v);
       if (val.kind != ValueKind::intermediate)
-        return error("{}: result {} is {}, a {} (only intermediates are produced by nodes)", node_str(i), k,
-                     value_ref(g_, v), to_string(val.kind));
+        return error("{}: result {} {} is {} (only intermediates are produced by nodes)", node_str(i), k,
+                     value_ref(g_, v), kind_phrase(val.kind));
       int64_t& p = producer_[static_cast<size_t>(v)];
       if (p >= 0)
         return error("{}: result {} is also produced by {}", node_str(i), value_ref(g_, v),

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace strata::runtime {
 namespace {
@@ -26,6 +27,16 @@ bool has_layer(const char* name) {
   if (vkEnumerateInstanceLayerProperties(&n, layers.data()) != VK_SUCCESS) return false;
   return std::any_of(layers.begin(), layers.end(),
                      [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool layer_has_extension(const char* layer, const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateInstanceExtensionProperties(layer, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> exts(n);
+  if (vkEnumerateInstanceExtensionProperties(layer, &n, exts.data()) != VK_SUCCESS) return false;
+  return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
 }
 
 bool has_extension(VkPhysicalDevice pd, const char* name) {
@@ -160,21 +171,48 @@ Expected<std::shared_ptr<Instance>> Instance::create(const InstanceOptions& opti
   app.pApplicationName = "strata";
   app.pEngineName = "strata";
   app.apiVersion = VK_API_VERSION_1_2;
-  std::vector<const char*> layers;
-  if (options.validation && has_layer(kValidationLayer)) {
-    layers.push_back(kValidationLayer);
-    inst->validation_ = true;
-  }
   VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   info.pApplicationInfo = &app;
+
+  // Validation: the layer, its synchronization checks, and a messenger that
+  // collects what it reports (also during vkCreateInstance, via the pNext chain).
+  std::vector<const char*> layers, extensions;
+  VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync;
+  VkDebugUtilsMessengerCreateInfoEXT messenger{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                              VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  messenger.pfnUserCallback = &Instance::on_message;
+  messenger.pUserData = inst.get();
+  if (options.validation && has_layer(kValidationLayer) &&
+      layer_has_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) &&
+      layer_has_extension(nullptr, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+    layers.push_back(kValidationLayer);
+    extensions = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
+    features.pNext = &messenger;
+    info.pNext = &features;
+    inst->validation_ = true;
+  }
   info.enabledLayerCount = static_cast<uint32_t>(layers.size());
   info.ppEnabledLayerNames = layers.data();
+  info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
   VkResult r = vkCreateInstance(&info, nullptr, &inst->instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     return error("no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); "
                  "install one, e.g. mesa-vulkan-drivers for lavapipe");
   }
   STRATA_RETURN_IF_ERROR(vk_check(r, "vkCreateInstance", "creating the Vulkan instance"));
+  if (inst->validation_) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(inst->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    if (create) create(inst->instance_, &messenger, nullptr, &inst->messenger_);
+  }
 
   uint32_t n = 0;
   STRATA_RETURN_IF_ERROR(vk_check(vkEnumeratePhysicalDevices(inst->instance_, &n, nullptr),
@@ -189,7 +227,28 @@ Expected<std::shared_ptr<Instance>> Instance::create(const InstanceOptions& opti
   return inst;
 }
 
+VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
+    const VkDebugUtilsMessengerCallbackDataEXT* data, void* self) {
+  auto* inst = static_cast<Instance*>(self);
+  std::lock_guard<std::mutex> lock(inst->messages_mutex_);
+  inst->messages_.push_back(
+      fmt::format("{}: {}", severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning",
+                  data && data->pMessage ? data->pMessage : "?"));
+  return VK_FALSE;  // never abort the call that triggered the message
+}
+
+std::vector<std::string> Instance::take_validation_messages() {
+  std::lock_guard<std::mutex> lock(messages_mutex_);
+  return std::exchange(messages_, {});
+}
+
 Instance::~Instance() {
+  if (messenger_) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance_, messenger_, nullptr);
+  }
   if (instance_) vkDestroyInstance(instance_, nullptr);
 }
 

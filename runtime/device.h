@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -72,6 +73,12 @@ struct DeviceInfo {
   std::string unusable_reason;  // non-empty: strata cannot run on it (and why)
 };
 
+// The device's identity for the plan cache key (see DESIGN.md, "Codegen and the
+// Plan"): vendor and device id, driverVersion, pipelineCacheUUID and driverInfo,
+// e.g. "10005:0000:00000001:6c6c766d...:Mesa 22.3.6 (LLVM 15.0.6)". The limits a
+// plan was sized against are keyed by the compiler, not here.
+std::string identity_key(const DeviceInfo& d);
+
 // One block per device, the format of `strata devices`.
 std::string describe(const DeviceInfo& d);
 // All devices, marking the one `select_device` would pick (if any) with '*'.
@@ -79,8 +86,10 @@ std::string describe_devices(std::span<const DeviceInfo> devices,
                              std::optional<uint32_t> selected = std::nullopt);
 
 struct InstanceOptions {
-  // Enable VK_LAYER_KHRONOS_validation if it is installed; silently skipped if not
-  // (Instance::validation_enabled() says which). Its messages go to stdout.
+  // Enable VK_LAYER_KHRONOS_validation, with synchronization validation (it checks
+  // the runtime's barriers), if the layer is installed (Debian package
+  // vulkan-validationlayers); skipped if not: Instance::validation_enabled() says
+  // which. Messages are collected, see Instance::take_validation_messages().
   bool validation = false;
 };
 
@@ -102,10 +111,22 @@ public:
   VkPhysicalDevice physical_device(uint32_t index) const { return physical_[index]; }
   bool validation_enabled() const { return validation_; }
 
+  // Warnings and errors the validation layer reported since the last call, oldest
+  // first (always empty without validation). Thread-safe: the layer may report
+  // from driver threads.
+  std::vector<std::string> take_validation_messages();
+
 private:
   Instance() = default;
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* self);
   VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   bool validation_ = false;
+  std::mutex messages_mutex_;
+  std::vector<std::string> messages_;
   std::vector<VkPhysicalDevice> physical_;
   std::vector<DeviceInfo> devices_;
 };
@@ -144,6 +165,7 @@ public:
   Device& operator=(const Device&) = delete;
 
   const DeviceInfo& info() const { return info_; }
+  Instance& instance() const { return *instance_; }
   // The features this VkDevice was created with (the `needs` it was opened for).
   const DeviceRequirements& enabled() const { return enabled_; }
   VkDevice handle() const { return device_; }

@@ -46,6 +46,13 @@ const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
 }  // namespace
 
+std::string identity_key(const DeviceInfo& d) {
+  std::string uuid;
+  for (uint8_t b : d.pipeline_cache_uuid) uuid += fmt::format("{:02x}", b);
+  return fmt::format("{:x}:{:04x}:{:08x}:{}:{}", d.vendor_id, d.device_id, d.driver_version, uuid,
+                     d.driver_info);
+}
+
 std::string describe(const DeviceInfo& d) {
   std::string out = fmt::format("device {}: {} ({})\n", d.index, d.name, device_type_name(d.type));
   out += fmt::format("  driver: {} {} (driverVersion {:#x}), Vulkan {}.{}.{}\n",

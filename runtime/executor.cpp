@@ -90,7 +90,7 @@ Status Executor::Impl::create_buffers() {
     uint64_t staged_bytes = 0;
     for (const TensorIO& io : ios) {
       IoSlot s;
-      if (uint8_t* m = buffers[io.buffer].mapped()) {
+      if (uint8_t* m = host_view(buffers[io.buffer])) {
         s.host = m + io.offset;
       } else {
         s.staged = true;
@@ -203,13 +203,14 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
   STRATA_RETURN_IF_ERROR(impl->create_pipelines());
   STRATA_RETURN_IF_ERROR(impl->create_descriptors());
   STRATA_RETURN_IF_ERROR(impl->create_commands());
+  STRATA_RETURN_IF_ERROR(impl->zero_buffers());
   STRATA_RETURN_IF_ERROR(impl->upload_weights(weights));
   STRATA_RETURN_IF_ERROR(impl->record());
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
-Status Executor::run(std::span<const std::span<const std::byte>> inputs,
-                     std::span<const std::span<std::byte>> outputs) {
+Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
+                     const std::vector<std::span<std::byte>>& outputs) {
   Impl& m = *impl_;
   const Plan& plan = m.plan;
   if (m.device->lost())

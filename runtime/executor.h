@@ -19,8 +19,12 @@
 //   - one primary command buffer holding, in order: a barrier against the previous
 //     run, the input copies, the dispatches with the barriers of plan_barriers()
 //     (runtime/barriers.h), and the output copies; plus one VkFence.
+//   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
+// The zero fill is not repeated per run: memory no kernel writes (channel padding)
+// stays zero for good, and memory a kernel writes holds the previous run's values
+// until the next run overwrites it.
 // What run() does: copy the inputs into place, vkQueueSubmit the recorded command
 // buffer, wait on the fence, copy the outputs out. Nothing is re-recorded.
 //
@@ -67,6 +71,10 @@ struct ExecutorOptions {
   // Size of the staging buffer weights pass through when their memory is not
   // host-visible (raised to the largest single weight if that is bigger).
   uint64_t weight_staging_bytes = 64ull << 20;
+  // Copy inputs, outputs and weights through staging buffers even where device
+  // memory is host-visible. Unified-memory devices (lavapipe) otherwise skip the
+  // staging path; tests turn this on to exercise the discrete-GPU path there.
+  bool force_staging = false;
 };
 
 // Times of the last run(). Dispatches without a barrier between them overlap on
@@ -84,7 +92,7 @@ public:
   // vkCreatePipelineLayout, vkCreateComputePipelines, vkCreateDescriptorPool,
   // vkAllocateDescriptorSets, vkUpdateDescriptorSets, vkCreateCommandPool,
   // vkAllocateCommandBuffers, vkCmd*, vkCreateFence, vkCreateQueryPool, and
-  // vkQueueSubmit/vkWaitForFences for staged weight uploads.
+  // vkQueueSubmit/vkWaitForFences for the zero fill and staged weight uploads.
   // `weights` may be empty when the plan has no weight table.
   // Errors (each naming what was being built): validate(plan) failures; the device
   // lost, lacking a feature or a limit the plan needs, or opened without a feature
@@ -108,8 +116,8 @@ public:
   // Errors: wrong number of inputs/outputs; an input or output of the wrong byte
   // size (naming it); VK_ERROR_DEVICE_LOST (the Device is then marked lost and every
   // later run fails at once); other submit/wait failures.
-  Status run(std::span<const std::span<const std::byte>> inputs,
-             std::span<const std::span<std::byte>> outputs);
+  Status run(const std::vector<std::span<const std::byte>>& inputs,
+             const std::vector<std::span<std::byte>>& outputs);
 
   // vkGetPipelineCacheData: the bytes to persist beside the plan cache and hand to
   // ExecutorOptions::pipeline_cache_data next time.

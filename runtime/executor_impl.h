@@ -7,6 +7,9 @@
 
 #include <vulkan/vulkan.h>
 
+#include <functional>
+#include <string>
+
 namespace strata::runtime {
 
 struct PipelineObjects {
@@ -50,6 +53,11 @@ struct Executor::Impl {
 
   ~Impl();
   VkDevice vk() const { return device->handle(); }
+  // Host pointer to a device buffer, or nullptr when it must be reached by staging
+  // copies (memory not host-visible, or ExecutorOptions::force_staging).
+  uint8_t* host_view(const DeviceBuffer& b) const {
+    return options.force_staging ? nullptr : b.mapped();
+  }
 
   // executor.cpp
   Status check_device_limits() const;
@@ -62,8 +70,10 @@ struct Executor::Impl {
   Status create_descriptors();
   // executor_record.cpp
   Status create_commands();
-  Status record();
+  Status submit_once(const std::function<void(VkCommandBuffer)>& body, const std::string& what);
+  Status zero_buffers();
   Status upload_weights(const WeightSource& source);
+  Status record();
 };
 
 }  // namespace strata::runtime

@@ -154,6 +154,49 @@ Status Executor::Impl::record() {
                   "recording the plan's command buffer");
 }
 
+Status Executor::Impl::submit_once(const std::function<void(VkCommandBuffer)>& body,
+                                   const std::string& what) {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  STRATA_RETURN_IF_ERROR(
+      vk_check(vkAllocateCommandBuffers(vk(), &ai, &cb), "vkAllocateCommandBuffers", what));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  Status s = vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what);
+  if (s.is_ok()) {
+    // Earlier one-time submissions and host writes touched the same buffers.
+    VkMemoryBarrier before = memory_barrier(VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+                                            kTransferRW);
+    vkCmdPipelineBarrier(cb, kTransfer | VK_PIPELINE_STAGE_HOST_BIT, kTransfer, 0, 1, &before, 0,
+                         nullptr, 0, nullptr);
+    body(cb);
+    // The host may write these buffers next (mapped weights, inputs).
+    VkMemoryBarrier after = memory_barrier(VK_ACCESS_TRANSFER_WRITE_BIT,
+                                           VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
+    vkCmdPipelineBarrier(cb, kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0, nullptr, 0,
+                         nullptr);
+    s = vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", what);
+  }
+  if (s.is_ok()) s = submit_and_wait(cb, what);
+  vkFreeCommandBuffers(vk(), command_pool, 1, &cb);
+  return s;
+}
+
+// Plan buffers start as zeros, so padding that no kernel writes (channel pads,
+// band borders) holds 0 rather than stale memory, NaNs included, and runs are
+// reproducible. Done once here, not per run.
+Status Executor::Impl::zero_buffers() {
+  if (buffers.empty()) return Status::ok();
+  return submit_once(
+      [&](VkCommandBuffer cb) {
+        for (const DeviceBuffer& b : buffers) vkCmdFillBuffer(cb, b.handle(), 0, VK_WHOLE_SIZE, 0);
+      },
+      "zeroing the plan's buffers");
+}
+
 // Weights whose buffer is host-mapped are produced straight into it. The rest go
 // through one staging buffer in chunks: fill it with as many weights as fit, copy
 // them with a one-time command buffer, wait, repeat.
@@ -162,7 +205,7 @@ Status Executor::Impl::upload_weights(const WeightSource& source) {
   uint64_t staged_total = 0, largest = 0;
   for (size_t i = 0; i < plan.weights.size(); ++i) {
     const WeightUpload& w = plan.weights[i];
-    if (uint8_t* m = buffers[w.buffer].mapped()) {
+    if (uint8_t* m = host_view(buffers[w.buffer])) {
       std::span<std::byte> dst(reinterpret_cast<std::byte*>(m + w.offset), w.bytes);
       STRATA_RETURN_IF_ERROR(source(w, dst).with_context("uploading weights"));
     } else {
@@ -176,15 +219,6 @@ Status Executor::Impl::upload_weights(const WeightSource& source) {
   uint64_t chunk = std::min(staged_total, std::max(options.weight_staging_bytes, largest));
   STRATA_ASSIGN_OR_RETURN(DeviceBuffer staging,
                           DeviceBuffer::create(*device, chunk, MemoryUse::upload, "weight staging"));
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = command_pool;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VkCommandBuffer cb = VK_NULL_HANDLE;
-  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, &cb),
-                                  "vkAllocateCommandBuffers", "uploading weights"));
-  auto free_cb = [&] { vkFreeCommandBuffers(vk(), command_pool, 1, &cb); };
-
   size_t next = 0;
   while (next < staged.size()) {
     struct Copy {
@@ -197,30 +231,17 @@ Status Executor::Impl::upload_weights(const WeightSource& source) {
       const WeightUpload& w = plan.weights[staged[next]];
       if (used + w.bytes > chunk) break;
       std::span<std::byte> dst(reinterpret_cast<std::byte*>(staging.mapped() + used), w.bytes);
-      if (Status s = source(w, dst); !s.is_ok()) {
-        free_cb();
-        return s.with_context("uploading weights");
-      }
+      STRATA_RETURN_IF_ERROR(source(w, dst).with_context("uploading weights"));
       copies.push_back(Copy{w.buffer, VkBufferCopy{used, w.offset, w.bytes}});
       used += w.bytes;
     }
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    Status s = vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "uploading weights");
-    if (s.is_ok()) {
-      for (const Copy& c : copies)
-        vkCmdCopyBuffer(cb, staging.handle(), buffers[c.buffer].handle(), 1, &c.region);
-      s = vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", "uploading weights");
-    }
-    // The plan's command buffer starts with a barrier against earlier transfers, so
-    // no barrier is needed here; the wait makes the staging buffer reusable.
-    if (s.is_ok()) s = submit_and_wait(cb, fmt::format("uploading {} weight bytes", used));
-    if (!s.is_ok()) {
-      free_cb();
-      return s;
-    }
+    STRATA_RETURN_IF_ERROR(submit_once(
+        [&](VkCommandBuffer cb) {
+          for (const Copy& c : copies)
+            vkCmdCopyBuffer(cb, staging.handle(), buffers[c.buffer].handle(), 1, &c.region);
+        },
+        fmt::format("uploading {} weight bytes", used)));
   }
-  free_cb();
   return Status::ok();
 }
 

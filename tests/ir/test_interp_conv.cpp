@@ -78,7 +78,8 @@ TEST(InterpConv, Conv3dCausalOnOneFrameIsConv2dWithLastTap) {
   std::vector<float> w2;
   for (int64_t o = 0; o < co; ++o)
     for (int64_t i = 0; i < ci; ++i)
-      for (int64_t s = 0; s < k * k; ++s) w2.push_back(w3[static_cast<size_t>(((o * ci + i) * k + (k - 1)) * k * k + s)]);
+      for (int64_t s = 0; s < k * k; ++s)
+        w2.push_back(w3[static_cast<size_t>(((o * ci + i) * k + (k - 1)) * k * k + s)]);
   std::vector<float> bias = testing::random_values(co, 8);
   ValueId x3 = t.b.input("x3", {1, ci, 1, 5, 4});
   ValueId x2 = t.b.input("x2", {1, ci, 5, 4});

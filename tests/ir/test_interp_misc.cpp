@@ -121,7 +121,8 @@ TEST(InterpMisc, Permute3d) {
   ASSERT_EQ(y.shape, (Shape{4, 2, 3}));
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 3; ++j) EXPECT_EQ(y.data[static_cast<size_t>((k * 2 + i) * 3 + j)], float(12 * i + 4 * j + k));
+      for (int j = 0; j < 3; ++j)
+        EXPECT_EQ(y.data[static_cast<size_t>((k * 2 + i) * 3 + j)], float(12 * i + 4 * j + k));
 }
 
 TEST(InterpMisc, SliceAndConcat) {

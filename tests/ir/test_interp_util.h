@@ -11,6 +11,16 @@
 
 namespace strata::testing {
 
+inline TensorType f32_type(Shape shape) { return TensorType{std::move(shape), DType::f32, Layout{}}; }
+
+// Options for `threads` threads; min_work 1 makes every kernel split its work.
+inline InterpretOptions options_with(int threads, int64_t min_work = int64_t(1) << 16) {
+  InterpretOptions o;
+  o.threads = threads;
+  o.min_work_per_thread = min_work;
+  return o;
+}
+
 struct InterpGraph {
   InterpGraph() = default;
   InterpGraph(const InterpGraph&) = delete;  // the builder refers to this graph
@@ -24,7 +34,7 @@ struct InterpGraph {
   ValueId weight(const std::string& name, Shape shape, std::vector<float> data) {
     Status s = weights.add_owned(name, shape, std::move(data));
     EXPECT_TRUE(s.is_ok()) << s.message();
-    return b.constant(name, TensorType{std::move(shape)});
+    return b.constant(name, f32_type(std::move(shape)));
   }
 
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, InterpretOptions options = {}) {
@@ -35,7 +45,7 @@ struct InterpGraph {
 
   // The single output of a run that must succeed.
   Tensor run1(const std::vector<Tensor>& inputs, int threads = 1) {
-    auto out = run(inputs, InterpretOptions{.threads = threads});
+    auto out = run(inputs, options_with(threads));
     EXPECT_TRUE(out.has_value()) << out.message();
     if (!out.has_value() || out->size() != 1) return Tensor();
     return std::move(out->front());

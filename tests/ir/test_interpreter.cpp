@@ -19,7 +19,7 @@ void expect_mentions(const std::string& message, const std::string& part) {
 void conv_graph(InterpGraph& t, bool add_weight_data = true) {
   ValueId x = t.b.input("x", {1, 1, 3, 3});
   ValueId w = add_weight_data ? t.weight("conv.weight", {1, 1, 3, 3}, std::vector<float>(9, 1.0f))
-                              : t.b.constant("conv.weight", TensorType{{1, 1, 3, 3}});
+                              : t.b.constant("conv.weight", testing::f32_type({1, 1, 3, 3}));
   t.b.output(t.b.conv2d(x, w, kNoValue, {.pad = 1}));
 }
 
@@ -53,7 +53,7 @@ TEST(Interpreter, WeightOfWrongShapeNamesTensor) {
   InterpGraph t;
   ValueId x = t.b.input("x", {1, 1, 3, 3});
   ASSERT_TRUE(t.weights.add_owned("conv.weight", {9}, std::vector<float>(9, 1.0f)).is_ok());
-  ValueId w = t.b.constant("conv.weight", TensorType{{1, 1, 3, 3}});
+  ValueId w = t.b.constant("conv.weight", testing::f32_type({1, 1, 3, 3}));
   t.b.output(t.b.conv2d(x, w, kNoValue, {.pad = 1}));
   auto out = t.run({Tensor({1, 1, 3, 3})});
   ASSERT_FALSE(out.has_value());
@@ -67,7 +67,7 @@ TEST(Interpreter, F16WeightIsConverted) {
   ValueId x = t.b.input("x", {2});
   std::vector<uint8_t> bytes = {0x00, 0x3E, 0x00, 0xC0};  // little endian
   ASSERT_TRUE(t.weights.add_owned_bytes("s", DType::f16, {2}, bytes).is_ok());
-  t.b.output(t.b.mul(x, t.b.constant("s", TensorType{{2}, DType::f16})));
+  t.b.output(t.b.mul(x, t.b.constant("s", TensorType{{2}, DType::f16, Layout{}})));
   // f32 x times an f16 constant: the output takes x's dtype (f32), so 3·1.5 is exact.
   expect_exact(t.run1({Tensor({2}, {3, 0.25f})}), {2}, {4.5f, -0.5f});
 }
@@ -95,9 +95,9 @@ TEST(Interpreter, NodeWithMismatchedOutputTypeIsNamed) {
 TEST(Interpreter, NodeReadingALaterValueIsRejected) {
   // Hand-built graph whose first node reads the output of the second.
   Graph g;
-  ValueId x = g.add_input("x", TensorType{{2}});
-  ValueId a = g.add_value("a", TensorType{{2}});
-  ValueId b = g.add_value("b", TensorType{{2}});
+  ValueId x = g.add_input("x", testing::f32_type({2}));
+  ValueId a = g.add_value("a", testing::f32_type({2}));
+  ValueId b = g.add_value("b", testing::f32_type({2}));
   g.add_node(Node{Op::silu, "first", {}, {b}, {a}});
   g.add_node(Node{Op::silu, "second", {}, {x}, {b}});
   g.mark_output(a);
@@ -183,11 +183,11 @@ TEST(Interpreter, MultithreadedEqualsSingleThreadedBitForBit) {
   mixed_graph(t);
   ASSERT_TRUE(t.b.ok()) << t.b.status().message();
   Tensor x = testing::random_tensor({2, 8, 12, 10}, 1);
-  auto reference = t.run({x}, InterpretOptions{.threads = 1});
+  auto reference = t.run({x}, testing::options_with(1));
   ASSERT_TRUE(reference.has_value()) << reference.message();
   for (int threads : {2, 3, 7}) {
     // min_work 1: every kernel splits, however small.
-    auto out = t.run({x}, InterpretOptions{.threads = threads, .min_work_per_thread = 1});
+    auto out = t.run({x}, testing::options_with(threads, /*min_work=*/1));
     ASSERT_TRUE(out.has_value()) << out.message();
     ASSERT_EQ(out->size(), reference->size());
     for (size_t i = 0; i < out->size(); ++i) {

@@ -1,0 +1,72 @@
+// Codegen: a Graph becomes a runtime::Plan — SPIR-V pipelines, buffers, a weight
+// table and a flat dispatch list — that the runtime records once and replays.
+//
+// This stage lowers every node to a portable kernel (any Vulkan 1.2 device with
+// 16-bit storage; correct for subgroup sizes 8 to 64): f32 storage in the logical
+// (row-major) layout, one or a few dispatches per node. Later passes (issue 4) make
+// the graph faster before it gets here; codegen only follows what the graph says.
+//
+//   STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, compile_plan(graph, weights, target));
+//   STRATA_ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(dev, plan, weight_source(weights)));
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ir/weight_store.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+
+#include <cstdint>
+
+namespace strata::codegen {
+
+// What codegen must respect on the device it compiles for (runtime::DeviceInfo's
+// limits; a default Target fits lavapipe and every desktop GPU).
+struct Target {
+  uint32_t subgroup_size = 8;
+  uint64_t max_storage_buffer_range = 128ull << 20;
+  uint64_t min_storage_buffer_offset_alignment = 256;
+  uint32_t max_shared_memory_bytes = 32 << 10;
+  uint32_t max_workgroup_count_x = 65535;
+  uint32_t max_push_constants_bytes = 128;
+};
+
+Target target_for(const runtime::DeviceInfo& device);
+
+struct CodegenOptions {
+  // Attention processes this many query rows per dispatch at most; 0 = choose so
+  // that no binding exceeds the target's range.
+  int64_t attention_query_chunk = 0;
+};
+
+// Compiles `graph` (verified, logical layouts) into a Plan. Errors name the node
+// that cannot be lowered and why.
+Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weights, const Target& target,
+                                     const CodegenOptions& options = {});
+
+// Produces the bytes of the Plan's weight table from the store (f32, converted from
+// f16/bf16 where stored so), for runtime::Executor::create. `weights` must outlive
+// the returned function's use.
+runtime::WeightSource weight_source(const WeightStore& weights);
+
+// A graph compiled for and loaded on one device: the path `strata decode` takes and
+// the harness kernel tests use. run() replays the recorded command buffer.
+class CompiledGraph {
+public:
+  static Expected<std::unique_ptr<CompiledGraph>> create(std::shared_ptr<runtime::Device> device,
+                                                         const Graph& graph, const WeightStore& weights,
+                                                         const CodegenOptions& options = {});
+  // Inputs in graph-input order, f32 logical shapes (checked; an input of the wrong
+  // shape is an error naming it); outputs in graph-output order.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  const runtime::Plan& plan() const { return executor_->plan(); }
+  runtime::Executor& executor() { return *executor_; }
+
+private:
+  CompiledGraph() = default;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::vector<Shape> input_shapes_, output_shapes_;
+  std::vector<std::string> input_names_;
+};
+
+}  // namespace strata::codegen

@@ -1,0 +1,121 @@
+// The lowering context kernel families write their dispatches through.
+//
+// compile_plan (codegen/codegen.cpp) places every value first — weights in the
+// weight buffer, activations in the activation arena, graph inputs and outputs in
+// their own buffers, reshapes aliased to their input — then calls the lowering
+// function of each node's family in graph order:
+//
+//   Status lower_conv(Lowering&, const Node&);        conv2d, conv3d        (lower_conv.cpp)
+//   Status lower_gemm(Lowering&, const Node&);        linear, matmul        (lower_gemm.cpp)
+//   Status lower_norm(Lowering&, const Node&);        group/rms/layer norm  (lower_norm.cpp)
+//   Status lower_attention(Lowering&, const Node&);   attention, softmax    (lower_attention.cpp)
+//   Status lower_elementwise(Lowering&, const Node&); silu gelu add mul scale clamp cast
+//   Status lower_shuffle(Lowering&, const Node&);     upsample permute slice concat reshape
+//
+// A family function picks a kernel template from codegen/kernels/ (by file name,
+// plus defines), packs push constants, binds windows of values and appends
+// dispatches. Values are f32, row-major in their logical shape, at
+// location(v).offset in buffer location(v).buffer.
+#pragma once
+
+#include "codegen/codegen.h"
+#include "ir/graph.h"
+#include "runtime/plan.h"
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::codegen {
+
+// Where a value lives.
+struct Location {
+  uint32_t buffer = 0;
+  uint64_t offset = 0;  // bytes; aligned to the target's min offset alignment
+  uint64_t bytes = 0;
+};
+
+// Push-constant bytes, packed as a std430 block of 4-byte scalars in declaration
+// order (the kernels declare only uint, int and float members).
+class PushConstants {
+public:
+  PushConstants& u32(uint32_t v) { return put(&v); }
+  PushConstants& i32(int32_t v) { return put(&v); }
+  PushConstants& f32(float v) { return put(&v); }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+private:
+  template <typename T>
+  PushConstants& put(const T* v) {
+    size_t at = bytes_.size();
+    bytes_.resize(at + 4);
+    std::memcpy(bytes_.data() + at, v, 4);
+    return *this;
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+// A kernel to compile: a template in codegen/kernels/ and the defines that specialise
+// it. Equal keys share one pipeline.
+struct KernelKey {
+  std::string file;                            // e.g. "conv2d.comp"
+  std::map<std::string, std::string> defines;  // e.g. {"KSIZE", "3"}
+  uint32_t bindings = 0;                       // storage buffers at bindings 0..n-1
+  uint32_t push_constant_bytes = 0;
+  std::array<uint32_t, 3> workgroup_size{64, 1, 1};  // informational, for the Plan
+  auto operator<=>(const KernelKey&) const = default;
+};
+
+class Lowering {
+public:
+  Lowering(const Graph& graph, const Target& target, const CodegenOptions& options, runtime::Plan& plan);
+
+  const Graph& graph() const { return graph_; }
+  const Target& target() const { return target_; }
+  const CodegenOptions& options() const { return options_; }
+  const TensorType& type(ValueId v) const { return graph_.value(v).type; }
+  const Shape& shape(ValueId v) const { return graph_.value(v).type.shape; }
+
+  // Where `v` lives (set by compile_plan before any family runs).
+  const Location& location(ValueId v) const { return locations_.at(static_cast<size_t>(v)); }
+  void set_location(ValueId v, Location loc);
+
+  // A binding of all of `v`, or of `bytes` bytes of it from `offset` (a window).
+  runtime::BindingDesc bind(ValueId v, runtime::Access access) const;
+  runtime::BindingDesc bind_window(ValueId v, uint64_t offset, uint64_t bytes, runtime::Access access) const;
+
+  // The pipeline for `key`, compiled (GLSL -> SPIR-V) on first use. Errors name the
+  // kernel file and carry the compiler's message.
+  Expected<uint32_t> pipeline(const KernelKey& key);
+
+  // Appends a dispatch of `pipeline` over `grid` workgroups, labelled with the node.
+  void dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,
+                std::array<uint32_t, 3> grid, const Node& node, const std::string& step = "");
+
+  // Workgroup counts covering `invocations` threads in groups of `local_size`:
+  // (x, y, 1) with x <= target's max_workgroup_count_x; kernels recover the linear
+  // index as gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * local_size.
+  std::array<uint32_t, 3> grid_1d(uint64_t invocations, uint32_t local_size) const;
+
+  // Error for `node` ("node 'x' (conv2d): ...").
+  Status fail(const Node& node, const std::string& message) const;
+
+private:
+  const Graph& graph_;
+  Target target_;
+  CodegenOptions options_;
+  runtime::Plan& plan_;
+  std::vector<Location> locations_;
+  std::map<KernelKey, uint32_t> pipelines_;
+};
+
+Status lower_conv(Lowering& l, const Node& node);
+Status lower_gemm(Lowering& l, const Node& node);
+Status lower_norm(Lowering& l, const Node& node);
+Status lower_attention(Lowering& l, const Node& node);
+Status lower_elementwise(Lowering& l, const Node& node);
+Status lower_shuffle(Lowering& l, const Node& node);
+
+}  // namespace strata::codegen

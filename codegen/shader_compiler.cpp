@@ -1,0 +1,91 @@
+// GLSL -> SPIR-V with libshaderc, SPIR-V validation with SPIRV-Tools. See
+// shader_compiler.h for the prelude every kernel gets.
+#include "codegen/shader_compiler.h"
+
+#include "codegen/kernel_sources.h"
+
+#include <shaderc/shaderc.hpp>
+#include <spirv-tools/libspirv.hpp>
+
+#include <mutex>
+#include <utility>
+
+namespace strata::codegen {
+namespace {
+
+constexpr std::string_view kCommon = "common.glsl";
+
+// Compiled modules by (file, defines); compile_plan calls come from any thread.
+struct Memo {
+  std::mutex mutex;
+  std::map<std::pair<std::string, Defines>, std::vector<uint32_t>> modules;
+};
+
+Memo& memo() {
+  static Memo m;
+  return m;
+}
+
+}  // namespace
+
+std::string kernel_variant_name(std::string_view file, const Defines& defines) {
+  std::string out(file);
+  if (defines.empty()) return out;
+  out += "[";
+  bool first = true;
+  for (const auto& [name, value] : defines) {
+    out += (first ? "" : ",") + name + "=" + value;
+    first = false;
+  }
+  return out + "]";
+}
+
+Expected<std::string> kernel_source_with_prelude(std::string_view file, const Defines& defines) {
+  const std::string_view body = kernel_source(file);
+  if (body.empty()) return error("kernel '{}': no such file in codegen/kernels/", file);
+  const std::string_view common = kernel_source(kCommon);
+  if (common.empty()) return error("kernel '{}': codegen/kernels/{} is not embedded", file, kCommon);
+  std::string src = "#version 450\n#extension GL_GOOGLE_cpp_style_line_directive : enable\n";
+  for (const auto& [name, value] : defines) src += "#define " + name + " " + value + "\n";
+  src += "#line 1 \"" + std::string(kCommon) + "\"\n";
+  src += common;
+  src += "\n#line 1 \"" + std::string(file) + "\"\n";
+  src += body;
+  return src;
+}
+
+Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines) {
+  auto key = std::make_pair(std::string(file), defines);
+  {
+    std::lock_guard<std::mutex> lock(memo().mutex);
+    auto it = memo().modules.find(key);
+    if (it != memo().modules.end()) return it->second;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string src, kernel_source_with_prelude(file, defines));
+  shaderc::Compiler compiler;
+  shaderc::CompileOptions options;
+  options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+  options.SetOptimizationLevel(shaderc_optimization_level_performance);
+  const std::string name(file);
+  shaderc::SpvCompilationResult result =
+      compiler.CompileGlslToSpv(src, shaderc_compute_shader, name.c_str(), options);
+  if (result.GetCompilationStatus() != shaderc_compilation_status_success)
+    return error("kernel '{}': {}", kernel_variant_name(file, defines), result.GetErrorMessage());
+  std::vector<uint32_t> words(result.cbegin(), result.cend());
+  std::lock_guard<std::mutex> lock(memo().mutex);
+  memo().modules.emplace(std::move(key), words);
+  return words;
+}
+
+Status validate_spirv(const std::vector<uint32_t>& spirv) {
+  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_2);
+  std::string messages;
+  tools.SetMessageConsumer([&](spv_message_level_t, const char*, const spv_position_t& pos, const char* msg) {
+    messages += fmt::format("{}word {}: {}", messages.empty() ? "" : "; ", pos.index, msg);
+  });
+  if (spirv.empty()) return error("SPIR-V validation: empty module");
+  if (!tools.Validate(spirv)) return error("SPIR-V validation failed: {}", messages.empty() ? "(no message)" : messages);
+  return Status::ok();
+}
+
+}  // namespace strata::codegen

@@ -1,0 +1,45 @@
+// GLSL -> SPIR-V for codegen's kernels, and SPIR-V validation.
+//
+// A kernel is compiled from its embedded template (codegen/kernel_sources.h) with a
+// prelude in front:
+//
+//   #version 450
+//   #extension GL_GOOGLE_cpp_style_line_directive : enable
+//   #define NAME VALUE          one line per define of the KernelKey, in key order
+//   <kernels/common.glsl>       helpers every kernel may use (linear_index(), ...)
+//   #line 1 "<file>"            so compiler messages point into the template
+//
+// Compilation: libshaderc, compute stage, target environment Vulkan 1.2, performance
+// optimisation. Compiled modules are memoised in-process by (file, defines), so
+// compiling many plans (tests) compiles each variant once. Thread-safe.
+#pragma once
+
+#include "ir/status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::codegen {
+
+using Defines = std::map<std::string, std::string>;
+
+// The full source shaderc sees for kernels/<file> with `defines`, or an error if
+// there is no such embedded kernel.
+Expected<std::string> kernel_source_with_prelude(std::string_view file, const Defines& defines);
+
+// SPIR-V words of kernels/<file> specialised with `defines`. Errors read
+// "kernel 'unary.comp' (OP=SILU): <shaderc's message>".
+Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines);
+
+// Validates a module with SPIRV-Tools for the Vulkan 1.2 environment; the error
+// carries the validator's messages.
+Status validate_spirv(const std::vector<uint32_t>& spirv);
+
+// "unary.comp[OP=SILU,ROUND=0]": a kernel variant's display name (pipeline names,
+// errors).
+std::string kernel_variant_name(std::string_view file, const Defines& defines);
+
+}  // namespace strata::codegen

@@ -1,0 +1,382 @@
+// Hand-written Plans run on the test device (lavapipe on CI). Each test that moves
+// data runs twice: with mapped device memory (lavapipe's native path) and with
+// force_staging (the copy path a discrete GPU takes).
+#include "runtime/executor.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace strata::runtime {
+namespace {
+
+using testing::float_bits;
+using testing::in_bytes;
+using testing::out_bytes;
+using testing::pack;
+using testing::pipeline;
+
+constexpr uint32_t N = 1000;  // not a multiple of the workgroup size (64)
+constexpr uint64_t kBytes = N * sizeof(float);
+
+uint32_t groups(uint32_t n, uint32_t size) { return (n + size - 1) / size; }
+
+std::vector<float> ramp(float start, float step) {
+  std::vector<float> v(N);
+  for (uint32_t i = 0; i < N; ++i) v[i] = start + step * float(i);
+  return v;
+}
+
+DispatchDesc dispatch(uint32_t pipeline, std::vector<BindingDesc> bindings,
+                      std::vector<uint8_t> push, uint32_t group_size = 64) {
+  DispatchDesc d;
+  d.pipeline = pipeline;
+  d.bindings = std::move(bindings);
+  d.push_constants = std::move(push);
+  d.grid = {groups(N, group_size), 1, 1};
+  return d;
+}
+
+// y = 2x + 1, then z = 0.5 (y + x): the second dispatch reads what the first wrote.
+Plan chain_plan() {
+  Plan p;
+  p.compiler_version = "test";
+  p.pipelines = {pipeline("axpb", testing::kAxpb, 2, 12),
+                 pipeline("add", testing::kAdd, 3, 4, {{0, float_bits(0.5f)}})};
+  p.buffers = {{"x", kBytes, BufferUsage::input},
+               {"y", kBytes, BufferUsage::activations},
+               {"z", kBytes, BufferUsage::output}};
+  p.dispatches = {
+      dispatch(0, {{0, 0, kBytes, Access::read}, {1, 0, kBytes, Access::write}}, pack(2.f, 1.f, N)),
+      dispatch(1,
+               {{1, 0, kBytes, Access::read}, {0, 0, kBytes, Access::read},
+                {2, 0, kBytes, Access::write}},
+               pack(N))};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"z", {N}, DType::f32, "", 2, 0, kBytes}};
+  return p;
+}
+
+class RuntimeExecutorTest : public ::testing::TestWithParam<bool> {
+protected:
+  void SetUp() override {
+    device_ = testing::open_test_device();
+    ASSERT_TRUE(device_);
+  }
+  ExecutorOptions options() const {
+    ExecutorOptions o;
+    o.force_staging = GetParam();
+    o.weight_staging_bytes = 1;  // one staging round trip per weight: exercises chunking
+    return o;
+  }
+  std::unique_ptr<Executor> load(Plan plan, const WeightSource& weights = {}) {
+    Expected<std::unique_ptr<Executor>> e =
+        Executor::create(device_, std::move(plan), weights, options());
+    EXPECT_TRUE(e) << e.message();
+    return e ? std::move(*e) : nullptr;
+  }
+  std::shared_ptr<Device> device_;
+};
+
+TEST_P(RuntimeExecutorTest, TwoDispatchChainWithOneBarrier) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  ASSERT_EQ(exec->barriers().size(), 1u);
+  EXPECT_EQ(exec->barriers()[0].before_dispatch, 1u);
+  std::vector<float> x = ramp(-3.f, 0.01f), z(N);
+  Status s = exec->run({in_bytes(x)}, {out_bytes(z)});
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  for (uint32_t i = 0; i < N; ++i) ASSERT_FLOAT_EQ(z[i], 0.5f * (3.f * x[i] + 1.f)) << "i=" << i;
+}
+
+TEST_P(RuntimeExecutorTest, ReplayWithNewInputsGivesNewOutputs) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> x1 = ramp(0.f, 1.f), x2 = ramp(5.f, -0.5f), z1(N), z2(N), z3(N);
+  ASSERT_TRUE(exec->run({in_bytes(x1)}, {out_bytes(z1)}).is_ok());
+  ASSERT_TRUE(exec->run({in_bytes(x2)}, {out_bytes(z2)}).is_ok());
+  ASSERT_TRUE(exec->run({in_bytes(x1)}, {out_bytes(z3)}).is_ok());
+  for (uint32_t i = 0; i < N; ++i) {
+    ASSERT_FLOAT_EQ(z1[i], 0.5f * (3.f * x1[i] + 1.f)) << "i=" << i;
+    ASSERT_FLOAT_EQ(z2[i], 0.5f * (3.f * x2[i] + 1.f)) << "i=" << i;
+  }
+  EXPECT_EQ(z1, z3);
+}
+
+TEST_P(RuntimeExecutorTest, WrongInputSizeNamesTheInput) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> x(N - 1), z(N);
+  Status s = exec->run({in_bytes(x)}, {out_bytes(z)});
+  EXPECT_EQ(s.message(), "run: input 'x' is 3996 bytes, the plan expects 4000 (f32[1000])");
+  std::vector<float> x_ok(N), z_short(10);
+  s = exec->run({in_bytes(x_ok)}, {out_bytes(z_short)});
+  EXPECT_NE(s.message().find("output 'z' has room for 40 bytes"), std::string::npos) << s.message();
+  s = exec->run({}, {out_bytes(z)});
+  EXPECT_EQ(s.message(), "run: 0 inputs given, the plan takes 1");
+}
+
+// One arena holding x, y1 and y2 at `stride`-aligned offsets; dispatches bind
+// windows of it: y1 = 2x + 1 and y2 = -x + 0.5 (disjoint windows, no barrier), then
+// z = y1 + y2 (reads both: barrier), then y1 = 4x (overwrites what the add read:
+// barrier). Outputs z and the final y1.
+Plan windowed_plan(uint64_t stride) {
+  BindingDesc x{0, 0, kBytes, Access::read};
+  BindingDesc y1w{0, stride, kBytes, Access::write}, y1r{0, stride, kBytes, Access::read};
+  BindingDesc y2w{0, 2 * stride, kBytes, Access::write}, y2r{0, 2 * stride, kBytes, Access::read};
+  Plan p;
+  p.pipelines = {pipeline("axpb", testing::kAxpb, 2, 12), pipeline("add", testing::kAdd, 3, 4)};
+  p.buffers = {{"arena", 3 * stride, BufferUsage::activations}, {"z", kBytes, BufferUsage::output}};
+  p.dispatches = {dispatch(0, {x, y1w}, pack(2.f, 1.f, N)), dispatch(0, {x, y2w}, pack(-1.f, 0.5f, N)),
+                  dispatch(1, {y1r, y2r, {1, 0, kBytes, Access::write}}, pack(N)),
+                  dispatch(0, {x, y1w}, pack(4.f, 0.f, N))};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"z", {N}, DType::f32, "", 1, 0, kBytes},
+               TensorIO{"y1", {N}, DType::f32, "", 0, stride, kBytes}};
+  return p;
+}
+
+uint64_t window_stride(const Device& dev) {
+  uint64_t align = std::max<uint64_t>(256, dev.info().min_storage_buffer_offset_alignment);
+  return (kBytes + align - 1) / align * align;
+}
+
+TEST_P(RuntimeExecutorTest, WindowedBindingsOfOneBuffer) {
+  Plan p = windowed_plan(window_stride(*device_));
+  std::unique_ptr<Executor> exec = load(p);
+  ASSERT_TRUE(exec);
+  // Disjoint windows: no barrier between the two producers. The add reads both
+  // (read after write); the last dispatch overwrites y1, which the add read.
+  ASSERT_EQ(exec->barriers().size(), 2u) << describe(p);
+  EXPECT_EQ(exec->barriers()[0].before_dispatch, 2u);
+  EXPECT_EQ(exec->barriers()[1].before_dispatch, 3u);
+  EXPECT_NE(exec->barriers()[1].reason.find("read by dispatch 2"), std::string::npos);
+  std::vector<float> xs = ramp(1.f, 0.125f), z(N), y1(N);
+  ASSERT_TRUE(exec->run({in_bytes(xs)}, {out_bytes(z), out_bytes(y1)}).is_ok());
+  for (uint32_t i = 0; i < N; ++i) {
+    ASSERT_FLOAT_EQ(z[i], xs[i] + 1.5f) << "i=" << i;
+    ASSERT_FLOAT_EQ(y1[i], 4.f * xs[i]) << "i=" << i;
+  }
+}
+
+// One SPIR-V module, two pipelines: different specialisation constants (including
+// the workgroup size) and different push constants.
+TEST_P(RuntimeExecutorTest, SpecialisationAndPushConstants) {
+  std::vector<uint32_t> spirv = testing::compile_glsl(testing::kSpec, "spec");
+  PipelineDesc times{"times3_wg32", spirv, "main", {{0, float_bits(3.f)}, {1, 0}, {2, 32}}, 4, 2};
+  PipelineDesc plus{"plus3_wg64", spirv, "main", {{0, float_bits(3.f)}, {1, 1}}, 4, 2};
+  Plan p;
+  p.pipelines = {times, plus};
+  p.buffers = {{"x", kBytes, BufferUsage::input},
+               {"a", kBytes, BufferUsage::output},
+               {"b", kBytes, BufferUsage::output}};
+  // n = N - 5 via push constants: the last five outputs stay untouched (zero).
+  p.dispatches = {dispatch(0, {{0, 0, kBytes, Access::read}, {1, 0, kBytes, Access::write}},
+                           pack(N - 5), 32),
+                  dispatch(1, {{0, 0, kBytes, Access::read}, {2, 0, kBytes, Access::write}},
+                           pack(N))};
+  p.weights = {};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"a", {N}, DType::f32, "", 1, 0, kBytes},
+               TensorIO{"b", {N}, DType::f32, "", 2, 0, kBytes}};
+  std::unique_ptr<Executor> exec = load(p);
+  ASSERT_TRUE(exec);
+  EXPECT_TRUE(exec->barriers().empty());
+  std::vector<float> x = ramp(-2.f, 0.25f), a(N), b(N);
+  ASSERT_TRUE(exec->run({in_bytes(x)}, {out_bytes(a), out_bytes(b)}).is_ok());
+  for (uint32_t i = 0; i < N; ++i) {
+    ASSERT_FLOAT_EQ(a[i], i < N - 5 ? 3.f * x[i] : 0.f) << "i=" << i;
+    ASSERT_FLOAT_EQ(b[i], x[i] + 3.f) << "i=" << i;
+  }
+}
+
+// Weights come from a caller-supplied source, into windows of one weights buffer.
+TEST_P(RuntimeExecutorTest, WeightsUploadedOnce) {
+  uint64_t bias_offset = (kBytes + 255) / 256 * 256;
+  Plan p;
+  p.pipelines = {pipeline("weighted", testing::kWeighted, 4, 4)};
+  p.buffers = {{"x", kBytes, BufferUsage::input},
+               {"weights", bias_offset + kBytes, BufferUsage::weights},
+               {"y", kBytes, BufferUsage::output}};
+  p.weights = {WeightUpload{"layer.weight", "none", 1, 0, kBytes},
+               WeightUpload{"layer.bias", "none", 1, bias_offset, kBytes}};
+  p.dispatches = {dispatch(0,
+                           {{0, 0, kBytes, Access::read}, {1, 0, kBytes, Access::read},
+                            {1, bias_offset, kBytes, Access::read}, {2, 0, kBytes, Access::write}},
+                           pack(N))};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"y", {N}, DType::f32, "", 2, 0, kBytes}};
+  std::vector<float> w = ramp(0.5f, 0.001f), bias = ramp(-1.f, 0.002f);
+
+  Expected<std::unique_ptr<Executor>> missing = Executor::create(
+      device_, p, weights_from_map({{"layer.weight", in_bytes(w)}}), options());
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.message(), "uploading weights: weight 'layer.bias': not among the provided weights");
+
+  std::unique_ptr<Executor> exec = load(
+      p, weights_from_map({{"layer.weight", in_bytes(w)}, {"layer.bias", in_bytes(bias)}}));
+  ASSERT_TRUE(exec);
+  std::vector<float> x = ramp(3.f, -0.01f), y(N);
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE(exec->run({in_bytes(x)}, {out_bytes(y)}).is_ok());
+    for (uint32_t i = 0; i < N; ++i) ASSERT_FLOAT_EQ(y[i], w[i] * x[i] + bias[i]) << "i=" << i;
+    x = ramp(-1.f, 0.02f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, RuntimeExecutorTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Staged") : std::string("Mapped");
+                         });
+
+// f16 storage: needs shaderFloat16 + storageBuffer16BitAccess enabled on the device.
+TEST(RuntimeExecutor, HalfPrecisionStorageWithFeaturesEnabled) {
+  Plan p;
+  p.requirements.shader_float16 = true;
+  p.requirements.storage_buffer_16bit_access = true;
+  p.pipelines = {pipeline("to_f16", testing::kToF16, 2, 4),
+                 pipeline("from_f16", testing::kFromF16, 2, 4)};
+  p.buffers = {{"x", kBytes, BufferUsage::input},
+               {"h", N * 2, BufferUsage::activations},
+               {"y", kBytes, BufferUsage::output}};
+  p.dispatches = {dispatch(0, {{0, 0, kBytes, Access::read}, {1, 0, N * 2, Access::write}}, pack(N)),
+                  dispatch(1, {{1, 0, N * 2, Access::read}, {2, 0, kBytes, Access::write}}, pack(N))};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"y", {N}, DType::f32, "", 2, 0, kBytes}};
+
+  // A device opened without the features is refused by name.
+  std::shared_ptr<Device> plain = testing::open_test_device();
+  ASSERT_TRUE(plain);
+  Expected<std::unique_ptr<Executor>> refused = Executor::create(plain, p);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("needs shaderFloat16, but device '"), std::string::npos)
+      << refused.message();
+
+  std::shared_ptr<Device> dev = testing::open_test_device(p.requirements);
+  ASSERT_TRUE(dev);
+  Expected<std::unique_ptr<Executor>> exec = Executor::create(dev, p);
+  ASSERT_TRUE(exec) << exec.message();
+  std::vector<float> x = ramp(-100.f, 0.25f), y(N);  // exactly representable in f16
+  ASSERT_TRUE((*exec)->run({in_bytes(x)}, {out_bytes(y)}).is_ok());
+  for (uint32_t i = 0; i < N; ++i) ASSERT_EQ(y[i], 2.f * x[i]) << "i=" << i;
+}
+
+TEST(RuntimeExecutor, DeviceLimitsAreChecked) {
+  std::shared_ptr<Device> dev = testing::open_test_device();
+  ASSERT_TRUE(dev);
+  uint64_t align = dev->info().min_storage_buffer_offset_alignment;
+  if (align <= 4) GTEST_SKIP() << "device accepts 4-byte binding offsets";
+  Plan p = chain_plan();
+  p.buffers[1].size_bytes += 4;
+  p.dispatches[0].bindings[1].offset = 4;
+  p.dispatches[1].bindings[0].offset = 4;
+  Expected<std::unique_ptr<Executor>> e = Executor::create(dev, p);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.message().find("dispatch 0 ('axpb') binding 1: offset 4 is not a multiple of device"),
+            std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("minStorageBufferOffsetAlignment"), std::string::npos);
+}
+
+TEST(RuntimeExecutor, PipelineCacheRoundTrip) {
+  std::shared_ptr<Device> dev = testing::open_test_device();
+  ASSERT_TRUE(dev);
+  Expected<std::unique_ptr<Executor>> first = Executor::create(dev, chain_plan());
+  ASSERT_TRUE(first) << first.message();
+  EXPECT_FALSE((*first)->used_pipeline_cache_data());
+  Expected<std::vector<uint8_t>> data = (*first)->pipeline_cache_data();
+  ASSERT_TRUE(data) << data.message();
+  ASSERT_GE(data->size(), 32u);
+
+  ExecutorOptions warm;
+  warm.pipeline_cache_data = *data;
+  Expected<std::unique_ptr<Executor>> second = Executor::create(dev, chain_plan(), {}, warm);
+  ASSERT_TRUE(second) << second.message();
+  EXPECT_TRUE((*second)->used_pipeline_cache_data());
+
+  ExecutorOptions stale;
+  stale.pipeline_cache_data = *data;
+  stale.pipeline_cache_data[8] ^= 0xff;  // another vendor
+  Expected<std::unique_ptr<Executor>> third = Executor::create(dev, chain_plan(), {}, stale);
+  ASSERT_TRUE(third) << third.message();
+  EXPECT_FALSE((*third)->used_pipeline_cache_data());
+  std::vector<float> x = ramp(0.f, 1.f), z(N);
+  ASSERT_TRUE((*third)->run({in_bytes(x)}, {out_bytes(z)}).is_ok());
+  EXPECT_FLOAT_EQ(z[10], 0.5f * (3.f * 10.f + 1.f));
+}
+
+TEST(RuntimeExecutor, ProfilerTimesEveryDispatch) {
+  std::shared_ptr<Device> dev = testing::open_test_device();
+  ASSERT_TRUE(dev);
+  if (!dev->info().timestamps) GTEST_SKIP() << "no timestamps on this device";
+  ExecutorOptions o;
+  o.profile = true;
+  Expected<std::unique_ptr<Executor>> exec = Executor::create(dev, chain_plan(), {}, o);
+  ASSERT_TRUE(exec) << exec.message();
+  std::vector<float> x(N, 1.f), z(N);
+  ASSERT_TRUE((*exec)->run({in_bytes(x)}, {out_bytes(z)}).is_ok());
+  const Profile& prof = (*exec)->last_profile();
+  ASSERT_EQ(prof.dispatch_us.size(), 2u);
+  EXPECT_GE(prof.total_us, 0.0);
+  for (double t : prof.dispatch_us) EXPECT_GE(t, 0.0);
+  EXPECT_FLOAT_EQ(z[0], 2.f);
+}
+
+// Synchronization validation (VK_LAYER_KHRONOS_validation) checks the barriers the
+// runtime records against what the kernels actually access. Skipped where the
+// layer is not installed (Debian package vulkan-validationlayers).
+std::shared_ptr<Device> open_validated_device() {
+  DeviceOptions opts;
+  opts.validation = true;
+  Expected<std::shared_ptr<Device>> dev = open_device(opts, DeviceRequirements{});
+  EXPECT_TRUE(dev) << dev.message();
+  return dev ? *dev : nullptr;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+TEST(RuntimeValidation, RecordedBarriersPassSynchronizationValidation) {
+  std::shared_ptr<Device> dev = open_validated_device();
+  ASSERT_TRUE(dev);
+  if (!dev->instance().validation_enabled()) GTEST_SKIP() << "validation layer not installed";
+  for (bool staged : {false, true}) {
+    ExecutorOptions o;
+    o.force_staging = staged;
+    for (const Plan& plan : {chain_plan(), windowed_plan(window_stride(*dev))}) {
+      Expected<std::unique_ptr<Executor>> exec = Executor::create(dev, plan, {}, o);
+      ASSERT_TRUE(exec) << exec.message();
+      std::vector<float> x = ramp(1.f, 0.5f), a(N), b(N);
+      std::vector<std::span<std::byte>> outs = {out_bytes(a)};
+      if (plan.outputs.size() == 2) outs.push_back(out_bytes(b));
+      for (int run = 0; run < 2; ++run) ASSERT_TRUE((*exec)->run({in_bytes(x)}, outs).is_ok());
+    }
+  }
+  std::vector<std::string> messages = dev->instance().take_validation_messages();
+  EXPECT_TRUE(messages.empty()) << joined(messages);
+}
+
+// The negative control: a plan that mislabels a written binding as read-only gets
+// no barrier, and the layer must notice. Shows the test above can fail.
+TEST(RuntimeValidation, MislabelledWriteIsCaught) {
+  std::shared_ptr<Device> dev = open_validated_device();
+  ASSERT_TRUE(dev);
+  if (!dev->instance().validation_enabled()) GTEST_SKIP() << "validation layer not installed";
+  Plan p = chain_plan();
+  p.dispatches[0].bindings[1].access = Access::read;  // the kernel writes it
+  Expected<std::unique_ptr<Executor>> exec = Executor::create(dev, p);
+  ASSERT_TRUE(exec) << exec.message();
+  EXPECT_TRUE((*exec)->barriers().empty());
+  std::vector<float> x(N, 1.f), z(N);
+  ASSERT_TRUE((*exec)->run({in_bytes(x)}, {out_bytes(z)}).is_ok());
+  std::string messages = joined(dev->instance().take_validation_messages());
+  EXPECT_NE(messages.find("SYNC-HAZARD-READ-AFTER-WRITE"), std::string::npos) << messages;
+}
+
+}  // namespace
+}  // namespace strata::runtime
