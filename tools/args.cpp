@@ -61,6 +61,20 @@ Expected<Shape> parse_shape(const std::string& text) {
   return s;
 }
 
+Expected<double> parse_number(const std::string& option, const std::string& text) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return error("--{} '{}' is not a number", option, text);
+  return v;
+}
+
+Expected<int64_t> parse_integer(const std::string& option, const std::string& text) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return error("--{} '{}' is not an integer", option, text);
+  return v;
+}
+
 std::string options_help(const std::vector<OptionSpec>& specs) {
   std::string out;
   for (const auto& s : specs) {

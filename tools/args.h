@@ -38,6 +38,10 @@ Expected<ParsedArgs> parse_args(const std::vector<std::string>& args, const std:
 // "16x8x8" -> {16, 8, 8}; errors name the text.
 Expected<Shape> parse_shape(const std::string& text);
 
+// A number option's value; errors name the option.
+Expected<double> parse_number(const std::string& option, const std::string& text);
+Expected<int64_t> parse_integer(const std::string& option, const std::string& text);
+
 // Usage lines for a command's options.
 std::string options_help(const std::vector<OptionSpec>& specs);
 

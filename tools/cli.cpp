@@ -8,10 +8,14 @@
 #include "models/vae.h"
 #include "models/weights.h"
 #include "tools/args.h"
+#include "runtime/device.h"
+#include "tools/environment.h"
 #include "tools/png_writer.h"
 
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <fstream>
 #include <functional>
 
@@ -27,6 +31,8 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend cpu]\n"
     "  strata decode --demo [--out demo.png]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--format text|dot] [--out FILE]\n"
+    "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
+    "  strata devices [--device N]\n"
     "  strata help\n"
     "\n"
     "models: --vae reads a diffusers vae/ directory (AutoencoderKL or AutoencoderKLQwenImage);\n"
@@ -167,6 +173,63 @@ int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostr
   return 0;
 }
 
+// Peak signal-to-noise ratio for a peak-to-peak range of 2 (the [-1, 1] image range).
+double psnr_range2(const Tensor& a, const Tensor& b) {
+  double se = 0.0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    double d = double(a.data[i]) - double(b.data[i]);
+    se += d * d;
+  }
+  double mse = se / static_cast<double>(a.data.size());
+  return mse == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(4.0 / mse);
+}
+
+int cmd_compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto a = parse_args(args, {{"max-abs", true, "fail (exit 1) if max |a - b| exceeds this"},
+                             {"min-psnr", true, "fail (exit 1) if PSNR (peak-to-peak 2) is below this, in dB"}});
+  if (!a) return usage_error(err, "compare: " + a.message());
+  if (a->positional().size() != 2) return usage_error(err, "compare needs two .npy files");
+  auto x = read_npy(a->positional()[0]);
+  if (!x) return fail(err, x.status());
+  auto y = read_npy(a->positional()[1]);
+  if (!y) return fail(err, y.status());
+  if (x->shape != y->shape)
+    return fail(err, error("shapes differ: {} vs {}", shape_str(x->shape), shape_str(y->shape)));
+  size_t nans = 0;
+  for (float v : x->data) nans += std::isnan(v) ? 1 : 0;
+  double diff = max_abs_diff(*x, *y), psnr = psnr_range2(*x, *y);
+  out << fmt::format("{} elements, max |a-b| = {:.3g}, PSNR = {:.2f} dB, NaN in a: {}\n", x->data.size(), diff, psnr,
+                     nans);
+  bool ok = nans == 0;
+  for (const char* opt : {"max-abs", "min-psnr"}) {
+    auto v = a->get(opt);
+    if (!v) continue;
+    auto bound = parse_number(opt, *v);
+    if (!bound) return usage_error(err, "compare: " + bound.message());
+    ok = ok && (std::string(opt) == "max-abs" ? diff <= *bound : psnr >= *bound);
+  }
+  return ok ? 0 : 1;
+}
+
+int cmd_devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto a = parse_args(args, {{"device", true, "mark device N as the one to use"}});
+  if (!a) return usage_error(err, "devices: " + a.message());
+  auto env = read_environment();
+  if (!env) return fail(err, env.status());
+  auto devices = runtime::list_devices();
+  if (!devices) return fail(err, devices.status());
+  runtime::DeviceOptions options{.index = env->device};
+  if (auto d = a->get("device")) {
+    auto index = parse_integer("device", *d);
+    if (!index) return usage_error(err, "devices: " + index.message());
+    options.index = static_cast<int>(*index);
+  }
+  auto selected = runtime::select_device(*devices, options);
+  out << runtime::describe_devices(*devices, selected ? std::optional<uint32_t>(*selected) : std::nullopt);
+  if (!selected) return fail(err, selected.status());
+  return 0;
+}
+
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -182,6 +245,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (cmd == "decode") return cmd_decode(rest, out, err);
   if (cmd == "graph") return cmd_graph(rest, out, err);
+  if (cmd == "compare") return cmd_compare(rest, out, err);
+  if (cmd == "devices") return cmd_devices(rest, out, err);
   return usage_error(err, fmt::format("unknown command '{}'", cmd));
 }
 

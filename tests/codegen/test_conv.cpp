@@ -1,0 +1,162 @@
+// Codegen: conv2d and conv3d (kernels/conv.comp) on Vulkan against the interpreter,
+// on random inputs and weights, over awkward shapes: channel counts that are not
+// multiples of 4 or of the tiles, 1×1 and non-square frames, strides, batches,
+// causal and symmetric temporal padding.
+#include "codegen/vk_test_util.h"
+
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace strata {
+namespace {
+
+struct Conv2dCase {
+  int64_t n, ci, co, h, w, kh, kw, pad, stride;
+  bool bias;
+};
+
+std::string describe(const Conv2dCase& c) {
+  return fmt::format("conv2d x[{},{},{},{}] w[{},{},{},{}] pad {} stride {}{}", c.n, c.ci, c.h, c.w, c.co, c.ci,
+                     c.kh, c.kw, c.pad, c.stride, c.bias ? " +bias" : "");
+}
+
+// A graph of one node, its weights, and the inputs to run it on.
+struct OneNode {
+  Graph graph;
+  WeightStore weights;
+  Builder b{graph, &weights};
+  std::vector<Tensor> inputs;
+  uint32_t seed = 1;
+
+  ValueId input(const std::string& name, Shape shape) {
+    inputs.push_back(testing::random_tensor(shape, seed++));
+    return b.input(name, std::move(shape));
+  }
+  ValueId weight(const std::string& name, Shape shape) {
+    Tensor t = testing::random_tensor(shape, seed++);
+    Status s = weights.add_owned(name, shape, std::move(t.data));
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    return b.constant(name, TensorType{std::move(shape), DType::f32, Layout{}});
+  }
+};
+
+// Runs the graph on the interpreter and on Vulkan; the largest difference must be
+// within 1e-5 of the output's magnitude (f32 sums in another order).
+void expect_matches_interpreter(OneNode& t, const std::string& what) {
+  ASSERT_TRUE(t.b.ok()) << what << ": " << t.b.status().message();
+  InterpretOptions io;
+  io.threads = 1;
+  auto want = interpret(t.graph, t.weights, t.inputs, io);
+  ASSERT_TRUE(want.has_value()) << what << ": " << want.message();
+  auto got = testing::run_vulkan(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(got.has_value()) << what << ": " << got.message();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    const Tensor &g = (*got)[i], &r = (*want)[i];
+    ASSERT_EQ(g.shape, r.shape) << what;
+    double scale = 0.0;
+    for (float v : r.data) scale = std::max(scale, double(std::fabs(v)));
+    EXPECT_LE(max_abs_diff(g, r), 1e-5 * std::max(scale, 1e-3)) << what << " (output max |y| " << scale << ")";
+  }
+}
+
+void run_conv2d(const Conv2dCase& c) {
+  OneNode t;
+  ValueId x = t.input("x", {c.n, c.ci, c.h, c.w});
+  ValueId w = t.weight("w", {c.co, c.ci, c.kh, c.kw});
+  ValueId bias = c.bias ? t.weight("b", {c.co}) : kNoValue;
+  t.b.output(t.b.conv2d(x, w, bias, {.pad = c.pad, .stride = c.stride}));
+  expect_matches_interpreter(t, describe(c));
+}
+
+TEST(CodegenConv, Conv2d3x3Pad1) {
+  for (int64_t ci : {3, 5, 16, 33})
+    for (int64_t co : {3, 5, 16, 33})
+      for (auto [h, w] : {std::pair<int64_t, int64_t>{1, 1}, {7, 5}, {17, 33}})
+        run_conv2d({1, ci, co, h, w, 3, 3, 1, 1, (ci + co) % 2 == 0});
+}
+
+TEST(CodegenConv, Conv2d1x1) {
+  for (int64_t ci : {3, 5, 16, 33})
+    for (int64_t co : {3, 5, 16, 33})
+      for (auto [h, w] : {std::pair<int64_t, int64_t>{1, 1}, {7, 5}, {17, 33}})
+        run_conv2d({1, ci, co, h, w, 1, 1, 0, 1, (ci + co) % 2 == 1});
+}
+
+TEST(CodegenConv, Conv2dStride2) {
+  run_conv2d({1, 5, 16, 17, 33, 3, 3, 1, 2, true});
+  run_conv2d({2, 16, 3, 7, 5, 3, 3, 1, 2, false});
+  run_conv2d({1, 33, 5, 17, 33, 1, 1, 0, 2, true});
+  run_conv2d({1, 3, 33, 1, 1, 3, 3, 1, 2, false});
+}
+
+TEST(CodegenConv, Conv2dBatch2) {
+  run_conv2d({2, 3, 5, 7, 5, 3, 3, 1, 1, true});
+  run_conv2d({2, 33, 16, 17, 33, 3, 3, 1, 1, false});
+  run_conv2d({2, 16, 33, 17, 33, 1, 1, 0, 1, true});
+}
+
+TEST(CodegenConv, Conv2dEveryChannelTile) {
+  // Output channels 24 and 70 take the 32- and 64-row tiles (70: two tiles, the
+  // second partial); 40 input channels are three K chunks, the last partial.
+  run_conv2d({1, 40, 24, 9, 11, 3, 3, 1, 1, true});
+  run_conv2d({2, 40, 70, 9, 11, 3, 3, 1, 1, true});
+  run_conv2d({1, 17, 70, 13, 1, 1, 1, 0, 1, false});
+}
+
+TEST(CodegenConv, Conv2dGeneralKernels) {
+  // No padding, rectangular 2×3 and 5×5 kernels, padding larger than the image.
+  run_conv2d({1, 5, 7, 9, 8, 2, 3, 0, 1, true});
+  run_conv2d({1, 6, 9, 12, 10, 5, 5, 2, 1, false});
+  run_conv2d({1, 4, 5, 2, 3, 3, 3, 2, 1, true});
+  run_conv2d({2, 3, 4, 11, 9, 5, 5, 2, 2, true});
+}
+
+TEST(CodegenConv, Conv2dManyPixelTiles) {
+  // 70×90 output pixels: 50 pixel tiles, the last partial.
+  run_conv2d({1, 8, 16, 70, 90, 3, 3, 1, 1, true});
+}
+
+struct Conv3dCase {
+  int64_t n, ci, co, t, h, w, kt, kh, kw;
+  std::vector<int64_t> pad;  // [t_front, t_back, h, w]
+  bool bias;
+};
+
+void run_conv3d(const Conv3dCase& c) {
+  OneNode t;
+  ValueId x = t.input("x", {c.n, c.ci, c.t, c.h, c.w});
+  ValueId w = t.weight("w", {c.co, c.ci, c.kt, c.kh, c.kw});
+  ValueId bias = c.bias ? t.weight("b", {c.co}) : kNoValue;
+  t.b.output(t.b.op(Op::conv3d, {x, w, bias}, {{"pad", c.pad}}));
+  expect_matches_interpreter(t, fmt::format("conv3d x[{},{},{},{},{}] w[{},{},{},{},{}] pad [{}]{}", c.n, c.ci,
+                                            c.t, c.h, c.w, c.co, c.ci, c.kt, c.kh, c.kw, fmt::join(c.pad, ","),
+                                            c.bias ? " +bias" : ""));
+}
+
+TEST(CodegenConv, Conv3dCausal) {
+  // Causal: 2·(kt/2) frames in front, none after. With T = 1 only the last temporal
+  // tap meets data.
+  for (int64_t t : {1, 3}) {
+    run_conv3d({1, 5, 16, t, 7, 5, 3, 3, 3, {2, 0, 1, 1}, true});
+    run_conv3d({2, 16, 33, t, 17, 33, 3, 3, 3, {2, 0, 1, 1}, false});
+    run_conv3d({1, 33, 3, t, 1, 1, 3, 3, 3, {2, 0, 1, 1}, true});
+    run_conv3d({1, 3, 5, t, 7, 5, 1, 1, 1, {0, 0, 0, 0}, true});
+  }
+}
+
+TEST(CodegenConv, Conv3dGeneralTemporalPadding) {
+  // Symmetric and back padding, a temporal kernel longer than the clip, 2 frames.
+  run_conv3d({1, 5, 7, 4, 6, 5, 3, 3, 3, {1, 1, 1, 1}, true});
+  run_conv3d({2, 4, 6, 2, 5, 7, 3, 1, 3, {0, 2, 0, 1}, false});
+  run_conv3d({1, 3, 4, 5, 3, 3, 2, 3, 3, {0, 0, 1, 1}, true});
+}
+
+}  // namespace
+}  // namespace strata
