@@ -65,15 +65,15 @@ Status lower_gemm(Lowering& l, const Node& node) {
     return l.fail(node, fmt::format("gemm tile needs {} bytes of shared memory, the target has {}",
                                     tile.shared_bytes(), l.target().max_shared_memory_bytes));
 
-  // Column tiles along x; row tiles along y, folded into z when there are more than y
-  // allows.
+  // Row tiles along x, folded into z when there are more than x allows; column
+  // tiles along y.
   constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
-  const uint64_t gx = ceil_div(static_cast<uint64_t>(n), tile.bn);
   const uint64_t row_tiles = ceil_div(static_cast<uint64_t>(m), tile.bm);
-  const uint64_t gy = std::min(row_tiles, kMaxGroups);
-  const uint64_t split = ceil_div(row_tiles, gy);
+  const uint64_t gx = std::min<uint64_t>(row_tiles, l.target().max_workgroup_count_x);
+  const uint64_t split = ceil_div(row_tiles, gx);
+  const uint64_t gy = ceil_div(static_cast<uint64_t>(n), tile.bn);
   const uint64_t gz = static_cast<uint64_t>(batch) * split;
-  if (gx > l.target().max_workgroup_count_x || gz > kMaxGroups)
+  if (gy > kMaxGroups || gz > kMaxGroups)
     return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
 
   KernelKey key;

@@ -25,6 +25,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,17 @@ public:
   runtime::BindingDesc bind(ValueId v, runtime::Access access) const;
   runtime::BindingDesc bind_window(ValueId v, uint64_t offset, uint64_t bytes, runtime::Access access) const;
 
+  // Scratch memory for `node`'s dispatches: `bytes` bytes at an aligned offset of the
+  // plan's "scratch" buffer (BufferUsage::scratch; appended to the plan's buffers on
+  // first use, so compile_plan must have filled plan.buffers before lowering, and
+  // grown to the largest need of any node). Regions of one node never overlap; a new
+  // node starts again at offset 0, and the runtime's access-derived barriers order
+  // the reuse. Bind a region with bind_scratch().
+  Location scratch(const Node& node, uint64_t bytes);
+  static runtime::BindingDesc bind_scratch(const Location& region, runtime::Access access) {
+    return runtime::BindingDesc{region.buffer, region.offset, region.bytes, access};
+  }
+
   // The pipeline for `key`, compiled (GLSL -> SPIR-V) on first use. Errors name the
   // kernel file and carry the compiler's message.
   Expected<uint32_t> pipeline(const KernelKey& key);
@@ -109,6 +121,9 @@ private:
   runtime::Plan& plan_;
   std::vector<Location> locations_;
   std::map<KernelKey, uint32_t> pipelines_;
+  std::optional<uint32_t> scratch_buffer_;  // index in plan_.buffers, once created
+  const Node* scratch_node_ = nullptr;      // the node the scratch cursor belongs to
+  uint64_t scratch_used_ = 0;
 };
 
 Status lower_conv(Lowering& l, const Node& node);

@@ -1,5 +1,5 @@
 // Executor: command pool, fence, query pool; the one recorded command buffer; and
-// the one-time weight upload.
+// the one-time submissions at load (zero fill, weight upload).
 #include "runtime/executor_impl.h"
 #include "runtime/vk_util.h"
 
@@ -40,8 +40,6 @@ constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
 Status Executor::Impl::create_commands() {
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.queueFamilyIndex = device->queue_family();
-  // The weight upload re-records one command buffer per staging chunk.
-  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   STRATA_RETURN_IF_ERROR(vk_check(vkCreateCommandPool(vk(), &pi, nullptr, &command_pool),
                                   "vkCreateCommandPool", "creating the command pool"));
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libfmt-dev nlohmann-json3-dev libgtest-dev libpng-dev
-          mesa-vulkan-drivers libvulkan-dev libshaderc-dev glslc spirv-tools graphviz)
+          mesa-vulkan-drivers libvulkan-dev vulkan-validationlayers libshaderc-dev glslc spirv-tools
+          graphviz)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

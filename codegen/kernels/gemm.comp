@@ -11,7 +11,7 @@
 // memory, (BK·(BM+1) + BK·(BN+1))·4 bytes, and fetches the next step's tiles into
 // registers while the current ones are multiplied.
 //
-// Grid: x = column tile, y + (z % split)·grid y = row tile, z / split = batch g.
+// Grid: x + (z % split)·grid x = row tile, y = column tile, z / split = batch g.
 // Uses no subgroup operations: correct for any subgroup size.
 //
 // Defines: BM BN BK TM TN (tile), B_NK (0 / 1), HAS_BIAS (0 / 1).
@@ -37,7 +37,7 @@ layout(std430, binding = 2) writeonly buffer CBuf { float c[]; };
 
 layout(push_constant) uniform Push {
   uint m, n, k;  // C is [batch, m, n], the reduction runs over k
-  uint split;    // grid z slices per batch: row tiles = split · grid y
+  uint split;    // grid z slices per batch: row tiles = split · grid x
 } pc;
 
 shared float a_tile[BK][BM + 1];  // a_tile[kk][mm] = A[m0 + mm, k0 + kk]
@@ -93,8 +93,8 @@ void stage() {
 void main() {
   const uint tid = gl_LocalInvocationIndex;
   const uint g = gl_WorkGroupID.z / pc.split;
-  m0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.y + gl_WorkGroupID.y) * BM;
-  n0 = gl_WorkGroupID.x * BN;
+  m0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BM;
+  n0 = gl_WorkGroupID.y * BN;
   if (m0 >= pc.m) return;  // the whole workgroup leaves together
   a_base = g * pc.m * pc.k;
   b_base = g * pc.k * pc.n;

@@ -1,0 +1,77 @@
+// weight_source (the bytes of a plan's weight table, from a WeightStore) and
+// CompiledGraph (compile_plan + runtime::Executor, the path `strata decode` takes).
+#include "codegen/codegen.h"
+
+#include "ir/interpreter.h"
+
+#include <cstring>
+
+namespace strata::codegen {
+
+runtime::WeightSource weight_source(const WeightStore& weights) {
+  return [&weights](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
+    STRATA_ASSIGN_OR_RETURN(TensorView view, weights.get(w.source));
+    // The transform reads "<stored>[-><rounding dtype>]->f32" or just "f32"
+    // (codegen/placement.h, weight_transform).
+    std::vector<std::string> steps;
+    for (size_t at = 0;;) {
+      const size_t next = w.transform.find("->", at);
+      steps.push_back(w.transform.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      if (next == std::string::npos) break;
+      at = next + 2;
+    }
+    if (steps.front() != dtype_name(view.dtype) || steps.back() != "f32" || steps.size() > 3)
+      return error("weight '{}': transform '{}' does not fit the stored {} tensor", w.source, w.transform,
+                   dtype_name(view.dtype));
+    const auto n = static_cast<size_t>(num_elements(view.shape));
+    if (dst.size() != n * 4 || w.bytes != n * 4)
+      return error("weight '{}': {} bytes wanted, the tensor converts to {}", w.source, dst.size(), n * 4);
+    if (view.dtype == DType::f32 && steps.size() == 1) {
+      std::memcpy(dst.data(), view.data, n * 4);
+      return Status::ok();
+    }
+    std::vector<float> values = view.to_f32();
+    if (steps.size() == 3) {
+      STRATA_ASSIGN_OR_RETURN(DType through, parse_dtype(steps[1]));
+      for (float& v : values) v = interp::round_to(v, through);
+    }
+    std::memcpy(dst.data(), values.data(), n * 4);
+    return Status::ok();
+  };
+}
+
+Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::create(std::shared_ptr<runtime::Device> device,
+                                                               const Graph& graph, const WeightStore& weights,
+                                                               const CodegenOptions& options) {
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, compile_plan(graph, weights, target_for(device->info()), options));
+  std::unique_ptr<CompiledGraph> cg(new CompiledGraph());
+  for (ValueId v : graph.inputs()) {
+    cg->input_names_.push_back(graph.value(v).name);
+    cg->input_shapes_.push_back(graph.value(v).type.shape);
+  }
+  for (ValueId v : graph.outputs()) cg->output_shapes_.push_back(graph.value(v).type.shape);
+  STRATA_ASSIGN_OR_RETURN(cg->executor_,
+                          runtime::Executor::create(std::move(device), std::move(plan), weight_source(weights)));
+  return cg;
+}
+
+Expected<std::vector<Tensor>> CompiledGraph::run(const std::vector<Tensor>& inputs) {
+  if (inputs.size() != input_shapes_.size())
+    return error("graph takes {} inputs, got {}", input_shapes_.size(), inputs.size());
+  std::vector<std::span<const std::byte>> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].shape != input_shapes_[i] ||
+        static_cast<int64_t>(inputs[i].data.size()) != num_elements(input_shapes_[i]))
+      return error("input '{}': shape {} ({} values), the graph expects {}", input_names_[i],
+                   shape_str(inputs[i].shape), inputs[i].data.size(), shape_str(input_shapes_[i]));
+    in.push_back(std::as_bytes(std::span(inputs[i].data)));
+  }
+  std::vector<Tensor> outputs;
+  for (const Shape& s : output_shapes_) outputs.emplace_back(s);
+  std::vector<std::span<std::byte>> out;
+  for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
+  STRATA_RETURN_IF_ERROR(executor_->run(in, out));
+  return outputs;
+}
+
+}  // namespace strata::codegen

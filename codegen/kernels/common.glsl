@@ -1,0 +1,95 @@
+// common.glsl: helpers every kernel may use. The shader compiler
+// (codegen/shader_compiler.h) puts this file after `#version 450` and the kernel's
+// defines, in front of every kernel template.
+//
+// Numerics here are device-independent on purpose: Vulkan lets exp() lose
+// 3 + 2|x| ULP and leaves the rounding of f32 -> f16 conversions to the
+// implementation, so the helpers below use only correctly rounded operations
+// (+, *, integer bit manipulation, roundEven, ldexp) and give the same bits on
+// lavapipe and on an NVIDIA GPU.
+
+// The linear invocation index of a 1-D problem launched over a 2-D grid, as
+// Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
+// maxComputeWorkGroupCount[0] groups, y counts rows of those.
+uint linear_index() {
+  return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+}
+
+// Values of the ROUND define: how a kernel rounds what it stores (the value's dtype;
+// storage stays f32, as in the interpreter, which rounds every node output through
+// its dtype).
+#define ROUND_NONE 0
+#define ROUND_F16 1
+#define ROUND_BF16 2
+
+// x rounded to the nearest IEEE half (ties to even), as float; overflow gives inf.
+// Bit-exact with strata::float_to_half (ir/types.cpp).
+float round_f16(float x) {
+  uint u = floatBitsToUint(x);
+  uint sign = u & 0x80000000u;
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return x;                                   // inf, NaN
+  if (a >= 0x477ff000u) return uintBitsToFloat(sign | 0x7f800000u);  // >= 65520: inf
+  if (a < 0x38800000u) {  // half subnormal range: multiples of 2^-24
+    float m = roundEven(uintBitsToFloat(a) * 16777216.0);
+    return uintBitsToFloat(sign | floatBitsToUint(m * 5.9604644775390625e-8));
+  }
+  uint h = a >> 13;
+  uint rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0u)) h += 1u;
+  return uintBitsToFloat(sign | (h << 13));
+}
+
+// x rounded to the nearest bfloat16 (ties to even), as float. Bit-exact with
+// strata::float_to_bf16 (NaN stays NaN).
+float round_bf16(float x) {
+  uint u = floatBitsToUint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uintBitsToFloat(u & 0xffff0000u);
+}
+
+// x rounded through the dtype named by the ROUND define (identity without it).
+float store_round(float x) {
+#if defined(ROUND) && ROUND == ROUND_F16
+  return round_f16(x);
+#elif defined(ROUND) && ROUND == ROUND_BF16
+  return round_bf16(x);
+#else
+  return x;
+#endif
+}
+
+// e^x within about 1 ULP on any device: Cody-Waite reduction x = k·ln2 + r,
+// |r| <= ln2/2, a degree-7 Taylor polynomial for e^r (truncation < 0.1 ULP), and an
+// exact scaling by 2^k (in two steps, so 2^k itself never overflows).
+float exp_precise(float x) {
+  if (x > 88.7228394) return uintBitsToFloat(0x7f800000u);
+  if (x < -103.972084) return 0.0;
+  float k = roundEven(x * 1.44269504);
+  float r = fma(k, -0.693145751953125, x);  // ln2 high part: k·ln2_hi is exact
+  r = fma(k, -1.42860676e-6, r);            // ln2 low part
+  float p = 1.98412701e-4;                  // 1/7!
+  p = fma(p, r, 1.38888892e-3);             // 1/6!
+  p = fma(p, r, 8.33333377e-3);             // 1/5!
+  p = fma(p, r, 4.16666679e-2);             // 1/4!
+  p = fma(p, r, 1.66666672e-1);             // 1/3!
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  int ki = int(k);
+  return ldexp(ldexp(p, ki / 2), ki - ki / 2);
+}
+
+// erfc(a) for a >= 0 and erf(x), by Abramowitz & Stegun 7.1.26 (absolute error
+// <= 1.5e-7). erfc is computed directly, so 1 - erf for large |x| does not cancel.
+float erfc_pos(float a) {
+  float t = 1.0 / fma(0.3275911, a, 1.0);
+  float poly = t * fma(t, fma(t, fma(t, fma(t, 1.061405429, -1.453152027), 1.421413741), -0.284496736), 0.254829592);
+  return poly * exp_precise(-a * a);
+}
+
+float erf_as(float x) {
+  float y = 1.0 - erfc_pos(abs(x));
+  return x < 0.0 ? -y : y;
+}

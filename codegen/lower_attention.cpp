@@ -1,0 +1,189 @@
+// lower_attention: attention -> kernels/attention.comp, softmax -> kernels/softmax.comp.
+//
+//   attention(q[..., Tq, D], k[..., Tk, D], v[..., Tk, Dv])  flash style (see
+//       attention.comp): a workgroup per 16 query rows of a head walks all keys with
+//       an online softmax, so no score matrix exists. The leading dims are heads.
+//       Dispatches cover whole heads when they fit the storage-buffer range (several
+//       heads per dispatch), else query chunks of one head: at most
+//       CodegenOptions::attention_query_chunk rows (0: as many as fit). A head's k or
+//       v larger than the range is an error naming the node.
+//   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
+//       fit the range.
+#include "codegen/lowering.h"
+
+#include <algorithm>
+#include <string>
+
+namespace strata::codegen {
+namespace {
+
+using runtime::Access;
+
+// attention.comp tiles: BR query rows × BC keys per step, D in chunks of DC, WG
+// invocations.
+constexpr uint32_t kRows = 16, kKeys = 32, kDChunk = 64, kAttentionWg = 128;
+constexpr uint32_t kSoftmaxWg = 128;
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+uint64_t offset_alignment(const Lowering& l) {
+  return std::max<uint64_t>(l.target().min_storage_buffer_offset_alignment, 4);
+}
+
+// A binding of `count` f32 elements of `v` from element `first`: the window starts at
+// the aligned offset at or below `first`, and `base` is `first`'s element in it.
+struct ElementWindow {
+  runtime::BindingDesc binding;
+  uint32_t base = 0;
+};
+
+ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
+  const uint64_t align = offset_alignment(l);
+  const uint64_t begin = first * 4, start = begin / align * align;
+  return {l.bind_window(v, start, begin + count * 4 - start, access), static_cast<uint32_t>((begin - start) / 4)};
+}
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+uint32_t next_pow2(uint64_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// ---- attention -----------------------------------------------------------------
+
+struct AttentionDims {
+  uint64_t heads, tq, tk, d, dv;
+};
+
+// How the work is cut into dispatches: `heads_per` heads × `rows_per` query rows.
+struct AttentionSplit {
+  uint64_t heads_per = 1, rows_per = 0;
+};
+
+Expected<AttentionSplit> choose_split(const Lowering& l, const Node& node, const AttentionDims& a) {
+  // A window of `elems` elements starting anywhere fits when elems·4 plus the worst
+  // alignment slack is within the range.
+  const uint64_t room = (l.target().max_storage_buffer_range - (offset_alignment(l) - 4)) / 4;
+  if (a.tk * a.d > room || a.tk * a.dv > room)
+    return l.fail(node, fmt::format("one head's keys or values ({} x {} / {} floats) exceed the storage-buffer "
+                                    "range {} (needs a key-split attention)",
+                                    a.tk, a.d, a.dv, l.target().max_storage_buffer_range));
+  AttentionSplit s;
+  const int64_t chunk = l.options().attention_query_chunk;
+  s.rows_per = chunk > 0 ? std::min<uint64_t>(a.tq, static_cast<uint64_t>(chunk)) : a.tq;
+  s.rows_per = std::min({s.rows_per, room / a.d, room / a.dv});
+  if (s.rows_per == 0) return l.fail(node, "one query row exceeds the storage-buffer range");
+  if (s.rows_per == a.tq) {
+    const uint64_t per_head = std::max({a.tq * a.d, a.tk * a.d, a.tk * a.dv, a.tq * a.dv});
+    s.heads_per = std::clamp<uint64_t>(room / per_head, 1, a.heads);
+  }
+  return s;
+}
+
+Status lower_attention_op(Lowering& l, const Node& node) {
+  const ValueId q = node.inputs[0], k = node.inputs[1], v = node.inputs[2], o = node.outputs[0];
+  const Shape& qs = l.shape(q);
+  const size_t r = qs.size();
+  const AttentionDims a{static_cast<uint64_t>(product(qs, 0, r - 2)), static_cast<uint64_t>(qs[r - 2]),
+                        static_cast<uint64_t>(l.shape(k)[r - 2]), static_cast<uint64_t>(qs[r - 1]),
+                        static_cast<uint64_t>(l.shape(v)[r - 1])};
+  if (num_elements(l.shape(o)) == 0) return Status::ok();
+  if (a.tk == 0) return l.fail(node, "attention over zero keys");
+  STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
+
+  const uint32_t dc = static_cast<uint32_t>(std::min<uint64_t>(a.d, kDChunk));
+  const uint32_t ct = std::clamp<uint32_t>(next_pow2(a.dv), kAttentionWg / kRows, kAttentionWg);
+  const uint32_t shared_bytes = (kRows * dc + kKeys * (dc + 1) + kRows * (kKeys + 1) + 3 * kRows) * 4;
+  if (shared_bytes > l.target().max_shared_memory_bytes)
+    return l.fail(node, fmt::format("attention tile needs {} bytes of shared memory, the target has {}", shared_bytes,
+                                    l.target().max_shared_memory_bytes));
+
+  KernelKey key;
+  key.file = "attention.comp";
+  key.defines = {{"D", std::to_string(a.d)},         {"DV", std::to_string(a.dv)},
+                 {"BR", std::to_string(kRows)},      {"BC", std::to_string(kKeys)},
+                 {"DC", std::to_string(dc)},         {"WG", std::to_string(kAttentionWg)},
+                 {"CT", std::to_string(ct)}};
+  key.bindings = 4;
+  key.push_constant_bytes = 10 * 4;
+  key.workgroup_size = {kAttentionWg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+
+  const float scale = static_cast<float>(node.attrs.get_float("scale"));
+  for (uint64_t h0 = 0; h0 < a.heads; h0 += split.heads_per) {
+    const uint64_t heads = std::min(split.heads_per, a.heads - h0);
+    for (uint64_t r0 = 0; r0 < a.tq; r0 += split.rows_per) {
+      const uint64_t rows = std::min(split.rows_per, a.tq - r0);
+      // Windows: from the first head's first row to the last head's last row (with
+      // one head per dispatch when rows are chunked, so no window spans other rows).
+      const uint64_t q_span = ((heads - 1) * a.tq + rows);
+      const ElementWindow qw = element_window(l, q, (h0 * a.tq + r0) * a.d, q_span * a.d, Access::read);
+      const ElementWindow kw = element_window(l, k, h0 * a.tk * a.d, heads * a.tk * a.d, Access::read);
+      const ElementWindow vw = element_window(l, v, h0 * a.tk * a.dv, heads * a.tk * a.dv, Access::read);
+      const ElementWindow ow = element_window(l, o, (h0 * a.tq + r0) * a.dv, q_span * a.dv, Access::write);
+      PushConstants push;
+      push.u32(static_cast<uint32_t>(heads)).u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(a.tk));
+      push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.d) : 0u);
+      push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.dv) : 0u);
+      push.u32(qw.base).u32(kw.base).u32(vw.base).u32(ow.base).f32(scale);
+      const uint64_t groups = heads * ceil_div(rows, kRows);
+      l.dispatch(pipe, {qw.binding, kw.binding, vw.binding, ow.binding}, push,
+                 l.grid_1d(groups * kAttentionWg, kAttentionWg), node);
+    }
+  }
+  return Status::ok();
+}
+
+// ---- softmax -------------------------------------------------------------------
+
+Status lower_softmax(Lowering& l, const Node& node) {
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  const Shape& xs = l.shape(x);
+  const uint64_t elems = num_elements(xs);
+  if (elems == 0) return Status::ok();
+  const uint64_t cols = xs.empty() ? 1 : xs.back(), rows = elems / cols;
+  const uint64_t room = (l.target().max_storage_buffer_range - (offset_alignment(l) - 4)) / 4;
+  const uint64_t rows_per = std::min(rows, room / cols);
+  if (rows_per == 0)
+    return l.fail(node, fmt::format("one softmax row ({} floats) exceeds the storage-buffer range {}", cols,
+                                    l.target().max_storage_buffer_range));
+
+  KernelKey key;
+  key.file = "softmax.comp";
+  key.defines = {{"WG", std::to_string(kSoftmaxWg)}};
+  key.bindings = 2;
+  key.push_constant_bytes = 3 * 4;
+  key.workgroup_size = {kSoftmaxWg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+
+  for (uint64_t r0 = 0; r0 < rows; r0 += rows_per) {
+    const uint64_t count = std::min(rows_per, rows - r0);
+    const ElementWindow xw = element_window(l, x, r0 * cols, count * cols, Access::read);
+    const ElementWindow yw = element_window(l, y, r0 * cols, count * cols, Access::write);
+    if (xw.base != yw.base)
+      return l.fail(node, fmt::format("input and output windows are misaligned ({} vs {} elements past the offset)",
+                                      xw.base, yw.base));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(count)).u32(xw.base);
+    l.dispatch(pipe, {xw.binding, yw.binding}, push, l.grid_1d(count * kSoftmaxWg, kSoftmaxWg), node);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status lower_attention(Lowering& l, const Node& node) {
+  switch (node.op) {
+    case Op::attention: return lower_attention_op(l, node);
+    case Op::softmax: return lower_softmax(l, node);
+    default: return l.fail(node, "lower_attention handles attention and softmax only");
+  }
+}
+
+}  // namespace strata::codegen

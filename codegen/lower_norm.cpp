@@ -1,0 +1,273 @@
+// lower_norm: group_norm, rms_norm and layer_norm -> kernels/{group_norm_*,rms_norm,
+// layer_norm}.comp.
+//
+//   group_norm  three passes over x viewed as N·G contiguous (n, group) segments cut
+//               into chunks of kChunk elements: group_norm_stats (Welford per chunk,
+//               (mean, M2) to scratch), group_norm_reduce (Chan merge per segment,
+//               (mean, rstd) to scratch), group_norm_apply (normalise, γ, β).
+//   rms_norm    one dispatch, an invocation per position (rms_norm.comp).
+//   layer_norm  one dispatch, a workgroup per row, exact two-pass (layer_norm.comp).
+//
+// Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
+// / rows starting at an aligned offset, the kernel told where its first element is),
+// so a tensor larger than the target's storage-buffer range is split over several
+// dispatches with identical arithmetic. Only a unit that alone exceeds the range (an
+// rms_norm sample, a layer_norm row) is an error naming the node.
+#include "codegen/lowering.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace strata::codegen {
+namespace {
+
+using runtime::Access;
+
+constexpr uint32_t kStatsWg = 256;     // group_norm_{stats,reduce,apply}.comp invocations
+constexpr uint32_t kChunk = 4096;      // elements per group_norm chunk (a multiple of kStatsWg)
+constexpr uint32_t kRmsWg = 64;        // rms_norm.comp invocations
+constexpr uint32_t kLayerNormWg = 128; // layer_norm.comp invocations
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// A binding of `count` f32 elements of `v` from element `first`: the window starts at
+// the aligned offset at or below `first`, and `base` is `first`'s element in it.
+struct ElementWindow {
+  runtime::BindingDesc binding;
+  uint32_t base = 0;
+};
+
+uint64_t offset_alignment(const Lowering& l) {
+  return std::max<uint64_t>(l.target().min_storage_buffer_offset_alignment, 4);
+}
+
+ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
+  const uint64_t align = offset_alignment(l);
+  const uint64_t begin = first * 4, start = begin / align * align;
+  return {l.bind_window(v, start, begin + count * 4 - start, access), static_cast<uint32_t>((begin - start) / 4)};
+}
+
+// x and y windows over the same elements share one base (values are placed at
+// aligned offsets); the kernels rely on it.
+Status check_same_base(const Lowering& l, const Node& node, const ElementWindow& a, const ElementWindow& b) {
+  if (a.base == b.base) return Status::ok();
+  return l.fail(node, fmt::format("input and output windows are misaligned ({} vs {} elements past the offset)",
+                                  a.base, b.base));
+}
+
+// A run of consecutive units (chunks, samples, rows) one dispatch covers.
+struct Run {
+  uint64_t first = 0, count = 0;
+};
+
+// Splits `units` units of `unit_elems` contiguous elements each into runs whose
+// windows fit the storage-buffer range. Empty if a single unit does not fit.
+std::vector<Run> split_uniform(const Lowering& l, uint64_t units, uint64_t unit_elems) {
+  const uint64_t range = l.target().max_storage_buffer_range, align = offset_alignment(l);
+  std::vector<Run> runs;
+  for (uint64_t u = 0; u < units;) {
+    const uint64_t start = u * unit_elems * 4 / align * align;
+    const uint64_t end = std::min(units, (start + range) / (unit_elems * 4));
+    if (end <= u) return {};
+    runs.push_back({u, end - u});
+    u = end;
+  }
+  return runs;
+}
+
+Status too_large(const Lowering& l, const Node& node, const std::string& what, uint64_t bytes) {
+  return l.fail(node, fmt::format("{} ({} bytes) exceeds the storage-buffer range {} (needs banding)", what, bytes,
+                                  l.target().max_storage_buffer_range));
+}
+
+// ---- group_norm ----------------------------------------------------------------
+
+// The chunking of a group_norm: segment s = (n, g) holds seg_len elements from
+// s·seg_len; its chunk p holds min(kChunk, seg_len - p·kChunk) elements from p·kChunk.
+struct GroupChunks {
+  uint64_t segments = 0, seg_len = 0, per_seg = 0;
+  uint64_t total() const { return segments * per_seg; }
+  uint64_t begin(uint64_t c) const { return (c / per_seg) * seg_len + (c % per_seg) * kChunk; }
+  uint64_t end(uint64_t c) const { return begin(c) + std::min<uint64_t>(kChunk, seg_len - (c % per_seg) * kChunk); }
+};
+
+// Runs of whole chunks whose element windows fit the range (the largest run from
+// each start, found by bisection: a chunk's end grows with its index). Empty if a
+// single chunk does not fit.
+std::vector<Run> split_chunks(const Lowering& l, const GroupChunks& g) {
+  const uint64_t range = l.target().max_storage_buffer_range, align = offset_alignment(l);
+  std::vector<Run> runs;
+  for (uint64_t c = 0; c < g.total();) {
+    const uint64_t start = g.begin(c) * 4 / align * align;
+    if (g.end(c) * 4 - start > range) return {};
+    uint64_t lo = c + 1, hi = g.total();  // the run [c, lo) fits; find the largest
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (g.end(mid - 1) * 4 - start <= range) lo = mid;
+      else hi = mid - 1;
+    }
+    runs.push_back({c, lo - c});
+    c = lo;
+  }
+  return runs;
+}
+
+Status lower_group_norm(Lowering& l, const Node& node) {
+  const ValueId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs[2], y = node.outputs[0];
+  const Shape& xs = l.shape(x);
+  const int64_t groups = node.attrs.get_int("groups");
+  const uint64_t n = xs[0], c = xs[1];
+  const uint64_t elems = num_elements(xs);
+  if (elems == 0) return Status::ok();
+  const uint64_t spatial = elems / (n * c), cg = c / groups;
+
+  GroupChunks g;
+  g.segments = n * groups;
+  g.seg_len = cg * spatial;
+  g.per_seg = ceil_div(g.seg_len, kChunk);
+  if (g.seg_len > UINT32_MAX || g.total() > UINT32_MAX)
+    return l.fail(node, fmt::format("{} elements per group exceed the kernels' 32-bit indexing", g.seg_len));
+  const std::vector<Run> runs = split_chunks(l, g);
+  if (runs.empty()) return too_large(l, node, "a group-norm chunk", kChunk * 4);
+
+  const Location partial = l.scratch(node, g.total() * 8);  // (mean, M2) per chunk
+  const Location stats = l.scratch(node, g.segments * 8);   // (mean, rstd) per segment
+  const std::map<std::string, std::string> defines = {{"WG", std::to_string(kStatsWg)},
+                                                      {"CHUNK", std::to_string(kChunk)}};
+  auto key_for = [&](const char* file, uint32_t bindings, uint32_t push_words) {
+    KernelKey key;
+    key.file = file;
+    key.defines = defines;
+    key.bindings = bindings;
+    key.push_constant_bytes = push_words * 4;
+    key.workgroup_size = {kStatsWg, 1, 1};
+    return key;
+  };
+  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe, l.pipeline(key_for("group_norm_stats.comp", 2, 5)));
+  STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe, l.pipeline(key_for("group_norm_reduce.comp", 2, 4)));
+  STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe, l.pipeline(key_for("group_norm_apply.comp", 5, 8)));
+
+  for (const Run& run : runs) {
+    const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;
+    const ElementWindow xw = element_window(l, x, first, count, Access::read);
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(g.seg_len)).u32(static_cast<uint32_t>(g.per_seg));
+    push.u32(static_cast<uint32_t>(run.first)).u32(static_cast<uint32_t>(run.count)).u32(xw.base);
+    l.dispatch(stats_pipe, {xw.binding, Lowering::bind_scratch(partial, Access::write)}, push,
+               l.grid_1d(run.count * kStatsWg, kStatsWg), node, "stats");
+  }
+
+  PushConstants reduce_push;
+  reduce_push.u32(static_cast<uint32_t>(g.segments)).u32(static_cast<uint32_t>(g.seg_len));
+  reduce_push.u32(static_cast<uint32_t>(g.per_seg)).f32(static_cast<float>(node.attrs.get_float("eps")));
+  l.dispatch(reduce_pipe, {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)}, reduce_push,
+             l.grid_1d(g.segments * kStatsWg, kStatsWg), node, "reduce");
+
+  for (const Run& run : runs) {
+    const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;
+    const ElementWindow xw = element_window(l, x, first, count, Access::read);
+    const ElementWindow yw = element_window(l, y, first, count, Access::write);
+    STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(g.seg_len)).u32(static_cast<uint32_t>(g.per_seg));
+    push.u32(static_cast<uint32_t>(run.first)).u32(static_cast<uint32_t>(run.count)).u32(xw.base);
+    push.u32(static_cast<uint32_t>(groups)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(spatial));
+    l.dispatch(apply_pipe,
+               {xw.binding, Lowering::bind_scratch(stats, Access::read), l.bind(gamma, Access::read),
+                l.bind(beta, Access::read), yw.binding},
+               push, l.grid_1d(run.count * kStatsWg, kStatsWg), node, "apply");
+  }
+  return Status::ok();
+}
+
+// ---- rms_norm ------------------------------------------------------------------
+
+Status lower_rms_norm(Lowering& l, const Node& node) {
+  const ValueId x = node.inputs[0], gamma = node.inputs[1], y = node.outputs[0];
+  const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  const Shape& xs = l.shape(x);
+  const uint64_t elems = num_elements(xs);
+  if (elems == 0) return Status::ok();
+  const uint64_t n = xs[0], c = xs[1], spatial = elems / (n * c);
+  const std::vector<Run> runs = split_uniform(l, n, c * spatial);
+  if (runs.empty()) return too_large(l, node, "one sample of rms_norm input", c * spatial * 4);
+
+  KernelKey key;
+  key.file = "rms_norm.comp";
+  key.defines = {{"WG", std::to_string(kRmsWg)}, {"HAS_BETA", beta == kNoValue ? "0" : "1"}};
+  key.bindings = beta == kNoValue ? 3 : 4;
+  key.push_constant_bytes = 6 * 4;
+  key.workgroup_size = {kRmsWg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+
+  const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-12));
+  for (const Run& run : runs) {
+    const uint64_t first = run.first * c * spatial, count = run.count * c * spatial;
+    const ElementWindow xw = element_window(l, x, first, count, Access::read);
+    const ElementWindow yw = element_window(l, y, first, count, Access::write);
+    STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(c)).u32(static_cast<uint32_t>(spatial));
+    push.u32(static_cast<uint32_t>(run.count * spatial)).u32(xw.base);
+    push.f32(eps).f32(static_cast<float>(std::sqrt(double(c))));
+    std::vector<runtime::BindingDesc> bindings = {xw.binding, l.bind(gamma, Access::read)};
+    if (beta != kNoValue) bindings.push_back(l.bind(beta, Access::read));
+    bindings.push_back(yw.binding);
+    l.dispatch(pipe, std::move(bindings), push, l.grid_1d(run.count * spatial, kRmsWg), node);
+  }
+  return Status::ok();
+}
+
+// ---- layer_norm ----------------------------------------------------------------
+
+Status lower_layer_norm(Lowering& l, const Node& node) {
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  const ValueId gamma = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
+  const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  const Shape& xs = l.shape(x);
+  const uint64_t elems = num_elements(xs);
+  if (elems == 0) return Status::ok();
+  const uint64_t cols = xs.back(), rows = elems / cols;
+  const std::vector<Run> runs = split_uniform(l, rows, cols);
+  if (runs.empty()) return too_large(l, node, "one layer_norm row", cols * 4);
+
+  const bool has_gamma = gamma != kNoValue, has_beta = beta != kNoValue;
+  KernelKey key;
+  key.file = "layer_norm.comp";
+  key.defines = {{"WG", std::to_string(kLayerNormWg)},
+                 {"HAS_GAMMA", has_gamma ? "1" : "0"},
+                 {"HAS_BETA", has_beta ? "1" : "0"}};
+  key.bindings = 2 + has_gamma + has_beta;
+  key.push_constant_bytes = 4 * 4;
+  key.workgroup_size = {kLayerNormWg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+
+  const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-5));
+  for (const Run& run : runs) {
+    const ElementWindow xw = element_window(l, x, run.first * cols, run.count * cols, Access::read);
+    const ElementWindow yw = element_window(l, y, run.first * cols, run.count * cols, Access::write);
+    STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(run.count)).u32(xw.base).f32(eps);
+    std::vector<runtime::BindingDesc> bindings = {xw.binding};
+    if (has_gamma) bindings.push_back(l.bind(gamma, Access::read));
+    if (has_beta) bindings.push_back(l.bind(beta, Access::read));
+    bindings.push_back(yw.binding);
+    l.dispatch(pipe, std::move(bindings), push, l.grid_1d(run.count * kLayerNormWg, kLayerNormWg), node);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status lower_norm(Lowering& l, const Node& node) {
+  switch (node.op) {
+    case Op::group_norm: return lower_group_norm(l, node);
+    case Op::rms_norm: return lower_rms_norm(l, node);
+    case Op::layer_norm: return lower_layer_norm(l, node);
+    default: return l.fail(node, "lower_norm handles group_norm, rms_norm and layer_norm only");
+  }
+}
+
+}  // namespace strata::codegen

@@ -1,0 +1,84 @@
+// The Lowering context (codegen/lowering.h): value locations, bindings, pipelines
+// compiled on first use, and the dispatch list the family functions append to.
+#include "codegen/lowering.h"
+
+#include "codegen/shader_compiler.h"
+
+#include <algorithm>
+
+namespace strata::codegen {
+
+Lowering::Lowering(const Graph& graph, const Target& target, const CodegenOptions& options, runtime::Plan& plan)
+    : graph_(graph), target_(target), options_(options), plan_(plan), locations_(graph.values().size()) {}
+
+void Lowering::set_location(ValueId v, Location loc) { locations_.at(static_cast<size_t>(v)) = loc; }
+
+runtime::BindingDesc Lowering::bind(ValueId v, runtime::Access access) const {
+  const Location& loc = location(v);
+  return runtime::BindingDesc{loc.buffer, loc.offset, loc.bytes, access};
+}
+
+runtime::BindingDesc Lowering::bind_window(ValueId v, uint64_t offset, uint64_t bytes, runtime::Access access) const {
+  const Location& loc = location(v);
+  return runtime::BindingDesc{loc.buffer, loc.offset + offset, bytes, access};
+}
+
+Location Lowering::scratch(const Node& node, uint64_t bytes) {
+  if (scratch_node_ != &node) {
+    scratch_node_ = &node;
+    scratch_used_ = 0;
+  }
+  if (!scratch_buffer_) {
+    scratch_buffer_ = static_cast<uint32_t>(plan_.buffers.size());
+    plan_.buffers.push_back(runtime::BufferDesc{"scratch", 0, runtime::BufferUsage::scratch});
+  }
+  const uint64_t align = std::max<uint64_t>(target_.min_storage_buffer_offset_alignment, 16);
+  const uint64_t offset = (scratch_used_ + align - 1) / align * align;
+  scratch_used_ = offset + std::max<uint64_t>(bytes, 1);
+  runtime::BufferDesc& buffer = plan_.buffers[*scratch_buffer_];
+  buffer.size_bytes = std::max(buffer.size_bytes, (scratch_used_ + align - 1) / align * align);
+  return Location{*scratch_buffer_, offset, bytes};
+}
+
+Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  const std::string name = kernel_variant_name(key.file, key.defines);
+  if (key.push_constant_bytes % 4 != 0 || key.push_constant_bytes > target_.max_push_constants_bytes)
+    return error("kernel '{}': {} push-constant bytes (a multiple of 4, at most {} on this target)", name,
+                 key.push_constant_bytes, target_.max_push_constants_bytes);
+  STRATA_ASSIGN_OR_RETURN(std::vector<uint32_t> spirv, compile_kernel(key.file, key.defines));
+  runtime::PipelineDesc p;
+  p.name = name;
+  p.spirv = std::move(spirv);
+  p.push_constant_bytes = key.push_constant_bytes;
+  p.binding_count = key.bindings;
+  p.workgroup_size = key.workgroup_size;
+  const auto index = static_cast<uint32_t>(plan_.pipelines.size());
+  plan_.pipelines.push_back(std::move(p));
+  pipelines_.emplace(key, index);
+  return index;
+}
+
+void Lowering::dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,
+                        std::array<uint32_t, 3> grid, const Node& node, const std::string& step) {
+  runtime::DispatchDesc d;
+  d.pipeline = pipeline;
+  d.bindings = std::move(bindings);
+  d.push_constants = push.bytes();
+  d.grid = grid;
+  d.label = step.empty() ? node.name : node.name + ":" + step;
+  plan_.dispatches.push_back(std::move(d));
+}
+
+std::array<uint32_t, 3> Lowering::grid_1d(uint64_t invocations, uint32_t local_size) const {
+  const uint64_t groups = std::max<uint64_t>(1, (invocations + local_size - 1) / local_size);
+  const uint64_t max_x = std::max<uint32_t>(1, target_.max_workgroup_count_x);
+  if (groups <= max_x) return {static_cast<uint32_t>(groups), 1, 1};
+  return {static_cast<uint32_t>(max_x), static_cast<uint32_t>((groups + max_x - 1) / max_x), 1};
+}
+
+Status Lowering::fail(const Node& node, const std::string& message) const {
+  return Status::error(fmt::format("node '{}' ({}): {}", node.name, op_name(node.op), message));
+}
+
+}  // namespace strata::codegen

@@ -1,0 +1,244 @@
+// Codegen: attention and softmax (kernels/attention.comp, softmax.comp) on Vulkan
+// against the interpreter (f64 softmax), on random inputs: sequence lengths that are
+// not multiples of the tiles, several and multi-dim heads, Tq != Tk, Dv != D, head
+// dims up to 512, query chunks, windowed dispatches, and scores / logits large
+// enough that an exp without the max subtracted would overflow.
+#include "codegen/vk_test_util.h"
+
+#include "codegen/codegen.h"
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+
+namespace strata {
+namespace {
+
+struct OneNode {
+  Graph graph;
+  WeightStore weights;
+  Builder b{graph, &weights};
+  std::vector<Tensor> inputs;
+
+  ValueId input(const std::string& name, Tensor t) {
+    Shape shape = t.shape;
+    inputs.push_back(std::move(t));
+    return b.input(name, std::move(shape));
+  }
+};
+
+// Uniform in [-1, 1) times `scale`; with `integers`, rounded to whole numbers (so
+// that dot products are exact in f32 and the test isolates the softmax).
+Tensor random_input(Shape shape, uint32_t seed, float scale = 1.0f, bool integers = false) {
+  Tensor t = testing::random_tensor(std::move(shape), seed);
+  for (float& v : t.data) v = integers ? std::round(v * scale) : v * scale;
+  return t;
+}
+
+// Compiles for the device with `options` and, if non-zero, `max_range` as the
+// binding limit; runs once. Also reports the plan's dispatch count.
+Expected<std::vector<Tensor>> run_with(const OneNode& t, const codegen::CodegenOptions& options, uint64_t max_range,
+                                       size_t* dispatches) {
+  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, {});
+  if (!device) return device.status();
+  codegen::Target target = codegen::target_for((*device)->info());
+  if (max_range) target.max_storage_buffer_range = max_range;
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target, options));
+  *dispatches = plan.dispatches.size();
+  STRATA_ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(*device, plan, codegen::weight_source(t.weights)));
+  std::vector<Tensor> outputs;
+  for (ValueId v : t.graph.outputs()) outputs.emplace_back(t.graph.value(v).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
+  std::vector<std::span<std::byte>> out;
+  for (Tensor& y : outputs) out.push_back(std::as_writable_bytes(std::span(y.data)));
+  STRATA_RETURN_IF_ERROR(exec->run(in, out));
+  return outputs;
+}
+
+struct Check {
+  double abs_tol = 2e-5;  // max |Δ| allowed
+  double rel_tol = 0;     // ... or this fraction of the output's peak, if larger
+  codegen::CodegenOptions options;
+  uint64_t max_range = 0;
+};
+
+// Runs on the interpreter and on Vulkan and compares; returns the dispatch count.
+size_t expect_matches_interpreter(OneNode& t, const std::string& what, const Check& check = {}) {
+  EXPECT_TRUE(t.b.ok()) << what << ": " << t.b.status().message();
+  if (!t.b.ok()) return 0;
+  InterpretOptions io;
+  io.threads = 2;
+  auto want = interpret(t.graph, t.weights, t.inputs, io);
+  EXPECT_TRUE(want.has_value()) << what << ": " << want.message();
+  size_t dispatches = 0;
+  auto got = check.max_range == 0 && check.options.attention_query_chunk == 0
+                 ? testing::run_vulkan(t.graph, t.weights, t.inputs)
+                 : run_with(t, check.options, check.max_range, &dispatches);
+  EXPECT_TRUE(got.has_value()) << what << ": " << got.message();
+  if (!want || !got) return 0;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < std::min(got->size(), want->size()); ++i) {
+    double peak = 0;
+    for (float v : (*want)[i].data) peak = std::max(peak, double(std::fabs(v)));
+    const double diff = max_abs_diff((*got)[i], (*want)[i]);
+    EXPECT_LE(diff, std::max(check.abs_tol, check.rel_tol * peak)) << what << ": max |Δ| " << diff;
+  }
+  return dispatches;
+}
+
+// ---- attention -----------------------------------------------------------------
+
+struct AttentionCase {
+  Shape q, k, v;
+};
+
+std::string describe(const AttentionCase& c) {
+  return fmt::format("attention q{} k{} v{}", shape_str(c.q), shape_str(c.k), shape_str(c.v));
+}
+
+void build_attention(OneNode& t, const AttentionCase& c, uint32_t seed, float magnitude = 1.0f,
+                     bool integers = false) {
+  ValueId q = t.input("q", random_input(c.q, seed, magnitude, integers));
+  ValueId k = t.input("k", random_input(c.k, seed + 1, magnitude, integers));
+  ValueId v = t.input("v", random_input(c.v, seed + 2));
+  t.b.output(t.b.attention(q, k, v, 1.0 / std::sqrt(double(c.q.back()))));
+}
+
+TEST(CodegenAttention, MatchesInterpreter) {
+  const AttentionCase cases[] = {
+      {{100, 64}, {100, 64}, {100, 64}},                // one head, T not a multiple of the tiles
+      {{1, 100, 64}, {1, 100, 64}, {1, 100, 64}},
+      {{2, 77, 64}, {2, 77, 64}, {2, 77, 64}},          // two heads
+      {{2, 3, 40, 16}, {2, 3, 40, 16}, {2, 3, 40, 16}}, // multi-dim heads, small D
+      {{1, 50, 32}, {1, 300, 32}, {1, 300, 48}},        // Tq != Tk, Dv != D
+      {{3, 1, 80}, {3, 129, 80}, {3, 129, 24}},         // one query, D not a multiple of 64
+      {{1, 256, 512}, {1, 256, 512}, {1, 256, 512}},    // D = 512
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    OneNode t;
+    build_attention(t, c, seed += 3);
+    expect_matches_interpreter(t, describe(c));
+  }
+}
+
+// Integer q, k of magnitude up to 12 at D = 64 give scores in the hundreds, rising
+// along the keys so the running max is replaced block after block: exp without the
+// max subtracted would overflow, and a wrong rescaling of the running sums shows.
+TEST(CodegenAttention, LargeScoresAreStable) {
+  OneNode t;
+  const int64_t tq = 37, tk = 200, d = 64;
+  Tensor q = random_input({1, tq, d}, 5, 12.0f, true);
+  Tensor k = random_input({1, tk, d}, 6, 12.0f, true);
+  // Scale key j by (1 + j / 50) in whole numbers: later keys score larger.
+  for (int64_t j = 0; j < tk; ++j)
+    for (int64_t i = 0; i < d; ++i) k.data[size_t(j * d + i)] = std::round(k.data[size_t(j * d + i)] * (1 + j / 50));
+  ValueId qv = t.input("q", std::move(q));
+  ValueId kv = t.input("k", std::move(k));
+  ValueId vv = t.input("v", random_input({1, tk, d}, 7));
+  t.b.output(t.b.attention(qv, kv, vv, 0.5));
+  expect_matches_interpreter(t, "attention with scores in the hundreds");
+}
+
+// Query chunks (attention_query_chunk) and windows of a small binding range give the
+// same results as one dispatch.
+TEST(CodegenAttention, QueryChunksAndWindowsMatch) {
+  {
+    OneNode t;
+    const AttentionCase c{{3, 70, 32}, {3, 90, 32}, {3, 90, 40}};
+    build_attention(t, c, 21);
+    Check check;
+    check.options.attention_query_chunk = 33;
+    EXPECT_EQ(expect_matches_interpreter(t, describe(c) + " query chunk 33", check), 9u);  // 3 heads × 3 chunks
+  }
+  {
+    OneNode t;
+    const AttentionCase c{{4, 60, 64}, {4, 100, 64}, {4, 100, 64}};
+    build_attention(t, c, 31);
+    Check check;
+    check.max_range = 64 << 10;  // two heads of k (25.6 KB each) per window
+    EXPECT_EQ(expect_matches_interpreter(t, describe(c) + " 64 KiB bindings", check), 2u);
+  }
+  {
+    OneNode t;
+    const AttentionCase c{{1, 300, 64}, {1, 40, 64}, {1, 40, 64}};
+    build_attention(t, c, 41);
+    Check check;
+    check.max_range = 16 << 10;  // 63 query rows per window
+    EXPECT_EQ(expect_matches_interpreter(t, describe(c) + " 16 KiB bindings", check), 5u);
+  }
+}
+
+// The brief's size target: D = 512, Tq = Tk = 1024 on lavapipe in a few seconds.
+TEST(CodegenAttention, LongSequenceWideHead) {
+  OneNode t;
+  const AttentionCase c{{1, 1024, 512}, {1, 1024, 512}, {1, 1024, 512}};
+  build_attention(t, c, 51);
+  ASSERT_TRUE(t.b.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto got = testing::run_vulkan(t.graph, t.weights, t.inputs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(got.has_value()) << got.message();
+  InterpretOptions io;
+  io.threads = 2;
+  auto want = interpret(t.graph, t.weights, t.inputs, io);
+  ASSERT_TRUE(want.has_value()) << want.message();
+  EXPECT_LE(max_abs_diff(got->front(), want->front()), 2e-5);
+  RecordProperty("vulkan_seconds", std::to_string(seconds));
+  std::printf("attention D=512 T=1024 on Vulkan: %.2f s (compile + run)\n", seconds);
+}
+
+// A head whose keys alone exceed the binding range is an error naming the node.
+TEST(CodegenAttention, KeysAboveBindingRangeAreAnError) {
+  OneNode t;
+  const AttentionCase c{{1, 8, 64}, {1, 100, 64}, {1, 100, 64}};
+  build_attention(t, c, 61);
+  codegen::Target target;
+  target.max_storage_buffer_range = 16 << 10;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_NE(plan.message().find("attention"), std::string::npos) << plan.message();
+  EXPECT_NE(plan.message().find("storage-buffer range"), std::string::npos) << plan.message();
+}
+
+// ---- softmax -------------------------------------------------------------------
+
+TEST(CodegenSoftmax, MatchesInterpreter) {
+  struct Case {
+    Shape x;
+    float magnitude;
+  };
+  const Case cases[] = {{{5, 3}, 1.0f},       {{4, 7, 1000}, 100.0f}, {{2, 129}, 500.0f},
+                        {{3, 5000}, 30.0f},   {{1}, 1.0f},            {{6, 1}, 1000.0f}};
+  uint32_t seed = 70;
+  for (const auto& c : cases) {
+    OneNode t;
+    ValueId x = t.input("x", random_input(c.x, seed++, c.magnitude));
+    t.b.output(t.b.softmax(x));
+    Check check;
+    check.abs_tol = 0;
+    check.rel_tol = 1e-5;
+    expect_matches_interpreter(t, fmt::format("softmax x{} logits ×{}", shape_str(c.x), c.magnitude), check);
+  }
+}
+
+TEST(CodegenSoftmax, WindowedDispatchesMatch) {
+  OneNode t;
+  ValueId x = t.input("x", random_input({50, 300}, 80, 20.0f));
+  t.b.output(t.b.softmax(x));
+  Check check;
+  check.abs_tol = 0;
+  check.rel_tol = 1e-5;
+  check.max_range = 8 << 10;  // 6 rows per window
+  EXPECT_EQ(expect_matches_interpreter(t, "softmax (8 KiB bindings)", check), 9u);
+}
+
+}  // namespace
+}  // namespace strata

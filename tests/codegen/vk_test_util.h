@@ -1,0 +1,109 @@
+// Helpers for the codegen tests: run a graph through codegen + the Vulkan runtime on
+// the test device (lavapipe on CI), random inputs, and comparisons with the
+// interpreter.
+//
+//   Graph g; Builder b(g, nullptr);
+//   b.output(b.silu(b.input("x", {1, 3, 5, 7})));
+//   auto want = interpret(g, weights, {x});
+//   auto got = run_vulkan(g, weights, {x});
+//   expect_close(*got, *want, 1e-6);
+#pragma once
+
+#include "codegen/codegen.h"
+#include "ir/interpreter.h"
+#include "runtime/device.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace strata::testing {
+
+using codegen::CodegenOptions;
+using codegen::CompiledGraph;
+
+// The device every test of this binary shares, opened once with no optional
+// features (automatic selection: a GPU if present, else lavapipe).
+inline Expected<std::shared_ptr<runtime::Device>> test_device() {
+  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, {});
+  return device;
+}
+
+// compile_plan + Executor on the test device, one run.
+inline Expected<std::vector<Tensor>> run_vulkan(const Graph& graph, const WeightStore& weights,
+                                                const std::vector<Tensor>& inputs,
+                                                const CodegenOptions& options = {}) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, test_device());
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cg, CompiledGraph::create(device, graph, weights, options));
+  return cg->run(inputs);
+}
+
+// A tensor of `shape` with values uniform in [lo, hi), the same on every platform
+// for the same seed (splitmix64, not <random>'s distributions).
+inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -4.0f, float hi = 4.0f) {
+  Tensor t(std::move(shape));
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& v : t.data) {
+    s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    v = lo + (hi - lo) * static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 24));
+  }
+  return t;
+}
+
+// Bit-for-bit equality (data movement).
+inline void expect_identical(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape, want.shape);
+  ASSERT_EQ(got.data.size(), want.data.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.data.size(); ++i)
+    if (std::memcmp(&got.data[i], &want.data[i], 4) != 0 && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << got.data[i] << ", want " << want.data[i];
+  EXPECT_EQ(bad, 0u) << "elements differing";
+}
+
+// |got - want| <= rel·|want| + abs for every element (NaN and inf must match).
+inline void expect_close(const Tensor& got, const Tensor& want, double rel, double abs = 0.0) {
+  ASSERT_EQ(got.shape, want.shape);
+  ASSERT_EQ(got.data.size(), want.data.size());
+  size_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.data.size(); ++i) {
+    const double g = got.data[i], w = want.data[i];
+    const bool ok = (std::isnan(g) && std::isnan(w)) || g == w || std::abs(g - w) <= rel * std::abs(w) + abs;
+    if (!std::isinf(w) && !std::isnan(w)) worst = std::max(worst, std::abs(g - w));
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << got.data[i] << ", want " << want.data[i] << " (|d| "
+                    << std::abs(g - w) << ")";
+  }
+  EXPECT_EQ(bad, 0u) << "elements out of tolerance; largest |d| " << worst;
+}
+
+// Runs `graph` through the interpreter and Vulkan on `inputs` and returns both
+// results ({vulkan, interpreter}); fails the test if either fails.
+struct BothResults {
+  std::vector<Tensor> vulkan, interpreter;
+};
+inline BothResults run_both(const Graph& graph, const WeightStore& weights, const std::vector<Tensor>& inputs,
+                            const CodegenOptions& options = {}) {
+  BothResults r;
+  auto want = interpret(graph, weights, inputs);
+  EXPECT_TRUE(want) << want.message();
+  auto got = run_vulkan(graph, weights, inputs, options);
+  EXPECT_TRUE(got) << got.message();
+  if (want && got) {
+    r.interpreter = std::move(*want);
+    r.vulkan = std::move(*got);
+    EXPECT_EQ(r.vulkan.size(), r.interpreter.size());
+  }
+  return r;
+}
+
+}  // namespace strata::testing
