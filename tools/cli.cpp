@@ -1,5 +1,6 @@
 #include "tools/cli.h"
 
+#include "codegen/codegen.h"
 #include "ir/dot.h"
 #include "ir/interpreter.h"
 #include "ir/npy.h"
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <algorithm>
 #include <fstream>
 #include <functional>
 
@@ -28,8 +30,9 @@ const char* kUsage =
     "strata: a dataflow-graph compiler and executor for diffusion decoders\n"
     "\n"
     "usage:\n"
-    "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend cpu]\n"
-    "  strata decode --demo [--out demo.png]\n"
+    "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
+    "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
+    "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--device N]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--format text|dot] [--out FILE]\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
     "  strata devices [--device N]\n"
@@ -84,16 +87,66 @@ Status write_output(const std::string& path, Tensor image) {
   return error("--out '{}': the output must end in .png or .npy", path);
 }
 
-Expected<Tensor> decode_cpu(Vae& vae, Tensor latent, std::ostream& log) {
+// Where and how a decode runs: the options decode and bench share.
+struct RunSettings {
+  std::string backend = "vulkan";  // "vulkan" or "cpu"
+  std::optional<int> device;       // --device, else STRATA_DEVICE, else automatic
+};
+
+const std::vector<OptionSpec> kRunOptions = {
+    {"backend", true, "vulkan (default) or cpu (the reference interpreter)"},
+    {"device", true, "Vulkan device index (see `strata devices`; default: STRATA_DEVICE, else the best)"},
+};
+
+Expected<RunSettings> run_settings(const ParsedArgs& a) {
+  RunSettings r;
+  r.backend = a.get_or("backend", "vulkan");
+  if (r.backend != "vulkan" && r.backend != "cpu") return error("unknown --backend '{}' (vulkan, cpu)", r.backend);
+  STRATA_ASSIGN_OR_RETURN(Environment env, read_environment());
+  r.device = env.device;
+  if (auto d = a.get("device")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t index, parse_integer("device", *d));
+    r.device = static_cast<int>(index);
+  }
+  return r;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {
   STRATA_ASSIGN_OR_RETURN(auto hw, check_latent_shape(vae.config, latent.shape));
   STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = hw.first, .latent_w = hw.second}));
   STRATA_RETURN_IF_ERROR(verify(g));
   latent.shape = g.value(g.inputs()[0]).type.shape;  // [C,h,w] -> [1,C,h,w]
+  return g;
+}
+
+// Compiles `g` for the chosen device and loads it there.
+Expected<std::unique_ptr<codegen::CompiledGraph>> load_on_device(const Graph& g, const WeightStore& weights,
+                                                                 const RunSettings& r, std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = r.device}, {}));
   auto start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(auto outputs, interpret(g, vae.weights, {latent}));
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  log << fmt::format("decoded {} latent {} -> {} on the cpu interpreter in {:.2f} s\n", vae_class_name(vae.config),
-                     shape_str(latent.shape), shape_str(outputs[0].shape), seconds);
+  STRATA_ASSIGN_OR_RETURN(auto compiled, codegen::CompiledGraph::create(device, g, weights));
+  log << fmt::format("compiled for {} in {:.0f} ms: {} dispatches, {} pipelines\n", device->info().name,
+                     ms_since(start), compiled->plan().dispatches.size(), compiled->plan().pipelines.size());
+  return compiled;
+}
+
+Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(Graph g, decoder_for(vae, latent));
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> outputs;
+  if (r.backend == "cpu") {
+    STRATA_ASSIGN_OR_RETURN(outputs, interpret(g, vae.weights, {latent}));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(auto compiled, load_on_device(g, vae.weights, r, log));
+    start = std::chrono::steady_clock::now();
+    STRATA_ASSIGN_OR_RETURN(outputs, compiled->run({latent}));
+  }
+  log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
+                     shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
   return std::move(outputs[0]);
 }
 
@@ -111,19 +164,19 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ost
   auto specs = with_model_options({
       {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w])"},
       {"out", true, "output .png or .npy (float32 [3, H, W])"},
-      {"backend", true, "cpu (the reference interpreter)"},
       {"demo", false, "decode a seeded latent with a small seeded decoder"},
   });
+  specs.insert(specs.end(), kRunOptions.begin(), kRunOptions.end());
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
-  std::string backend = a->get_or("backend", "cpu");
-  if (backend != "cpu") return usage_error(err, fmt::format("decode: unknown --backend '{}' (cpu)", backend));
+  auto settings = run_settings(*a);
+  if (!settings) return usage_error(err, "decode: " + settings.message());
 
   if (a->has("demo")) {
     // A small Flux-layout decoder and latent, both from a seed: works with no model.
     Vae vae = seeded_vae(flux_small_config(), kDemoSeed);
     Tensor latent({16, 16, 16}, seeded_normal(kDemoSeed, "demo.latent", 16 * 16 * 16, 0.0, 1.0));
-    auto image = decode_cpu(vae, std::move(latent), out);
+    auto image = decode(vae, std::move(latent), *settings, out);
     if (!image) return fail(err, image.status());
     std::string path = a->get_or("out", "demo.png");
     if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
@@ -135,7 +188,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!vae) return fail(err, vae.status());
   auto latent = read_npy(*a->get("latent"));
   if (!latent) return fail(err, latent.status());
-  auto image = decode_cpu(*vae, std::move(*latent), out);
+  auto image = decode(*vae, std::move(*latent), *settings, out);
   if (!image) return fail(err, image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
   std::string path = *a->get("out");
   if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
@@ -230,6 +283,51 @@ int cmd_devices(const std::vector<std::string>& args, std::ostream& out, std::os
   return 0;
 }
 
+int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto specs = with_model_options({
+      {"size", true, "output size N (an N x N image from an N/8 x N/8 latent)"},
+      {"latent-shape", true, "latent shape CxHxW instead of --size"},
+      {"reps", true, "timed decodes after one warm-up (default 5)"},
+  });
+  specs.push_back(kRunOptions[1]);  // --device
+  auto a = parse_args(args, specs);
+  if (!a) return usage_error(err, "bench: " + a.message());
+  auto settings = run_settings(*a);
+  if (!settings) return usage_error(err, "bench: " + settings.message());
+  auto reps = parse_integer("reps", a->get_or("reps", "5"));
+  if (!reps || *reps < 1) return usage_error(err, "bench: --reps must be a positive integer");
+  auto vae = open_model(*a);
+  if (!vae) return fail(err, vae.status());
+  Shape latent_shape;
+  if (auto ls = a->get("latent-shape")) {
+    auto s = parse_shape(*ls);
+    if (!s) return usage_error(err, "bench: --latent-shape " + s.message());
+    latent_shape = *s;
+  } else {
+    auto n = parse_integer("size", a->get_or("size", "512"));
+    if (!n || *n < 8 || *n % 8 != 0) return usage_error(err, "bench: --size must be a positive multiple of 8");
+    latent_shape = {latent_channels(vae->config), *n / 8, *n / 8};
+  }
+  Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  auto g = decoder_for(*vae, latent);
+  if (!g) return fail(err, g.status());
+  auto compiled = load_on_device(*g, vae->weights, *settings, out);
+  if (!compiled) return fail(err, compiled.status());
+  std::vector<double> times;
+  for (int64_t i = 0; i <= *reps; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = (*compiled)->run({latent});
+    if (!r) return fail(err, r.status());
+    if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
+  }
+  std::sort(times.begin(), times.end());
+  out << fmt::format("{} latent {}: {} dispatches, median {:.2f} ms, min {:.2f} ms over {} decodes (wall time, "
+                     "inputs and outputs included)\n",
+                     vae_class_name(vae->config), shape_str(latent.shape), (*compiled)->plan().dispatches.size(),
+                     times[times.size() / 2], times.front(), times.size());
+  return 0;
+}
+
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -246,6 +344,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (cmd == "decode") return cmd_decode(rest, out, err);
   if (cmd == "graph") return cmd_graph(rest, out, err);
   if (cmd == "compare") return cmd_compare(rest, out, err);
+  if (cmd == "bench") return cmd_bench(rest, out, err);
   if (cmd == "devices") return cmd_devices(rest, out, err);
   return usage_error(err, fmt::format("unknown command '{}'", cmd));
 }

@@ -5,19 +5,22 @@
 //   (taps outside x read zero; conv2d is the case KT = 1, t_in = t_out = 1, pad_t = 0)
 //
 // GEMM view, per (n, ot): Y[co, p] = Σ_k W[co, k] · X[k, p] with p = oy·w_out + ox and
-// k running over (temporal tap a, spatial tap (b, c), input channel ci), ci fastest.
+// k running over (input channel chunk, temporal tap a, spatial tap (b, c)), taps
+// fastest: the taps of one chunk of BK channels read the same few input rows, so
+// they hit the cache, and a workgroup moves on to new input planes only every
+// KT·KH·KW steps.
 //
 // Tiling: a workgroup of WG = (BM/TM)·(BN/TN) invocations computes a BM (output
 // channels) × BN (output pixels) tile of one (n, ot) slice; each invocation holds a
 // TM × TN block of accumulators (rows ty + i·BM/TM, columns tx + j·BN/TN, so the
 // stores of neighbouring invocations are contiguous). The K loop walks the taps that
-// meet data (temporal taps entirely in the padding are skipped) and, per tap, the
-// input channels in chunks of BK: each step stages a BK × BM weight tile and a BK × BN
-// input tile (zero outside x, past ci, past co and past the last pixel) in shared
-// memory, (BK·(BM+1) + BK·BN)·4 bytes, and the next step's tiles are fetched into
-// registers while the current one is multiplied.
+// meet data (temporal taps entirely in the padding are skipped) for each chunk of BK
+// input channels: each step stages a BK × BM weight tile and a BK × BN input tile
+// (zero outside x, past ci, past co and past the last pixel) in shared memory,
+// (BK·(BM+1) + BK·BN)·4 bytes, and the next step's tiles are fetched into registers
+// while the current one is multiplied.
 //
-// Grid: x · (z % split) = pixel tile, y = output-channel tile, z / split = n·t_out + ot.
+// Grid: x + (z % split)·grid x = pixel tile, y = output-channel tile, z / split = n·t_out + ot.
 // Uses no subgroup operations: correct for any subgroup size.
 //
 // Defines: BM BN BK TM TN (tile), KT KH KW (kernel extents), HAS_BIAS (0 / 1).
@@ -123,7 +126,7 @@ void main() {
   for (uint i = 0; i < TM; ++i)
     for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
-  uint a = uint(max(a_lo, 0)), bc = 0, ci0 = 0;
+  uint a = uint(a_lo), bc = 0, ci0 = 0;
   if (steps > 0) fetch(a, bc, ci0);
   const uint tx = tid % (BN / TN), ty = tid / (BN / TN);
   for (uint s = 0; s < steps; ++s) {
@@ -131,12 +134,11 @@ void main() {
     stage();
     barrier();
     if (s + 1 < steps) {
-      ci0 += BK;
-      if (ci0 >= pc.ci) {
-        ci0 = 0;
-        if (++bc == KH * KW) {
-          bc = 0;
-          ++a;
+      if (++bc == KH * KW) {
+        bc = 0;
+        if (++a == uint(a_hi)) {
+          a = uint(a_lo);
+          ci0 += BK;
         }
       }
       fetch(a, bc, ci0);
