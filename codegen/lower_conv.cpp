@@ -2,9 +2,10 @@
 //
 // conv2d is lowered as the conv3d case of one frame and a one-tap temporal kernel, so
 // both ops share one kernel family (see conv.comp for the tiling). The output-channel
-// tile follows the channel count, so a 3-channel conv_out does not pay for 64 rows of
-// zero weights. Every operand is bound whole: a tensor larger than the target's
-// storage-buffer range is an error naming the node (banding is a later pass).
+// tile (8, 16, 32 or 64 rows) follows the channel count, so a 3-channel conv_out does
+// not pay for 64 rows of zero weights. Every operand is bound whole: a tensor larger
+// than the target's storage-buffer range is an error naming the node (banding is a
+// later pass).
 #include "codegen/lowering.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct ConvTile {
 };
 
 ConvTile choose_tile(int64_t co) {
+  if (co <= 8) return {8, 128, 16, 1, 4};
   if (co <= 16) return {16, 128, 16, 1, 8};
   if (co <= 32) return {32, 128, 16, 2, 8};
   return {64, 128, 16, 4, 8};
@@ -72,7 +74,6 @@ Status lower_conv(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
   const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
   const ConvDims d = conv_dims(l, node);
-  if (num_elements(l.shape(y)) == 0) return Status::ok();
 
   for (ValueId v : {x, w, bias, y}) {
     if (v == kNoValue) continue;

@@ -4,9 +4,12 @@
 //   group_norm  three passes over x viewed as N·G contiguous (n, group) segments cut
 //               into chunks of kChunk elements: group_norm_stats (Welford per chunk,
 //               (mean, M2) to scratch), group_norm_reduce (Chan merge per segment,
-//               (mean, rstd) to scratch), group_norm_apply (normalise, γ, β).
-//   rms_norm    one dispatch, an invocation per position (rms_norm.comp).
-//   layer_norm  one dispatch, a workgroup per row, exact two-pass (layer_norm.comp).
+//               (mean, rstd) to scratch), group_norm_apply (normalise, γ, β). Scratch
+//               comes from Lowering::scratch. Measured against the interpreter's f64
+//               statistics: ~1e-7 of the output's magnitude on x = 3 + N(0, 1); the
+//               limit is the f32 rounding of the mean, ulp(mean)/2 in units of the std.
+//   rms_norm    an invocation per position (rms_norm.comp), Kahan-summed squares.
+//   layer_norm  a workgroup per row, exact two-pass (layer_norm.comp).
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
 // / rows starting at an aligned offset, the kernel told where its first element is),
@@ -161,8 +164,9 @@ Status lower_group_norm(Lowering& l, const Node& node) {
   PushConstants reduce_push;
   reduce_push.u32(static_cast<uint32_t>(g.segments)).u32(static_cast<uint32_t>(g.seg_len));
   reduce_push.u32(static_cast<uint32_t>(g.per_seg)).f32(static_cast<float>(node.attrs.get_float("eps")));
-  l.dispatch(reduce_pipe, {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)}, reduce_push,
-             l.grid_1d(g.segments * kStatsWg, kStatsWg), node, "reduce");
+  l.dispatch(reduce_pipe,
+             {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)},
+             reduce_push, l.grid_1d(g.segments * kStatsWg, kStatsWg), node, "reduce");
 
   for (const Run& run : runs) {
     const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;

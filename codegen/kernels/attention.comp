@@ -20,13 +20,15 @@
 //      columns; each v element is read once per workgroup and reused for RPT rows).
 // At the end out = acc / l. Subtracting the running max keeps every exp ≤ 1, so large
 // scores cannot overflow; exp is taken of s - m (not of a pre-scaled log2 score), so
-// the rounding of a large s is not amplified. Only shared memory and barrier() are
-// used between invocations: correct for any subgroup size. Shared memory:
+// the rounding of a large s is not amplified, with exp_precise (common.glsl: ~1 ULP,
+// the same bits on every device). Only shared memory and barrier() are used between
+// invocations: correct for any subgroup size. Shared memory:
 // (BR·DC + BC·(DC+1) + BR·(BC+1) + 3·BR)·4 bytes (14.7 KiB at 16/32/64).
 //
 // A dispatch covers `heads` heads × `rows` query rows each (a query chunk), through
 // windows whose elements q_base / k_base / v_base / o_base hold the first head's
-// first (chunk) row; heads are q_head_stride / k_head_stride / ... elements apart.
+// first (chunk) row; heads are q_head_stride / o_head_stride elements apart in q /
+// out (0 when a dispatch has one head) and tk·D / tk·DV in k / v.
 //
 // Defines: D, DV (head dims), BR, BC, DC (tiles), WG (invocations), CT (invocations
 // per output row group, WG % CT == 0), with BR·BC % WG == 0, WG % BC == 0,
@@ -66,7 +68,7 @@ shared float s_m[BR];
 shared float s_l[BR];
 shared float s_corr[BR];
 
-const float kNegHuge = -1.0e30;  // "no key yet": exp(kNegHuge - m) == 0 for any real m
+const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
 
 void main() {
   const uint blocks = (pc.rows + BR - 1) / BR;
@@ -128,11 +130,11 @@ void main() {
       for (uint j = 0; j < nkeys; ++j) m_new = max(m_new, s_p[base + j]);
       float sum = 0.0;
       for (uint j = 0; j < BC; ++j) {
-        const float p = j < nkeys ? exp(s_p[base + j] - m_new) : 0.0;
+        const float p = j < nkeys ? exp_precise(s_p[base + j] - m_new) : 0.0;
         s_p[base + j] = p;
         sum += p;
       }
-      const float corr = exp(m_old - m_new);
+      const float corr = exp_precise(m_old - m_new);
       s_l[tid] = s_l[tid] * corr + sum;
       s_m[tid] = m_new;
       s_corr[tid] = corr;

@@ -2,11 +2,12 @@
 // (codegen/shader_compiler.h) puts this file after `#version 450` and the kernel's
 // defines, in front of every kernel template.
 //
-// Numerics here are device-independent on purpose: Vulkan lets exp() lose
-// 3 + 2|x| ULP and leaves the rounding of f32 -> f16 conversions to the
-// implementation, so the helpers below use only correctly rounded operations
-// (+, *, integer bit manipulation, roundEven, ldexp) and give the same bits on
-// lavapipe and on an NVIDIA GPU.
+// Numerics here do not lean on what Vulkan leaves loose: exp() may lose 3 + 2|x|
+// ULP, ldexp/exp2 need not be exact, and the rounding of f32 -> f16 conversions
+// (packHalf2x16) is implementation-defined. So the helpers below are built from
+// correctly rounded + and *, integer bit manipulation and roundEven (`precise`
+// where a compiler's reassociation would lose accuracy): the dtype roundings are
+// bit-exact with ir/types.cpp and exp_precise stays within a few ULP on any device.
 
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
@@ -60,15 +61,22 @@ float store_round(float x) {
 #endif
 }
 
+// 2^k for integer -126 <= k <= 127, built from its bits (Vulkan does not promise
+// that ldexp or exp2 are exact).
+float pow2i(int k) { return uintBitsToFloat(uint(k + 127) << 23); }
+
 // e^x within about 1 ULP on any device: Cody-Waite reduction x = k·ln2 + r,
 // |r| <= ln2/2, a degree-7 Taylor polynomial for e^r (truncation < 0.1 ULP), and an
-// exact scaling by 2^k (in two steps, so 2^k itself never overflows).
+// exact scaling by 2^k (in two steps, so that each factor is a normal float).
 float exp_precise(float x) {
   if (x > 88.7228394) return uintBitsToFloat(0x7f800000u);
   if (x < -103.972084) return 0.0;
   float k = roundEven(x * 1.44269504);
-  float r = fma(k, -0.693145751953125, x);  // ln2 high part: k·ln2_hi is exact
-  r = fma(k, -1.42860676e-6, r);            // ln2 low part
+  // `precise` (NoContraction): compilers may otherwise fold the two steps into
+  // x - k·ln2 with one rounded product (lavapipe did, with fma()), which loses the
+  // point of the split.
+  precise float r = x - k * 0.693145751953125;  // ln2 high part: k·ln2_hi and the difference are exact
+  r = r - k * 1.42860676e-6;                    // ln2 low part
   float p = 1.98412701e-4;                  // 1/7!
   p = fma(p, r, 1.38888892e-3);             // 1/6!
   p = fma(p, r, 8.33333377e-3);             // 1/5!
@@ -78,7 +86,7 @@ float exp_precise(float x) {
   p = fma(p, r, 1.0);
   p = fma(p, r, 1.0);
   int ki = int(k);
-  return ldexp(ldexp(p, ki / 2), ki - ki / 2);
+  return p * pow2i(ki / 2) * pow2i(ki - ki / 2);
 }
 
 // erfc(a) for a >= 0 and erf(x), by Abramowitz & Stegun 7.1.26 (absolute error

@@ -34,7 +34,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
-  const uint p = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
+  const uint p = linear_index();
   if (p >= pc.positions) return;
   const uint n = p / pc.spatial, s = p % pc.spatial;
   const uint first = pc.x_base + n * pc.channels * pc.spatial + s;

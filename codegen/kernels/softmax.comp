@@ -5,7 +5,8 @@
 // One workgroup per row, three sweeps: the row max (per-invocation maxima over the
 // elements tid, tid + WG, ..., then a shared-memory tree), the sum of exp(x - max)
 // (likewise, a fixed tree), then the output. Subtracting the max keeps every exp in
-// (0, 1], so large logits cannot overflow. No subgroup operations.
+// (0, 1], so large logits cannot overflow; exp_precise (common.glsl) gives the same
+// bits on every device. No subgroup operations.
 //
 // A dispatch covers `rows` whole rows through windows of x and y whose element
 // x_base is the first row's first element.
@@ -44,7 +45,7 @@ void main() {
   barrier();
 
   float s = 0.0;
-  for (uint i = tid; i < pc.cols; i += WG) s += exp(x[first + i] - row_max);
+  for (uint i = tid; i < pc.cols; i += WG) s += exp_precise(x[first + i] - row_max);
   s_red[tid] = s;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -53,5 +54,5 @@ void main() {
   }
   const float inv_sum = 1.0 / s_red[0];
 
-  for (uint i = tid; i < pc.cols; i += WG) y[first + i] = exp(x[first + i] - row_max) * inv_sum;
+  for (uint i = tid; i < pc.cols; i += WG) y[first + i] = exp_precise(x[first + i] - row_max) * inv_sum;
 }

@@ -5,7 +5,6 @@
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
-#include "ir/interpreter.h"
 
 #include <gtest/gtest.h>
 
@@ -46,32 +45,30 @@ struct OneNode {
   }
 };
 
-// Runs the graph on the interpreter and on Vulkan; the largest difference must be
-// within 1e-5 of the output's magnitude (f32 sums in another order).
+// Compares Vulkan with the interpreter: every element within 1e-5 relative, or 1e-5
+// of the output's largest magnitude (f32 sums in another order than the oracle's f64).
 void expect_matches_interpreter(OneNode& t, const std::string& what) {
-  ASSERT_TRUE(t.b.ok()) << what << ": " << t.b.status().message();
-  InterpretOptions io;
-  io.threads = 1;
-  auto want = interpret(t.graph, t.weights, t.inputs, io);
-  ASSERT_TRUE(want.has_value()) << what << ": " << want.message();
-  auto got = testing::run_vulkan(t.graph, t.weights, t.inputs);
-  ASSERT_TRUE(got.has_value()) << what << ": " << got.message();
-  ASSERT_EQ(got->size(), want->size());
-  for (size_t i = 0; i < want->size(); ++i) {
-    const Tensor &g = (*got)[i], &r = (*want)[i];
-    ASSERT_EQ(g.shape, r.shape) << what;
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  testing::BothResults r = testing::run_both(t.graph, t.weights, t.inputs);
+  ASSERT_EQ(r.vulkan.size(), r.interpreter.size());
+  for (size_t i = 0; i < r.vulkan.size(); ++i) {
     double scale = 0.0;
-    for (float v : r.data) scale = std::max(scale, double(std::fabs(v)));
-    EXPECT_LE(max_abs_diff(g, r), 1e-5 * std::max(scale, 1e-3)) << what << " (output max |y| " << scale << ")";
+    for (float v : r.interpreter[i].data) scale = std::max(scale, double(std::fabs(v)));
+    testing::expect_close(r.vulkan[i], r.interpreter[i], 1e-5, 1e-5 * scale);
   }
 }
 
-void run_conv2d(const Conv2dCase& c) {
-  OneNode t;
+void build_conv2d(OneNode& t, const Conv2dCase& c) {
   ValueId x = t.input("x", {c.n, c.ci, c.h, c.w});
   ValueId w = t.weight("w", {c.co, c.ci, c.kh, c.kw});
   ValueId bias = c.bias ? t.weight("b", {c.co}) : kNoValue;
   t.b.output(t.b.conv2d(x, w, bias, {.pad = c.pad, .stride = c.stride}));
+}
+
+void run_conv2d(const Conv2dCase& c) {
+  OneNode t;
+  build_conv2d(t, c);
   expect_matches_interpreter(t, describe(c));
 }
 
@@ -105,8 +102,11 @@ TEST(CodegenConv, Conv2dBatch2) {
 }
 
 TEST(CodegenConv, Conv2dEveryChannelTile) {
-  // Output channels 24 and 70 take the 32- and 64-row tiles (70: two tiles, the
-  // second partial); 40 input channels are three K chunks, the last partial.
+  // Output channels 8, 9, 24 and 70 fill the 8-row tile and take the 16-, 32- and
+  // 64-row tiles (70: two tiles, the second partial); 40 input channels are three K
+  // chunks, the last partial.
+  run_conv2d({1, 40, 8, 9, 11, 3, 3, 1, 1, false});
+  run_conv2d({1, 40, 9, 9, 11, 3, 3, 1, 1, true});
   run_conv2d({1, 40, 24, 9, 11, 3, 3, 1, 1, true});
   run_conv2d({2, 40, 70, 9, 11, 3, 3, 1, 1, true});
   run_conv2d({1, 17, 70, 13, 1, 1, 1, 0, 1, false});
@@ -158,6 +158,59 @@ TEST(CodegenConv, Conv3dGeneralTemporalPadding) {
   run_conv3d({1, 5, 7, 4, 6, 5, 3, 3, 3, {1, 1, 1, 1}, true});
   run_conv3d({2, 4, 6, 2, 5, 7, 3, 1, 3, {0, 2, 0, 1}, false});
   run_conv3d({1, 3, 4, 5, 3, 3, 2, 3, 3, {0, 0, 1, 1}, true});
+}
+
+// The test device's target with at most `max_x` workgroups along x: more pixel tiles
+// than that fold into grid z.
+codegen::Target narrow_target(uint32_t max_x) {
+  auto device = testing::test_device();
+  EXPECT_TRUE(device) << device.message();
+  codegen::Target target = device ? codegen::target_for((*device)->info()) : codegen::Target{};
+  target.max_workgroup_count_x = max_x;
+  return target;
+}
+
+// compile_plan for `target`, loaded on the test device, one run.
+Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, testing::test_device());
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> exec,
+                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(t.weights)));
+  std::vector<Tensor> out;
+  for (ValueId v : t.graph.outputs()) out.emplace_back(t.graph.value(v).type.shape);
+  std::vector<std::span<const std::byte>> in_bytes;
+  std::vector<std::span<std::byte>> out_bytes;
+  for (const Tensor& x : t.inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
+  for (Tensor& y : out) out_bytes.push_back(std::as_writable_bytes(std::span(y.data)));
+  STRATA_RETURN_IF_ERROR(exec->run(in_bytes, out_bytes));
+  return out;
+}
+
+TEST(CodegenConv, PixelTilesFoldIntoGridZ) {
+  // 561 pixels = 5 tiles over a grid 2 wide: 3 z slices per (n, t), the last half
+  // empty; with batch 2 and 3 frames the z index also carries n and t.
+  OneNode t;
+  ValueId x = t.input("x", {2, 5, 3, 17, 33});
+  ValueId w = t.weight("w", {7, 5, 3, 3, 3});
+  t.b.output(t.b.conv3d(x, w, t.weight("b", {7}), {.pad = 1}));
+  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  auto got = run_for_target(t, narrow_target(2));
+  ASSERT_TRUE(got) << got.message();
+  testing::expect_close(got->at(0), want->at(0), 1e-5, 1e-4);
+}
+
+TEST(CodegenConv, OperandBeyondBindingRangeIsAnErrorNamingTheNode) {
+  OneNode t;
+  build_conv2d(t, {1, 16, 16, 17, 33, 3, 3, 1, 1, true});  // 35904-byte input and output
+  ASSERT_TRUE(t.b.ok());
+  codegen::Target target = narrow_target(65535);
+  target.max_storage_buffer_range = 16384;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find("node 'conv2d' (conv2d)"), std::string::npos) << plan.message();
+  EXPECT_NE(plan.message().find("storage-buffer range"), std::string::npos) << plan.message();
 }
 
 }  // namespace

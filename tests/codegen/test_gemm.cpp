@@ -4,7 +4,6 @@
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
-#include "ir/interpreter.h"
 
 #include <gtest/gtest.h>
 
@@ -35,23 +34,17 @@ struct OneNode {
   }
 };
 
-// The largest difference from the interpreter must be within 1e-5 of the output's
-// magnitude (f32 sums in another order).
+// Compares Vulkan with the interpreter: every element within 1e-5 relative, or 1e-5
+// of the output's largest magnitude (f32 sums in another order than the oracle's f64).
 void expect_matches_interpreter(OneNode& t, const std::string& what) {
-  ASSERT_TRUE(t.b.ok()) << what << ": " << t.b.status().message();
-  InterpretOptions io;
-  io.threads = 1;
-  auto want = interpret(t.graph, t.weights, t.inputs, io);
-  ASSERT_TRUE(want.has_value()) << what << ": " << want.message();
-  auto got = testing::run_vulkan(t.graph, t.weights, t.inputs);
-  ASSERT_TRUE(got.has_value()) << what << ": " << got.message();
-  ASSERT_EQ(got->size(), want->size());
-  for (size_t i = 0; i < want->size(); ++i) {
-    const Tensor &g = (*got)[i], &r = (*want)[i];
-    ASSERT_EQ(g.shape, r.shape) << what;
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  testing::BothResults r = testing::run_both(t.graph, t.weights, t.inputs);
+  ASSERT_EQ(r.vulkan.size(), r.interpreter.size());
+  for (size_t i = 0; i < r.vulkan.size(); ++i) {
     double scale = 0.0;
-    for (float v : r.data) scale = std::max(scale, double(std::fabs(v)));
-    EXPECT_LE(max_abs_diff(g, r), 1e-5 * std::max(scale, 1e-3)) << what << " (output max |y| " << scale << ")";
+    for (float v : r.interpreter[i].data) scale = std::max(scale, double(std::fabs(v)));
+    testing::expect_close(r.vulkan[i], r.interpreter[i], 1e-5, 1e-5 * scale);
   }
 }
 
@@ -103,6 +96,65 @@ TEST(CodegenGemm, Matmul2d) {
   run_matmul({70, 9}, 130);
   run_matmul({64, 64}, 64);
   run_matmul({1, 200}, 3);
+}
+
+// The test device's target with at most `max_x` workgroups along x: more row tiles
+// than that fold into grid z.
+codegen::Target narrow_target(uint32_t max_x) {
+  auto device = testing::test_device();
+  EXPECT_TRUE(device) << device.message();
+  codegen::Target target = device ? codegen::target_for((*device)->info()) : codegen::Target{};
+  target.max_workgroup_count_x = max_x;
+  return target;
+}
+
+// compile_plan for `target`, loaded on the test device, one run.
+Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, testing::test_device());
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> exec,
+                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(t.weights)));
+  std::vector<Tensor> out;
+  for (ValueId v : t.graph.outputs()) out.emplace_back(t.graph.value(v).type.shape);
+  std::vector<std::span<const std::byte>> in_bytes;
+  std::vector<std::span<std::byte>> out_bytes;
+  for (const Tensor& x : t.inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
+  for (Tensor& y : out) out_bytes.push_back(std::as_writable_bytes(std::span(y.data)));
+  STRATA_RETURN_IF_ERROR(exec->run(in_bytes, out_bytes));
+  return out;
+}
+
+TEST(CodegenGemm, RowTilesFoldIntoGridZ) {
+  // linear: 210 rows = 4 row tiles over a grid 3 wide (2 z slices, the second mostly
+  // empty); matmul: 3 row tiles over a grid 2 wide, times 3 batches along z.
+  OneNode t;
+  ValueId x = t.input("x", {3, 70, 9});
+  t.b.output(t.b.linear(x, t.weight("w", {11, 9}), t.weight("b", {11})));
+  ValueId a = t.input("a", {3, 130, 9});
+  t.b.output(t.b.matmul(a, t.input("bm", {3, 9, 5})));
+  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  for (uint32_t max_x : {2u, 3u}) {
+    auto got = run_for_target(t, narrow_target(max_x));
+    ASSERT_TRUE(got) << got.message();
+    ASSERT_EQ(got->size(), 2u);
+    testing::expect_close(got->at(0), want->at(0), 1e-5, 1e-4);
+    testing::expect_close(got->at(1), want->at(1), 1e-5, 1e-4);
+  }
+}
+
+TEST(CodegenGemm, OperandBeyondBindingRangeIsAnErrorNamingTheNode) {
+  OneNode t;
+  ValueId x = t.input("x", {64, 100});  // 25600 bytes
+  t.b.output(t.b.linear(x, t.weight("proj.weight", {8, 100})));
+  ASSERT_TRUE(t.b.ok());
+  codegen::Target target = narrow_target(65535);
+  target.max_storage_buffer_range = 16384;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find("node 'proj' (linear)"), std::string::npos) << plan.message();
+  EXPECT_NE(plan.message().find("storage-buffer range"), std::string::npos) << plan.message();
 }
 
 }  // namespace

@@ -130,7 +130,8 @@ TEST(CodegenPlan, WrongInputShapeNamesTheInput) {
   ASSERT_TRUE(device) << device.message();
   Graph g;
   Builder b(g, nullptr);
-  b.output(b.add(b.input("latents", {1, 4, 8, 8}), b.input("bias", {4, 1, 1})));
+  ValueId latents = b.input("latents", {1, 4, 8, 8});
+  b.output(b.add(latents, b.input("bias", {4, 1, 1})));
   auto cg = codegen::CompiledGraph::create(*device, g, WeightStore());
   ASSERT_TRUE(cg) << cg.message();
   auto r = (*cg)->run({random_tensor({1, 4, 8, 9}, 1), random_tensor({4, 1, 1}, 2)});
@@ -200,6 +201,52 @@ TEST(CodegenPlan, PlacementIsDeterministicAndAligned) {
   EXPECT_EQ(runtime::describe(*p1), runtime::describe(*p2));
   for (const auto& d : p1->dispatches)
     for (const auto& bd : d.bindings) EXPECT_EQ(bd.offset % 256, 0u) << d.label;
+}
+
+// The validation layer (with synchronization validation) sees nothing wrong in a
+// plan of every pointwise and data-movement kernel: arena reuse, aliases, concat
+// windows, a split above the binding limit, outputs copied from inputs. Skipped where
+// the layer is not installed.
+TEST(CodegenPlan, ValidationLayerIsSilent) {
+  runtime::DeviceOptions opts;
+  opts.validation = true;
+  auto dev = runtime::open_device(opts, {});
+  ASSERT_TRUE(dev) << dev.message();
+  if (!(*dev)->instance().validation_enabled()) GTEST_SKIP() << "validation layer not installed";
+  for (bool windowed : {false, true}) {
+    SCOPED_TRACE(windowed ? "pointwise ops in windows" : "every kernel");
+    Graph g;
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", {1, 6, 7, 5}), s = b.input("s", windowed ? Shape{1} : Shape{6, 1, 1});
+    ValueId h = b.gelu(b.add(b.silu(x), s));
+    if (!windowed) {
+      h = b.permute(b.concat({b.slice(h, 1, 0, 2), b.slice(h, 1, 2, 6), h}, 1), {0, 2, 1, 3});  // [1,7,12,5]
+      h = b.upsample_nearest(b.reshape(b.clamp(b.scale(h, 0.5, 0.25), -1, 1), {7, 12, 5}), {2});
+    }
+    b.output(b.cast(b.mul(h, h), DType::f16));
+    b.output(x);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    codegen::Target target = codegen::target_for((*dev)->info());
+    if (windowed) target.max_storage_buffer_range = 256;  // 840-byte values: 4 windows each
+    auto plan = codegen::compile_plan(g, WeightStore(), target);
+    ASSERT_TRUE(plan) << plan.message();
+    auto exec = runtime::Executor::create(*dev, *plan);
+    ASSERT_TRUE(exec) << exec.message();
+    std::vector<Tensor> in = {random_tensor({1, 6, 7, 5}, 1), random_tensor(g.value(s).type.shape, 2)};
+    std::vector<Tensor> out = {Tensor(g.value(g.outputs()[0]).type.shape), Tensor({1, 6, 7, 5})};
+    for (int run = 0; run < 2; ++run)
+      ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(in[0].data)), std::as_bytes(std::span(in[1].data))},
+                               {std::as_writable_bytes(std::span(out[0].data)),
+                                std::as_writable_bytes(std::span(out[1].data))}));
+    auto want = interpret(g, WeightStore(), in);
+    ASSERT_TRUE(want) << want.message();
+    expect_close(out[0], (*want)[0], 1e-3, 1e-6);  // f16 output: at most one half ULP apart
+    expect_identical(out[1], (*want)[1]);
+  }
+  std::vector<std::string> messages = (*dev)->instance().take_validation_messages();
+  std::string all;
+  for (const auto& m : messages) all += m + "\n";
+  EXPECT_TRUE(messages.empty()) << all;
 }
 
 }  // namespace
