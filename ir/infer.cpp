@@ -230,6 +230,77 @@ Expected<std::vector<TensorType>> infer_upsample(const Attrs& a, const Types& in
   return std::vector{like(*in[0], s)};
 }
 
+// The output type of a fused op: `shape`, in the dtype attribute's type or x's.
+Expected<TensorType> out_type(const Attrs& a, const TensorType& x, Shape shape) {
+  TensorType t = like(x, std::move(shape));
+  if (a.has("dtype")) {
+    STRATA_ASSIGN_OR_RETURN(t.dtype, parse_dtype(a.get_string("dtype")));
+  }
+  return t;
+}
+
+Expected<std::vector<TensorType>> infer_norm_act(const Attrs& a, const Types& in) {
+  const TensorType* x = in[0];
+  if (x->rank() < 2) return error("norm_act input must be [N, C, ...], got {}", shape_str(x->shape));
+  int64_t c = x->shape[1];
+  int64_t real = a.get_int("channels", c);
+  if (real < 1 || real > c) return error("norm_act channels {} outside 1..{}", real, c);
+  std::string norm = a.get_string("norm");
+  if (norm == "group") {
+    int64_t groups = a.get_int("groups");
+    if (groups < 1 || real % groups != 0)
+      return error("norm_act: {} channels do not split into {} groups", real, groups);
+  } else if (norm != "rms") {
+    return error("norm_act norm '{}' is not group or rms", norm);
+  }
+  STRATA_RETURN_IF_ERROR(need_vector(in[1], c, "norm_act gamma"));
+  for (size_t i = 2; i < in.size(); ++i)
+    STRATA_RETURN_IF_ERROR(need_vector(in[i], c, i == 2 ? "norm_act beta" : "norm_act bias"));
+  STRATA_ASSIGN_OR_RETURN(TensorType out, out_type(a, *x, x->shape));
+  return std::vector{out};
+}
+
+Expected<std::vector<TensorType>> infer_conv_gemm(const Attrs& a, const Types& in) {
+  const TensorType *x = in[0], *w = in[1];
+  const TensorType* b = in.size() > 2 ? in[2] : nullptr;
+  const TensorType* r = in.size() > 3 ? in[3] : nullptr;
+  STRATA_RETURN_IF_ERROR(need_rank(x, 4, "conv_gemm input"));
+  auto k = a.get_ints("kernel");
+  auto pad = a.get_ints("pad", {0, 0});
+  auto stride = a.get_ints("stride", {1, 1});
+  if (k.size() != 2 || pad.size() != 2 || stride.size() != 2 || k[0] < 1 || k[1] < 1)
+    return error("conv_gemm kernel, pad and stride need 2 values each");
+  int64_t ci = x->shape[1];
+  std::string layout = a.get_string("weight_layout");
+  int64_t co = 0;
+  if (layout == "oihw") {
+    STRATA_RETURN_IF_ERROR(need_rank(w, 4, "conv_gemm oihw weight"));
+    if (w->shape[1] != ci || w->shape[2] != k[0] || w->shape[3] != k[1])
+      return error("conv_gemm weight {} does not fit {} input channels and kernel {}", shape_str(w->shape), ci,
+                   shape_str(k));
+    co = w->shape[0];
+  } else if (layout == "o_hwi") {
+    STRATA_RETURN_IF_ERROR(need_rank(w, 2, "conv_gemm o_hwi weight"));
+    if (w->shape[1] != k[0] * k[1] * ci)
+      return error("conv_gemm packed weight {} needs {} columns (kernel {} x {} input channels)",
+                   shape_str(w->shape), k[0] * k[1] * ci, shape_str(k), ci);
+    co = w->shape[0];
+  } else {
+    return error("conv_gemm weight_layout '{}' is not oihw or o_hwi", layout);
+  }
+  std::string gather = a.get_string("gather", "plain");
+  int64_t up = gather == "upsample2x" ? 2 : 1;
+  if (gather != "plain" && gather != "upsample2x") return error("conv_gemm gather '{}' is not plain or upsample2x", gather);
+  STRATA_RETURN_IF_ERROR(need_vector(b, co, "conv_gemm bias"));
+  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, k[0], pad[0], pad[0], stride[0], "H"));
+  STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3] * up, k[1], pad[1], pad[1], stride[1], "W"));
+  Shape out{x->shape[0], co, h, wd};
+  if (r && r->shape != out)
+    return error("conv_gemm residual {} does not match the output {}", shape_str(r->shape), shape_str(out));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, out));
+  return std::vector{t};
+}
+
 }  // namespace
 
 Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, const Types& inputs) {
@@ -269,6 +340,8 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::permute: return infer_permute(attrs, inputs);
     case Op::slice: return infer_slice(attrs, inputs);
     case Op::concat: return infer_concat(attrs, inputs);
+    case Op::norm_act: return infer_norm_act(attrs, inputs);
+    case Op::conv_gemm: return infer_conv_gemm(attrs, inputs);
     case Op::cast: {
       STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));
       return std::vector{TensorType{x.shape, t, {}}};

@@ -21,6 +21,15 @@ constexpr AttrSpec kSlice[] = {
     {"axis", K::int_, true}, {"start", K::int_, true}, {"end", K::int_, true}};
 constexpr AttrSpec kConcat[] = {{"axis", K::int_, true}};
 constexpr AttrSpec kCast[] = {{"dtype", K::string, true}};
+constexpr AttrSpec kNormAct[] = {{"norm", K::string, true},     {"groups", K::int_, false},
+                                 {"eps", K::float_, true},      {"silu", K::int_, false},
+                                 {"in_scale", K::float_, false}, {"channels", K::int_, false},
+                                 {"dtype", K::string, false}};
+constexpr AttrSpec kConvGemm[] = {{"kernel", K::ints, true},          {"pad", K::ints, false},
+                                  {"stride", K::ints, false},         {"weight_layout", K::string, true},
+                                  {"gather", K::string, false},       {"acc_scale", K::float_, false},
+                                  {"residual_scale", K::float_, false}, {"out_scale", K::float_, false},
+                                  {"dtype", K::string, false}};
 
 // Rows in the order of the Op enum (checked below).
 constexpr std::array kOps = {
@@ -45,6 +54,8 @@ constexpr std::array kOps = {
     OpInfo{Op::slice, "slice", 1, 1, 1, kSlice},
     OpInfo{Op::concat, "concat", 1, -1, 1, kConcat},
     OpInfo{Op::cast, "cast", 1, 1, 1, kCast},
+    OpInfo{Op::norm_act, "norm_act", 2, 4, 1, kNormAct},
+    OpInfo{Op::conv_gemm, "conv_gemm", 2, 4, 1, kConvGemm},
 };
 
 constexpr bool table_in_enum_order() {
@@ -53,7 +64,7 @@ constexpr bool table_in_enum_order() {
   return true;
 }
 static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
-static_assert(kOps.size() == static_cast<size_t>(Op::cast) + 1, "op table incomplete");
+static_assert(kOps.size() == static_cast<size_t>(Op::conv_gemm) + 1, "op table incomplete");
 
 }  // namespace
 

@@ -22,6 +22,25 @@
 //   softmax(x)                             over the last dim
 //   reshape(x) shape=[...]; permute(x) perm=[...]; slice(x) axis,start,end;
 //   concat(xs...) axis; cast(x) dtype="f16"
+//
+// Fused ops (introduced by passes/, see DESIGN.md; ordinary ops for the printer,
+// verifier and interpreter):
+//   norm_act(x[N,C,...], gamma[numel C], beta[C]?, bias[C]?)
+//       norm = "group" (groups, eps) or "rms" (eps, Wan style as rms_norm);
+//       t = x · in_scale + bias  (the producing conv's bias, added on read; in_scale
+//       undoes a range guard), y = norm(t) · γ (+ β), then SiLU if silu = 1.
+//       Only the first `channels` channels are real (default: all): statistics use
+//       them alone (RMS: √channels) and padded channels come out exactly 0.
+//   conv_gemm(x[N,Ci,H,W], w, bias[Co]?, residual[N,Co,Ho,Wo]?)
+//       A 2-D convolution as an implicit GEMM with an epilogue. kernel=[kh,kw],
+//       pad=[ph,pw] zeros, stride=[sh,sw]; weight_layout "oihw" (w[Co,Ci,kh,kw], as
+//       diffusers stores it) or "o_hwi" (w[Co, kh·kw·Ci], tap-major: column
+//       (ky·kw + kx)·Ci + ci). gather "plain" reads x; "upsample2x" reads the nearest
+//       2× upsampled x (virtual size 2H×2W) without materialising it.
+//       y = ((Σ w·x) · acc_scale + bias + residual · residual_scale) · out_scale
+//       (acc_scale, residual_scale, out_scale default 1: range guards).
+//   Both take an optional dtype = "f16" | "f32" | "bf16" for their output (default:
+//   the input's): f16 storage in, f32 accumulation, any storage out.
 #pragma once
 
 #include "ir/attrs.h"
@@ -54,6 +73,8 @@ enum class Op {
   slice,
   concat,
   cast,
+  norm_act,
+  conv_gemm,
 };
 
 struct AttrSpec {
