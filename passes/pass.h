@@ -1,0 +1,60 @@
+// The compiler passes: options, the context every pass gets, and the pass list.
+//
+// Each pass is one file in passes/ with a header comment saying what it rewrites,
+// what it requires and what it preserves, and one entry point
+//
+//   Status run_<name>(Graph& graph, PassContext& ctx);
+//
+// A pass may add tensors to ctx.weights (padded or repacked weights, derived
+// constants): a graph never holds weight data. passes/pipeline.cpp runs them in a
+// straight line, verifying (ir/verifier.h) and optionally dumping after each.
+//
+// Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
+// fold_upsample → pad_channels → assign_layout → lower_precision → plan_buffers.
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "ir/weight_store.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class Precision { f32, f16 };
+
+struct CompileOptions {
+  // Storage precision of activations (accumulation is always f32). f16 is the
+  // default on devices with shaderFloat16; the CLI picks it.
+  Precision precision = Precision::f32;
+  // Channel counts are padded to a multiple of this (the GEMM tile); counts below
+  // it are padded to a multiple of 4 only.
+  int64_t channel_tile = 64;
+  // Range guards: log2 of the scale applied where an un-normalised stream is cast
+  // to f16 (x · 2^-k stored, ·2^k restored in the consumer's f32 epilogue).
+  // nullopt: the pass's default from measured stream maxima.
+  std::optional<int> range_guard_log2;
+  // Stop after this pass ("" = run all). Used by `strata graph --stage`.
+  std::string stop_after;
+  // Called with (pass name, graph) after each pass: --dump-graph.
+  std::function<void(const std::string&, const Graph&)> on_pass;
+};
+
+struct PassContext {
+  const CompileOptions& options;
+  WeightStore& weights;
+  // One line per pass that has something to report (bytes saved, nodes fused).
+  std::vector<std::string> log;
+};
+
+// The pass names in pipeline order.
+const std::vector<std::string>& pass_names();
+
+// Runs the pipeline (up to options.stop_after), verifying after each pass; an
+// error names the pass and what broke.
+Status run_pipeline(Graph& graph, PassContext& ctx);
+
+}  // namespace strata
