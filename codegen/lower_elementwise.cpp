@@ -1,13 +1,21 @@
 // Pointwise ops: silu, gelu, scale, clamp, cast (kernels/unary.comp) and add, mul with
 // numpy broadcasting (kernels/binary.comp). Results are rounded through the output's
 // dtype (the ROUND define), as the interpreter rounds every node output, so `cast`
-// to f16 or bf16 is a copy with rounding.
+// to f16 or bf16 is a copy with rounding. Every operand may be stored in any layout
+// and as f32 or f16 (codegen/storage.h): the kernels index each operand through its
+// own physical strides and read / write it through a type define.
+//
+// Also emit_convert (codegen/copy.h): unary.comp's COPY between any two tensor views
+// of the same logical elements, for reshapes between layouts and for the staging of
+// graph inputs and outputs.
 //
 // Values larger than one binding (the target's maxStorageBufferRange) are processed
 // in windows, one dispatch each, when every operand is read element for element (or
-// is a single broadcast scalar); other broadcasts bind whole operands.
+// is a single broadcast scalar) in row-major order; other cases bind whole operands.
+#include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
+#include "codegen/storage.h"
 #include "codegen/strided.h"
 
 #include <algorithm>
@@ -18,59 +26,96 @@ namespace {
 constexpr uint32_t kLocal = 64;
 constexpr int kMaxRank = 6;
 
-const char* round_define(DType t) {
-  switch (t) {
-    case DType::f16: return "ROUND_F16";
-    case DType::bf16: return "ROUND_BF16";
-    default: return "ROUND_NONE";
-  }
+// Elements per window: a window's byte size fits one binding for the widest
+// operand, and every window offset stays aligned for the narrowest.
+uint64_t window_elements(const Lowering& l, uint32_t min_bytes, uint32_t max_bytes) {
+  const uint64_t unit = placement_alignment(l.target()) / min_bytes;
+  return std::max<uint64_t>(unit, l.target().max_storage_buffer_range / (max_bytes * unit) * unit);
 }
 
-// Elements per window so that a window's byte size fits one binding and keeps
-// window offsets aligned.
-uint64_t window_elements(const Lowering& l) {
-  const uint64_t align = placement_alignment(l.target());
-  return std::max<uint64_t>(align, l.target().max_storage_buffer_range / align * align) / 4;
+// `ref` collapsed to the fewest dims that still step through it in logical order.
+StridedLoop collapse_one(const TensorRef& ref) { return collapse(StridedLoop{ref.shape, {ref.strides}}); }
+
+bool contiguous(const StridedLoop& s) { return s.shape.size() == 1 && s.strides[0][0] == 1; }
+
+runtime::BindingDesc sub_window(runtime::BindingDesc b, uint64_t at, uint64_t count, uint32_t bytes) {
+  b.offset += at * bytes;
+  b.range = count * bytes;
+  return b;
+}
+
+Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
+             const TensorRef& y, DType out_dtype, const std::string& step) {
+  StridedLoop xs = collapse_one(x), ys = collapse_one(y);
+  if (xs.shape.size() > kMaxRank || ys.shape.size() > kMaxRank)
+    return l.fail(node, fmt::format("needs {} / {} dims after merging, the kernel takes {}", xs.shape.size(),
+                                    ys.shape.size(), kMaxRank));
+  const uint32_t xb = storage_bytes(x.storage), yb = storage_bytes(y.storage);
+  const auto n = static_cast<uint64_t>(num_elements(y.shape));
+  const bool flat = contiguous(xs) && contiguous(ys);
+  const uint64_t step_elems = flat ? window_elements(l, std::min(xb, yb), std::max(xb, yb)) : n;
+  KernelKey key{"unary.comp",
+                {{"OP", op},
+                 {"ROUND", round_define(out_dtype)},
+                 {"XRANK", std::to_string(xs.shape.size())},
+                 {"YRANK", std::to_string(ys.shape.size())}},
+                2, static_cast<uint32_t>(4 * (3 + 2 * (xs.shape.size() + ys.shape.size()))), {kLocal, 1, 1}};
+  add_type_define(key.defines, "X_T", x.storage);
+  add_type_define(key.defines, "Y_T", y.storage);
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  for (uint64_t at = 0; at < n; at += step_elems) {
+    const uint64_t count = std::min(step_elems, n - at);
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(count)).f32(p0).f32(p1);
+    for (const StridedLoop* s : {&xs, &ys}) {
+      for (int64_t v : s->shape) push.u32(static_cast<uint32_t>(flat ? count : v));
+      for (int64_t v : s->strides[0]) push.u32(static_cast<uint32_t>(v));
+    }
+    const bool windowed = n > step_elems;
+    l.dispatch(pipe,
+               {windowed ? sub_window(x.binding, at, count, xb) : x.binding,
+                windowed ? sub_window(y.binding, at, count, yb) : y.binding},
+               push, l.grid_1d(count, kLocal), node, windowed ? step + "w" + std::to_string(at / step_elems) : step);
+  }
+  return Status::ok();
+}
+
+TensorRef value_ref(const Lowering& l, ValueId v, runtime::Access access) {
+  return TensorRef{l.bind(v, access), l.shape(v), l.strides(v), l.storage(v)};
 }
 
 Status lower_unary(Lowering& l, const Node& node, const char* op, float p0, float p1) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
-  KernelKey key{"unary.comp", {{"OP", op}, {"ROUND", round_define(l.type(y).dtype)}}, 2, 12, {kLocal, 1, 1}};
-  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
-  const auto n = static_cast<uint64_t>(l.type(y).elements());
-  const uint64_t step = window_elements(l);
-  for (uint64_t at = 0; at < n; at += step) {
-    const uint64_t count = std::min(step, n - at);
-    PushConstants push;
-    push.u32(static_cast<uint32_t>(count)).f32(p0).f32(p1);
-    l.dispatch(pipe,
-               {l.bind_window(x, at * 4, count * 4, runtime::Access::read),
-                l.bind_window(y, at * 4, count * 4, runtime::Access::write)},
-               push, l.grid_1d(count, kLocal), node, n > step ? "w" + std::to_string(at / step) : "");
-  }
-  return Status::ok();
+  return unary(l, node, op, p0, p1, value_ref(l, x, runtime::Access::read), value_ref(l, y, runtime::Access::write),
+               l.type(y).dtype, "");
 }
 
 Status lower_binary(Lowering& l, const Node& node, const char* op) {
   const ValueId a = node.inputs[0], b = node.inputs[1], z = node.outputs[0];
   const Shape& out = l.shape(z);
-  const StridedLoop loop = collapse(StridedLoop{
-      out, {row_major_strides(out), broadcast_strides(l.shape(a), out), broadcast_strides(l.shape(b), out)}});
+  const StridedLoop loop = collapse(StridedLoop{out,
+                                                {l.strides(z), broadcast_strides(l.shape(a), out, l.strides(a)),
+                                                 broadcast_strides(l.shape(b), out, l.strides(b))}});
   const int rank = static_cast<int>(loop.shape.size());
   if (rank > kMaxRank)
     return l.fail(node, fmt::format("broadcast of {} and {} needs {} dims after merging, the kernel takes {}",
                                     shape_str(l.shape(a)), shape_str(l.shape(b)), rank, kMaxRank));
   KernelKey key{"binary.comp",
                 {{"OP", op}, {"RANK", std::to_string(rank)}, {"ROUND", round_define(l.type(z).dtype)}},
-                3, static_cast<uint32_t>(4 * (1 + 3 * rank)), {kLocal, 1, 1}};
+                3, static_cast<uint32_t>(4 * (1 + 4 * rank)), {kLocal, 1, 1}};
+  add_type_define(key.defines, "A_T", l.storage(a));
+  add_type_define(key.defines, "B_T", l.storage(b));
+  add_type_define(key.defines, "Z_T", l.storage(z));
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   const auto n = static_cast<uint64_t>(l.type(z).elements());
 
   // Element-for-element (stride 1) or scalar (stride 0) operands: windows of all.
-  const bool flat = rank == 1 && loop.strides[1][0] <= 1 && loop.strides[2][0] <= 1;
-  const uint64_t step = flat ? window_elements(l) : n;
+  const bool flat = rank == 1 && loop.strides[0][0] == 1 && loop.strides[1][0] <= 1 && loop.strides[2][0] <= 1;
+  const uint32_t min_b = std::min({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
+  const uint32_t max_b = std::max({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
+  const uint64_t step = flat ? window_elements(l, min_b, max_b) : n;
   auto operand = [&](ValueId v, int64_t stride, uint64_t at, uint64_t count) {
-    return stride == 1 && step < n ? l.bind_window(v, at * 4, count * 4, runtime::Access::read)
+    return stride == 1 && step < n ? l.bind_window(v, at * l.elem_bytes(v), count * l.elem_bytes(v), runtime::Access::read)
                                    : l.bind(v, runtime::Access::read);
   };
   for (uint64_t at = 0; at < n; at += step) {
@@ -78,17 +123,26 @@ Status lower_binary(Lowering& l, const Node& node, const char* op) {
     PushConstants push;
     push.u32(static_cast<uint32_t>(count));
     for (int d = 0; d < rank; ++d) push.u32(static_cast<uint32_t>(d == 0 && flat ? count : loop.shape[d]));
-    for (int k = 1; k <= 2; ++k)
+    for (int k : {1, 2, 0})
       for (int d = 0; d < rank; ++d) push.u32(static_cast<uint32_t>(loop.strides[k][d]));
     l.dispatch(pipe,
                {operand(a, loop.strides[1][0], at, count), operand(b, loop.strides[2][0], at, count),
-                l.bind_window(z, at * 4, count * 4, runtime::Access::write)},
+                step < n ? l.bind_window(z, at * l.elem_bytes(z), count * l.elem_bytes(z), runtime::Access::write)
+                         : l.bind(z, runtime::Access::write)},
                push, l.grid_1d(count, kLocal), node, step < n ? "w" + std::to_string(at / step) : "");
   }
   return Status::ok();
 }
 
 }  // namespace
+
+Status emit_convert(Lowering& l, const Node& node, const TensorRef& src, const TensorRef& dst, DType out_dtype,
+                    const std::string& step) {
+  if (num_elements(src.shape) != num_elements(dst.shape))
+    return l.fail(node, fmt::format("cannot convert {} elements into {}", num_elements(src.shape),
+                                    num_elements(dst.shape)));
+  return unary(l, node, "COPY", 0, 0, src, dst, out_dtype, step);
+}
 
 Status lower_elementwise(Lowering& l, const Node& node) {
   const Attrs& a = node.attrs;

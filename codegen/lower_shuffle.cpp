@@ -1,7 +1,10 @@
 // Data movement: reshape (aliased: no dispatch, unless it must land elsewhere),
 // permute, slice, concat (one dispatch per operand, into its window of the output)
 // through kernels/strided_copy.comp, and upsample_nearest (kernels/upsample_nearest.comp).
-// Every kernel copies 4-byte words, so results equal the interpreter's bit for bit.
+// Every operand is indexed through its physical strides (any layout, codegen/storage.h),
+// and elements of one storage type are copied bit for bit (4-byte words for f32
+// storage, halves for f16), so results equal the interpreter's bit for bit. A reshape
+// that cannot alias (between layouts, or into an output slot) is a conversion copy.
 //
 // Each dispatch binds only the window of a value it touches (from the first to the
 // last element, start aligned down to the binding alignment): concat's dispatches
@@ -10,6 +13,7 @@
 #include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
+#include "codegen/storage.h"
 #include "codegen/strided.h"
 
 #include <algorithm>
@@ -28,8 +32,14 @@ struct Window {
 };
 
 Window window(const Lowering& l, ValueId v, uint64_t first, uint64_t last, runtime::Access access) {
-  const uint64_t start = first * 4 / placement_alignment(l.target()) * placement_alignment(l.target());
-  return Window{l.bind_window(v, start, (last + 1) * 4 - start, access), first - start / 4};
+  const uint32_t eb = l.elem_bytes(v);
+  const uint64_t start = first * eb / placement_alignment(l.target()) * placement_alignment(l.target());
+  return Window{l.bind_window(v, start, (last + 1) * eb - start, access), first - start / eb};
+}
+
+// The last stored element of `v`.
+uint64_t last_element(const Lowering& l, ValueId v) {
+  return static_cast<uint64_t>(physical_elements(l.type(v))) - 1;
 }
 
 // The last element a loop with these strides reaches from element 0.
@@ -40,13 +50,23 @@ uint64_t reach(const StridedLoop& loop, size_t operand) {
   return r;
 }
 
-// One strided_copy dispatch: loop.strides[0] are source strides, [1] destination.
+// One strided_copy dispatch: loop.strides[0] are source strides, [1] destination;
+// `src_storage` and `dst_storage` the element types (f32 words are copied as uint).
 Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, const Window& src, const Window& dst,
-                    const std::string& step) {
+                    const std::string& step, DType src_storage = DType::f32, DType dst_storage = DType::f32) {
   const int rank = static_cast<int>(loop.shape.size());
   if (rank > kMaxRank) return l.fail(node, fmt::format("needs {} dims after merging, the kernel takes {}", rank, kMaxRank));
   KernelKey key{"strided_copy.comp", {{"RANK", std::to_string(rank)}}, 2,
                 static_cast<uint32_t>(4 * (3 + 3 * rank)), {kLocal, 1, 1}};
+  if (src_storage != dst_storage) {
+    key.defines["CONVERT"] = "1";
+    key.defines["ROUND"] = round_define(l.type(node.outputs[0]).dtype);
+    add_type_define(key.defines, "SRC_T", src_storage);
+    add_type_define(key.defines, "DST_T", dst_storage);
+  } else if (src_storage == DType::f16) {
+    add_type_define(key.defines, "SRC_T", DType::f16);
+    add_type_define(key.defines, "DST_T", DType::f16);
+  }
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   const auto n = static_cast<uint64_t>(num_elements(loop.shape));
   PushConstants push;
@@ -59,83 +79,94 @@ Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, cons
 }
 
 Status lower_reshape(Lowering& l, const Node& node) {
-  const Location &in = l.location(node.inputs[0]), &out = l.location(node.outputs[0]);
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  const Location &in = l.location(x), &out = l.location(y);
   if (in.buffer == out.buffer && in.offset == out.offset) return Status::ok();  // aliased
-  return emit_copy(l, node, l.bind(node.inputs[0], runtime::Access::read),
-                   l.bind(node.outputs[0], runtime::Access::write),
-                   static_cast<uint64_t>(l.type(node.outputs[0]).elements()), "copy");
+  if (l.storage(x) == DType::f32 && l.storage(y) == DType::f32 && is_row_major(l.type(x)) && is_row_major(l.type(y)))
+    return emit_copy(l, node, l.bind(x, runtime::Access::read), l.bind(y, runtime::Access::write),
+                     static_cast<uint64_t>(l.type(y).elements()), "copy");
+  return emit_convert(l, node, TensorRef{l.bind(x, runtime::Access::read), l.shape(x), l.strides(x), l.storage(x)},
+                      TensorRef{l.bind(y, runtime::Access::write), l.shape(y), l.strides(y), l.storage(y)},
+                      l.type(y).dtype, "copy");
 }
 
 Status lower_permute(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
-  const std::vector<int64_t> perm = node.attrs.get_ints("perm"), sx = row_major_strides(l.shape(x));
+  const std::vector<int64_t> perm = node.attrs.get_ints("perm"), sx = l.strides(x);
   std::vector<int64_t> src(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) src[d] = sx[static_cast<size_t>(perm[d])];
-  const StridedLoop loop = collapse(StridedLoop{l.shape(y), {src, row_major_strides(l.shape(y))}});
-  return strided_copy(l, node, loop, window(l, x, 0, static_cast<uint64_t>(l.type(x).elements()) - 1, runtime::Access::read),
-                      window(l, y, 0, static_cast<uint64_t>(l.type(y).elements()) - 1, runtime::Access::write), "");
+  const StridedLoop loop = collapse(StridedLoop{l.shape(y), {src, l.strides(y)}});
+  return strided_copy(l, node, loop, window(l, x, 0, last_element(l, x), runtime::Access::read),
+                      window(l, y, 0, last_element(l, y), runtime::Access::write), "", l.storage(x), l.storage(y));
 }
 
 Status lower_slice(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
   const auto axis = static_cast<size_t>(node.attrs.get_int("axis"));
-  const std::vector<int64_t> sx = row_major_strides(l.shape(x));
-  const StridedLoop loop = collapse(StridedLoop{l.shape(y), {sx, row_major_strides(l.shape(y))}});
+  const std::vector<int64_t> sx = l.strides(x);
+  const StridedLoop loop = collapse(StridedLoop{l.shape(y), {sx, l.strides(y)}});
   const auto first = static_cast<uint64_t>(node.attrs.get_int("start") * sx[axis]);
   return strided_copy(l, node, loop, window(l, x, first, first + reach(loop, 0), runtime::Access::read),
-                      window(l, y, 0, static_cast<uint64_t>(l.type(y).elements()) - 1, runtime::Access::write), "");
+                      window(l, y, 0, last_element(l, y), runtime::Access::write), "", l.storage(x), l.storage(y));
 }
 
 Status lower_concat(Lowering& l, const Node& node) {
   const ValueId y = node.outputs[0];
   const auto axis = static_cast<size_t>(node.attrs.get_int("axis"));
-  const std::vector<int64_t> sy = row_major_strides(l.shape(y));
+  const std::vector<int64_t> sy = l.strides(y);
   int64_t along = 0;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId x = node.inputs[i];
-    const StridedLoop loop = collapse(StridedLoop{l.shape(x), {row_major_strides(l.shape(x)), sy}});
+    const StridedLoop loop = collapse(StridedLoop{l.shape(x), {l.strides(x), sy}});
     const auto first = static_cast<uint64_t>(along * sy[axis]);
     along += l.shape(x)[axis];
-    STRATA_RETURN_IF_ERROR(strided_copy(
-        l, node, loop, window(l, x, 0, static_cast<uint64_t>(l.type(x).elements()) - 1, runtime::Access::read),
-        window(l, y, first, first + reach(loop, 1), runtime::Access::write), std::to_string(i)));
+    STRATA_RETURN_IF_ERROR(strided_copy(l, node, loop, window(l, x, 0, last_element(l, x), runtime::Access::read),
+                                        window(l, y, first, first + reach(loop, 1), runtime::Access::write),
+                                        std::to_string(i), l.storage(x), l.storage(y)));
   }
   return Status::ok();
 }
 
 Status lower_upsample(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
+  if (l.storage(x) != l.storage(y))
+    return l.fail(node, fmt::format("input stored as {} but output as {}", dtype_name(l.storage(x)),
+                                    dtype_name(l.storage(y))));
   const Shape& out = l.shape(y);
   const std::vector<int64_t> factors = node.attrs.get_ints("factors");
   std::vector<int64_t> f(out.size(), 1);
   std::copy(factors.begin(), factors.end(), f.end() - static_cast<std::ptrdiff_t>(factors.size()));
-  const std::vector<int64_t> sx = row_major_strides(l.shape(x));
-  // Merge dims of size 1 away, and neighbours that are both unscaled (contiguous in x and y).
+  const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
+  // Merge dims of size 1 away, and neighbours that are both unscaled and contiguous
+  // in x and in y.
   Shape shape;
-  std::vector<int64_t> fac, stride;
+  std::vector<int64_t> fac, xstride, ystride;
   for (size_t d = 0; d < out.size(); ++d) {
     if (out[d] == 1) continue;
-    if (!shape.empty() && fac.back() == 1 && f[d] == 1 && stride.back() == sx[d] * out[d]) {
+    if (!shape.empty() && fac.back() == 1 && f[d] == 1 && xstride.back() == sx[d] * out[d] &&
+        ystride.back() == sy[d] * out[d]) {
       shape.back() *= out[d];
-      stride.back() = sx[d];
+      xstride.back() = sx[d];
+      ystride.back() = sy[d];
       continue;
     }
     shape.push_back(out[d]);
     fac.push_back(f[d]);
-    stride.push_back(sx[d]);
+    xstride.push_back(sx[d]);
+    ystride.push_back(sy[d]);
   }
-  if (shape.empty()) shape = {1}, fac = {1}, stride = {0};
+  if (shape.empty()) shape = {1}, fac = {1}, xstride = {0}, ystride = {0};
   const int rank = static_cast<int>(shape.size());
   if (rank > kMaxRank) return l.fail(node, fmt::format("needs {} dims after merging, the kernel takes {}", rank, kMaxRank));
   KernelKey key{"upsample_nearest.comp", {{"RANK", std::to_string(rank)}}, 2,
-                static_cast<uint32_t>(4 * (1 + 3 * rank)), {kLocal, 1, 1}};
+                static_cast<uint32_t>(4 * (1 + 4 * rank)), {kLocal, 1, 1}};
+  if (l.storage(x) == DType::f16) add_type_define(key.defines, "ELEM", DType::f16);
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   const auto n = static_cast<uint64_t>(l.type(y).elements());
   PushConstants push;
   push.u32(static_cast<uint32_t>(n));
-  for (int64_t v : shape) push.u32(static_cast<uint32_t>(v));
-  for (int64_t v : fac) push.u32(static_cast<uint32_t>(v));
-  for (int64_t v : stride) push.u32(static_cast<uint32_t>(v));
+  for (const auto* v : {&shape, &fac, &xstride, &ystride})
+    for (int64_t e : *v) push.u32(static_cast<uint32_t>(e));
   l.dispatch(pipe, {l.bind(x, runtime::Access::read), l.bind(y, runtime::Access::write)}, push, l.grid_1d(n, kLocal),
              node);
   return Status::ok();

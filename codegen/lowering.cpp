@@ -3,15 +3,30 @@
 #include "codegen/lowering.h"
 
 #include "codegen/shader_compiler.h"
+#include "codegen/storage.h"
 
 #include <algorithm>
 
 namespace strata::codegen {
 
 Lowering::Lowering(const Graph& graph, const Target& target, const CodegenOptions& options, runtime::Plan& plan)
-    : graph_(graph), target_(target), options_(options), plan_(plan), locations_(graph.values().size()) {}
+    : graph_(graph), target_(target), options_(options), plan_(plan), locations_(graph.values().size()),
+      storage_(graph.values().size(), DType::f32) {}
 
 void Lowering::set_location(ValueId v, Location loc) { locations_.at(static_cast<size_t>(v)) = loc; }
+
+uint32_t Lowering::elem_bytes(ValueId v) const { return storage_bytes(storage(v)); }
+
+std::vector<int64_t> Lowering::strides(ValueId v) const { return physical_strides(type(v)); }
+
+Status Lowering::require_row_major(const Node& node, std::initializer_list<ValueId> values) const {
+  for (ValueId v : values)
+    if (v != kNoValue && !is_row_major(type(v)))
+      return fail(node, fmt::format("operand %{} has layout {}; this kernel family reads and writes the "
+                                    "logical (row-major) layout only",
+                                    graph_.value(v).name, layout_str(type(v).layout)));
+  return Status::ok();
+}
 
 runtime::BindingDesc Lowering::bind(ValueId v, runtime::Access access) const {
   const Location& loc = location(v);
@@ -53,6 +68,10 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
   p.push_constant_bytes = key.push_constant_bytes;
   p.binding_count = key.bindings;
   p.workgroup_size = key.workgroup_size;
+  if (key.defines.count("F16")) {
+    plan_.requirements.shader_float16 = true;
+    plan_.requirements.storage_buffer_16bit_access = true;
+  }
   const auto index = static_cast<uint32_t>(plan_.pipelines.size());
   plan_.pipelines.push_back(std::move(p));
   pipelines_.emplace(key, index);

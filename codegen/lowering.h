@@ -11,11 +11,16 @@
 //   Status lower_attention(Lowering&, const Node&);   attention, softmax    (lower_attention.cpp)
 //   Status lower_elementwise(Lowering&, const Node&); silu gelu add mul scale clamp cast
 //   Status lower_shuffle(Lowering&, const Node&);     upsample permute slice concat reshape
+//   Status lower_conv_gemm(Lowering&, const Node&);   conv_gemm             (lower_conv_gemm.cpp)
+//   Status lower_norm_act(Lowering&, const Node&);    norm_act              (lower_norm_act.cpp)
 //
 // A family function picks a kernel template from codegen/kernels/ (by file name,
 // plus defines), packs push constants, binds windows of values and appends
-// dispatches. Values are f32, row-major in their logical shape, at
-// location(v).offset in buffer location(v).buffer.
+// dispatches. A value lives at location(v).offset in buffer location(v).buffer,
+// stored as storage(v) (f32 or f16) in its physical layout (codegen/storage.h:
+// strides(v) gives the element stride of every logical dim). The pointwise and
+// data-movement families, conv_gemm and norm_act take any layout; the others take
+// row-major values only (require_row_major names the operand that is not).
 #pragma once
 
 #include "codegen/codegen.h"
@@ -24,6 +29,7 @@
 
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -79,9 +85,18 @@ public:
   const TensorType& type(ValueId v) const { return graph_.value(v).type; }
   const Shape& shape(ValueId v) const { return graph_.value(v).type.shape; }
 
-  // Where `v` lives (set by compile_plan before any family runs).
+  // Where `v` lives and how it is stored (set by compile_plan before any family runs).
   const Location& location(ValueId v) const { return locations_.at(static_cast<size_t>(v)); }
   void set_location(ValueId v, Location loc);
+  DType storage(ValueId v) const { return storage_.at(static_cast<size_t>(v)); }
+  void set_storage(ValueId v, DType s) { storage_.at(static_cast<size_t>(v)) = s; }
+  // Bytes per stored element of `v` (4 or 2).
+  uint32_t elem_bytes(ValueId v) const;
+  // Element strides of each logical dim of `v` in its physical layout.
+  std::vector<int64_t> strides(ValueId v) const;
+  // Ok if every given value (kNoValue skipped) is stored row major; otherwise an
+  // error for `node` naming the first that is not.
+  Status require_row_major(const Node& node, std::initializer_list<ValueId> values) const;
 
   // A binding of all of `v`, or of `bytes` bytes of it from `offset` (a window).
   runtime::BindingDesc bind(ValueId v, runtime::Access access) const;
@@ -99,7 +114,8 @@ public:
   }
 
   // The pipeline for `key`, compiled (GLSL -> SPIR-V) on first use. Errors name the
-  // kernel file and carry the compiler's message.
+  // kernel file and carry the compiler's message. A key with the F16 define makes
+  // the plan require shaderFloat16 and storageBuffer16BitAccess.
   Expected<uint32_t> pipeline(const KernelKey& key);
 
   // Appends a dispatch of `pipeline` over `grid` workgroups, labelled with the node.
@@ -120,6 +136,7 @@ private:
   CodegenOptions options_;
   runtime::Plan& plan_;
   std::vector<Location> locations_;
+  std::vector<DType> storage_;
   std::map<KernelKey, uint32_t> pipelines_;
   std::optional<uint32_t> scratch_buffer_;  // index in plan_.buffers, once created
   const Node* scratch_node_ = nullptr;      // the node the scratch cursor belongs to
@@ -132,5 +149,7 @@ Status lower_norm(Lowering& l, const Node& node);
 Status lower_attention(Lowering& l, const Node& node);
 Status lower_elementwise(Lowering& l, const Node& node);
 Status lower_shuffle(Lowering& l, const Node& node);
+Status lower_conv_gemm(Lowering& l, const Node& node);
+Status lower_norm_act(Lowering& l, const Node& node);
 
 }  // namespace strata::codegen

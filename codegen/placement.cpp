@@ -2,9 +2,12 @@
 // placement.h for the scheme.
 #include "codegen/placement.h"
 
+#include "codegen/storage.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <tuple>
 
 namespace strata::codegen {
 namespace {
@@ -64,7 +67,17 @@ private:
   uint64_t end_ = 0;
 };
 
-uint64_t value_bytes(const Value& v) { return static_cast<uint64_t>(v.type.elements()) * 4; }
+// Whether constant `v` is read only as a conv_gemm weight (operand 1).
+bool only_conv_gemm_weight(const Graph& g, ValueId v) {
+  bool read = false;
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] != v) continue;
+      if (n.op != Op::conv_gemm || i != 1) return false;
+      read = true;
+    }
+  return read;
+}
 
 }  // namespace
 
@@ -72,8 +85,11 @@ uint64_t placement_alignment(const Target& target) {
   return std::max<uint64_t>(16, target.min_storage_buffer_offset_alignment);
 }
 
-std::string weight_transform(DType stored, DType value) {
+bool host_compatible(const TensorType& t) { return t.dtype == DType::f32 && is_row_major(t); }
+
+std::string weight_transform(DType stored, DType value, DType upload) {
   std::string s(dtype_name(stored));
+  if (upload == DType::f16) return stored == DType::f16 ? s : s + "->f16";
   if (value != DType::f32 && value != stored) s += "->" + std::string(dtype_name(value));
   if (s != "f32") s += "->f32";
   return s;
@@ -82,8 +98,19 @@ std::string weight_transform(DType stored, DType value) {
 Expected<Placement> place_values(const Graph& g, const WeightStore& weights, const Target& target) {
   const uint64_t align = placement_alignment(target);
   const size_t nv = g.values().size();
+  const auto nn = static_cast<int64_t>(g.nodes().size());
   Placement out;
   out.locations.resize(nv);
+  out.storage.resize(nv);
+  for (const Value& v : g.values())
+    out.storage[static_cast<size_t>(v.id)] =
+        v.kind == ValueKind::constant
+            ? (v.type.dtype == DType::f16 && only_conv_gemm_weight(g, v.id) ? DType::f16 : DType::f32)
+            : activation_storage(v.type.dtype);
+  auto bytes_of = [&](ValueId v) {
+    return static_cast<uint64_t>(physical_elements(g.value(v).type)) * storage_bytes(out.storage[static_cast<size_t>(v)]);
+  };
+  auto host_bytes = [&](ValueId v) { return static_cast<uint64_t>(g.value(v).type.elements()) * 4; };
   uint64_t pool_end[kPools] = {0, 0, 0, 0};
   auto put = [&](Pool p, uint64_t bytes) {
     const uint64_t at = pool_end[p];
@@ -91,24 +118,34 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
     return Location{p, at, bytes};
   };
 
-  std::vector<bool> is_output(nv, false), read(nv, false);
-  for (ValueId v : g.outputs()) is_output[static_cast<size_t>(v)] = read[static_cast<size_t>(v)] = true;
+  std::vector<bool> read(nv, false), staged_input(nv, false), in_output_slot(nv, false), converted_out(nv, false);
+  for (ValueId v : g.outputs()) read[static_cast<size_t>(v)] = true;
   for (const Node& n : g.nodes())
     for (ValueId v : n.inputs)
       if (v != kNoValue) read[static_cast<size_t>(v)] = true;
 
-  // Inputs, then outputs (intermediates in place; inputs and constants get a copy slot).
-  for (ValueId v : g.inputs()) out.locations[static_cast<size_t>(v)] = put(kInput, value_bytes(g.value(v)));
+  // Host slots: inputs, then outputs (f32 row-major intermediates live in theirs).
+  for (ValueId v : g.inputs()) {
+    const Location slot = put(kInput, host_bytes(v));
+    out.input_locations.push_back(slot);
+    if (host_compatible(g.value(v).type)) out.locations[static_cast<size_t>(v)] = slot;
+    else staged_input[static_cast<size_t>(v)] = true;
+  }
   std::map<ValueId, Location> output_slot;
   for (ValueId v : g.outputs()) {
     auto [it, fresh] = output_slot.try_emplace(v);
-    if (fresh) it->second = put(kOutput, value_bytes(g.value(v)));
-    if (g.value(v).kind == ValueKind::intermediate) out.locations[static_cast<size_t>(v)] = it->second;
+    if (fresh) it->second = put(kOutput, host_bytes(v));
+    if (g.value(v).kind == ValueKind::intermediate && host_compatible(g.value(v).type)) {
+      out.locations[static_cast<size_t>(v)] = it->second;
+      in_output_slot[static_cast<size_t>(v)] = true;
+    } else {
+      converted_out[static_cast<size_t>(v)] = true;
+    }
     out.output_locations.push_back(it->second);
   }
 
-  // Constants: one upload per (tensor, dtype).
-  std::map<std::pair<std::string, DType>, Location> uploads;
+  // Constants: one upload per (tensor, dtype, storage).
+  std::map<std::tuple<std::string, DType, DType>, Location> uploads;
   for (ValueId v : g.constants()) {
     const Value& c = g.value(v);
     if (!read[static_cast<size_t>(v)]) continue;
@@ -116,47 +153,66 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
     if (num_elements(view.shape) != c.type.elements())
       return error("constant %{}: weight '{}' has shape {}, the value needs {} elements ({})", c.name, c.weight,
                    shape_str(view.shape), c.type.elements(), type_str(c.type));
-    auto [it, fresh] = uploads.try_emplace({c.weight, c.type.dtype});
+    if (!is_row_major(c.type))
+      return error("constant %{} has layout {}; constants are stored in the logical layout", c.name,
+                   layout_str(c.type.layout));
+    const DType storage = out.storage[static_cast<size_t>(v)];
+    auto [it, fresh] = uploads.try_emplace({c.weight, c.type.dtype, storage});
     if (fresh) {
-      it->second = put(kWeights, value_bytes(c));
-      out.weights.push_back(runtime::WeightUpload{c.weight, weight_transform(view.dtype, c.type.dtype), kWeights,
-                                                  it->second.offset, it->second.bytes});
+      it->second = put(kWeights, bytes_of(v));
+      out.weights.push_back(runtime::WeightUpload{c.weight, weight_transform(view.dtype, c.type.dtype, storage),
+                                                  kWeights, it->second.offset, it->second.bytes});
     }
     out.locations[static_cast<size_t>(v)] = it->second;
   }
 
-  // Reshapes that are not graph outputs alias the storage of their input (`root`).
+  // Reshapes between row-major values of one storage type that are not host outputs
+  // alias the storage of their input (`root`).
   std::vector<ValueId> root(nv);
   for (size_t v = 0; v < nv; ++v) root[v] = static_cast<ValueId>(v);
-  for (const Node& n : g.nodes())
-    if (n.op == Op::reshape && !is_output[static_cast<size_t>(n.outputs[0])])
-      root[static_cast<size_t>(n.outputs[0])] = root[static_cast<size_t>(n.inputs[0])];
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::reshape) continue;
+    const auto x = static_cast<size_t>(n.inputs[0]), y = static_cast<size_t>(n.outputs[0]);
+    if (!in_output_slot[y] && out.storage[x] == out.storage[y] && is_row_major(g.value(n.inputs[0]).type) &&
+        is_row_major(g.value(n.outputs[0]).type))
+      root[y] = root[x];
+  }
   auto in_arena = [&](ValueId v) {
-    const Value& val = g.value(v);
-    return val.kind == ValueKind::intermediate && !is_output[static_cast<size_t>(v)] && root[static_cast<size_t>(v)] == v;
+    const auto i = static_cast<size_t>(v);
+    return root[i] == v && (staged_input[i] || (g.value(v).kind == ValueKind::intermediate && !in_output_slot[i]));
   };
 
-  // Lifetimes of arena values: from the producing node to the last node reading the
-  // value or any alias of it.
+  // Lifetimes of arena values: from the producing node (staged inputs: from before
+  // the first) to the last node reading the value or any alias of it; values
+  // converted into an output slot live to the end (nn).
   std::vector<int64_t> last_use(nv, -1);
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    for (ValueId v : g.nodes()[i].outputs) last_use[static_cast<size_t>(root[static_cast<size_t>(v)])] =
-        std::max<int64_t>(last_use[static_cast<size_t>(root[static_cast<size_t>(v)])], static_cast<int64_t>(i));
-    for (ValueId v : g.nodes()[i].inputs)
-      if (v != kNoValue) last_use[static_cast<size_t>(root[static_cast<size_t>(v)])] = static_cast<int64_t>(i);
+  auto use = [&](ValueId v, int64_t at) {
+    int64_t& u = last_use[static_cast<size_t>(root[static_cast<size_t>(v)])];
+    u = std::max(u, at);
+  };
+  for (int64_t i = 0; i < nn; ++i) {
+    for (ValueId v : g.nodes()[static_cast<size_t>(i)].outputs) use(v, i);
+    for (ValueId v : g.nodes()[static_cast<size_t>(i)].inputs)
+      if (v != kNoValue) use(v, i);
   }
-  std::vector<std::vector<ValueId>> frees(g.nodes().size());
+  for (ValueId v : g.outputs())
+    if (converted_out[static_cast<size_t>(v)]) use(v, nn);
+  std::vector<std::vector<ValueId>> frees(static_cast<size_t>(nn));
   for (size_t v = 0; v < nv; ++v)
-    if (in_arena(static_cast<ValueId>(v)) && last_use[v] >= 0) frees[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
+    if (in_arena(static_cast<ValueId>(v)) && last_use[v] >= 0 && last_use[v] < nn)
+      frees[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
 
   Arena arena;
+  auto allocate = [&](ValueId v) {
+    const uint64_t bytes = bytes_of(v), size = align_up(bytes, align);
+    out.locations[static_cast<size_t>(v)] = Location{kArena, arena.allocate(size), bytes};
+    out.arena_bytes_unshared += size;
+  };
+  for (ValueId v : g.inputs())
+    if (in_arena(v) && read[static_cast<size_t>(v)]) allocate(v);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
-    for (ValueId v : g.nodes()[i].outputs) {
-      if (!in_arena(v)) continue;
-      const uint64_t bytes = value_bytes(g.value(v)), size = align_up(bytes, align);
-      out.locations[static_cast<size_t>(v)] = Location{kArena, arena.allocate(size), bytes};
-      out.arena_bytes_unshared += size;
-    }
+    for (ValueId v : g.nodes()[i].outputs)
+      if (in_arena(v)) allocate(v);
     for (ValueId v : frees[i]) {
       const Location& loc = out.locations[static_cast<size_t>(v)];
       arena.release(loc.offset, align_up(loc.bytes, align));
@@ -164,7 +220,10 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   }
   pool_end[kArena] = arena.size();
   for (size_t v = 0; v < nv; ++v)
-    if (root[v] != static_cast<ValueId>(v)) out.locations[v] = out.locations[static_cast<size_t>(root[v])];
+    if (root[v] != static_cast<ValueId>(v)) {
+      out.locations[v] = out.locations[static_cast<size_t>(root[v])];
+      out.locations[v].bytes = bytes_of(static_cast<ValueId>(v));
+    }
 
   // Pools become buffers; empty pools are left out, so renumber.
   uint32_t index_of[kPools];
@@ -176,6 +235,7 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   }
   for (Location& loc : out.locations)
     if (loc.bytes) loc.buffer = index_of[loc.buffer];
+  for (Location& loc : out.input_locations) loc.buffer = index_of[loc.buffer];
   for (Location& loc : out.output_locations) loc.buffer = index_of[loc.buffer];
   for (runtime::WeightUpload& w : out.weights) w.buffer = index_of[kWeights];
   return out;

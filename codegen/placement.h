@@ -1,25 +1,35 @@
 // Value placement for compile_plan: where every value of a graph lives on the device.
 //
 // Four buffers (each created only when something lives in it), in this order:
-//   "input"       every graph input, each at an aligned offset; the host copies the
-//                 inputs here per run.
-//   "output"      every graph output, each at an aligned offset (an output listed
-//                 twice has one place). An output that is an intermediate lives here
-//                 for good: the node producing it writes here directly and later
-//                 readers read it here. An output that is a graph input or a
-//                 constant gets a place here too, filled by a copy dispatch.
+//   "input"       every graph input's host slot, each at an aligned offset: the host
+//                 copies the inputs here per run, as f32 in the logical layout. An
+//                 f32 input in a row-major layout lives in its slot; any other input
+//                 (f16, bf16, nhwc, padded) is "staged": it lives in the arena and
+//                 compile_plan converts the slot into it before the first node.
+//   "output"      every graph output's host slot (f32, logical), each at an aligned
+//                 offset (an output listed twice has one slot). An f32 row-major
+//                 output that is an intermediate lives in its slot for good: the
+//                 node producing it writes there directly and later readers read it
+//                 there. Every other output (an input, a constant, an f16 / nhwc /
+//                 padded value) lives elsewhere and is copied or converted into its
+//                 slot after the last node.
 //   "weights"     every constant some node or output reads, each at an aligned
-//                 offset, uploaded once as f32 (see weight_transform()); two constants
+//                 offset, uploaded once (see weight_transform()); two constants
 //                 naming the same tensor with the same dtype share one upload.
-//   "activations" the arena for all other intermediates. Walking the nodes in order,
-//                 a node's outputs are allocated first-fit over the freed ranges (the
+//   "activations" the arena for all other values. Walking the nodes in order, a
+//                 node's outputs are allocated first-fit over the freed ranges (the
 //                 arena grows when none fits), then every value whose last reader was
 //                 this node is freed; a node's outputs therefore never overlap its
-//                 inputs. A reshape that is not a graph output aliases its input's
-//                 storage (no copy) and extends that storage's lifetime to its own
-//                 readers.
-// Offsets and sizes are multiples of max(target alignment, 16) bytes. Values are f32
-// (4 bytes per element) in their logical row-major order.
+//                 inputs. Staged inputs are allocated before the first node; values
+//                 converted into an output slot at the end are never freed. A reshape
+//                 between row-major values that is not a graph output aliases its
+//                 input's storage (no copy) and extends that storage's lifetime to its
+//                 own readers.
+// Offsets and sizes are multiples of max(target alignment, 16) bytes. A value takes
+// physical_elements × storage bytes (codegen/storage.h): f32 and bf16 values 4 bytes
+// per element, f16 values 2, nhwc and padded layouts counting their padding slots.
+// Constants are stored as f32, except f16 constants read only as conv_gemm weights,
+// which are uploaded as f16.
 #pragma once
 
 #include "codegen/codegen.h"
@@ -32,7 +42,9 @@ namespace strata::codegen {
 
 struct Placement {
   std::vector<Location> locations;         // per ValueId; bytes == 0: not placed (never read)
-  std::vector<Location> output_locations;  // per graph.outputs() entry
+  std::vector<DType> storage;              // per ValueId: f32 or f16 (codegen/storage.h)
+  std::vector<Location> input_locations;   // per graph.inputs() entry: the host slot
+  std::vector<Location> output_locations;  // per graph.outputs() entry: the host slot
   std::vector<runtime::BufferDesc> buffers;
   std::vector<runtime::WeightUpload> weights;
   uint64_t arena_bytes_unshared = 0;  // what the arena would take without reuse
@@ -41,10 +53,15 @@ struct Placement {
 Expected<Placement> place_values(const Graph& graph, const WeightStore& weights, const Target& target);
 
 // The weight-table transform of a constant stored as `stored` whose value has dtype
-// `value`: "f32", "f16->f32", "bf16->f32", or with a rounding step when the value is
-// narrower than the stored tensor, e.g. "f32->f16->f32" (f32 bytes rounded through
-// f16, as the interpreter reads such a constant).
-std::string weight_transform(DType stored, DType value);
+// `value`, uploaded as `upload` (f32 or f16): the steps joined by "->", the last one
+// the upload's element type. Uploaded as f32: "f32", "f16->f32", "bf16->f32", or with a
+// rounding step when the value is narrower than the stored tensor, e.g.
+// "f32->f16->f32" (f32 bytes rounded through f16, as the interpreter reads such a
+// constant). Uploaded as f16: "f16" (bytes as stored) or "f32->f16", "bf16->f16".
+std::string weight_transform(DType stored, DType value, DType upload = DType::f32);
+
+// Whether host I/O can use the value's own storage: f32 in a row-major layout.
+bool host_compatible(const TensorType& t);
 
 // The alignment every placed offset and size is a multiple of.
 uint64_t placement_alignment(const Target& target);

@@ -17,10 +17,12 @@ inline std::vector<int64_t> row_major_strides(const Shape& shape) {
   return s;
 }
 
-// Strides of an operand of shape `in` read at every index of `out` under numpy
-// broadcasting: missing leading dims and stretched size-1 dims get stride 0.
-inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> own = row_major_strides(in), s(out.size(), 0);
+// Strides of an operand of shape `in` (element strides `own`, row major if not
+// given) read at every index of `out` under numpy broadcasting: missing leading
+// dims and stretched size-1 dims get stride 0.
+inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out, std::vector<int64_t> own = {}) {
+  if (own.empty()) own = row_major_strides(in);
+  std::vector<int64_t> s(out.size(), 0);
   const size_t lead = out.size() - in.size();
   for (size_t d = 0; d < in.size(); ++d)
     if (in[d] == out[d + lead]) s[d + lead] = own[d];

@@ -13,6 +13,7 @@
 #include "ir/types.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,12 +25,22 @@ inline constexpr ValueId kNoValue = -1;
 
 enum class ValueKind { input, constant, intermediate };
 
+// Where a value lives on the device, set by passes/plan_buffers.cpp: a byte offset
+// into a named arena ("act", "in", "out"). Printed as a suffix of the value's type,
+// ` @act+4096`.
+struct BufferAssignment {
+  std::string arena;
+  uint64_t offset = 0;
+  bool operator==(const BufferAssignment&) const = default;
+};
+
 struct Value {
   ValueId id = kNoValue;
   std::string name;    // unique in the graph; printed as %name
   TensorType type;
   ValueKind kind = ValueKind::intermediate;
   std::string weight;  // constants: the tensor's name in the WeightStore
+  std::optional<BufferAssignment> buffer;  // set by plan_buffers; absent before
 };
 
 struct Node {

@@ -231,6 +231,7 @@ private:
     std::string name;
     TensorType type;
     Pos pos;
+    std::optional<BufferAssignment> buffer;
   };
 
   Status next() { return lex_.next(tok_); }
@@ -324,13 +325,23 @@ private:
     STRATA_RETURN_IF_ERROR(next());
     STRATA_RETURN_IF_ERROR(expect_punct(':', fmt::format("and a type after %{}", name_token(r.name))));
     STRATA_ASSIGN_OR_RETURN(r.type, parse_type());
+    if (tok_.kind == Tok::global) {  // ` @arena+offset` (plan_buffers)
+      BufferAssignment b{tok_.text, 0};
+      STRATA_RETURN_IF_ERROR(next());
+      if (tok_.kind != Tok::integer || tok_.text.empty() || tok_.text[0] != '+')
+        return expected(fmt::format("'+' and a byte offset after '@{}'", name_token(b.arena)));
+      STRATA_ASSIGN_OR_RETURN(int64_t offset, parse_int("a byte offset"));
+      b.offset = static_cast<uint64_t>(offset);
+      r.buffer = std::move(b);
+    }
     return r;
   }
 
   Status parse_input() {
     STRATA_ASSIGN_OR_RETURN(Result r, parse_result());
     STRATA_RETURN_IF_ERROR(define_check(r.name, r.pos));
-    g_.add_input(r.name, r.type);
+    ValueId id = g_.add_input(r.name, r.type);
+    g_.value(id).buffer = r.buffer;
     return Status::ok();
   }
 
@@ -435,7 +446,8 @@ private:
     if (results.size() != 1)
       return error("{}: a weight defines exactly one value, got {}", pos_str(results[1].pos), results.size());
     if (tok_.kind != Tok::string || tok_.text.empty()) return expected("the weight's tensor name (a non-empty string)");
-    g_.add_constant(results[0].name, results[0].type, tok_.text);
+    ValueId id = g_.add_constant(results[0].name, results[0].type, tok_.text);
+    g_.value(id).buffer = results[0].buffer;
     return next();
   }
 
@@ -480,7 +492,10 @@ private:
         return error("{}: declared {} for %{}, inferred {}", where(), type_str(d), name_token(results[i].name),
                      type_str(t));
     }
-    for (const Result& r : results) node.outputs.push_back(g_.add_value(r.name, r.type));
+    for (const Result& r : results) {
+      node.outputs.push_back(g_.add_value(r.name, r.type));
+      g_.value(node.outputs.back()).buffer = r.buffer;
+    }
     g_.add_node(std::move(node));
     return Status::ok();
   }

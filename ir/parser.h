@@ -2,9 +2,10 @@
 // print(parse(print(g))) == print(g) for every valid graph.
 //
 //   graph    := 'graph' '@' NAME '(' [param (',' param)*] ')' '{' stmt* return '}'
-//   param    := '%' NAME ':' type                          -- a graph input
+//   param    := '%' NAME ':' type [buffer]                 -- a graph input
 //   stmt     := result (',' result)* '=' rhs
-//   result   := '%' NAME ':' type
+//   result   := '%' NAME ':' type [buffer]
+//   buffer   := '@' NAME '+' INT                            -- Value::buffer (plan_buffers)
 //   rhs      := 'weight' STRING                            -- a constant
 //             | OP [STRING] '(' [operand (',' operand)*] ')' [attrs]
 //   operand  := '%' NAME | '_'                             -- '_': absent operand

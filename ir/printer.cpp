@@ -30,9 +30,16 @@ std::string node_rhs(const Node& node, Ref ref) {
   return out;
 }
 
+// ` @act+4096` for a value plan_buffers placed, "" otherwise.
+std::string buffer_suffix(const Value& v) {
+  if (!v.buffer) return "";
+  return " @" + name_token(v.buffer->arena) + "+" + std::to_string(v.buffer->offset);
+}
+
 std::string typed_ref(const Graph& g, ValueId id) {
   if (!valid_id(g, id)) return value_ref(g, id);
-  return value_ref(g, id) + ": " + type_str(g.value(id).type);
+  const Value& v = g.value(id);
+  return value_ref(g, id) + ": " + type_str(v.type) + buffer_suffix(v);
 }
 
 }  // namespace
@@ -69,7 +76,7 @@ std::string to_string(ValueKind kind) {
 std::string to_string(const Attrs& attrs) { return attrs_str(attrs); }
 
 std::string to_string(const Value& value) {
-  std::string out = "%" + name_token(value.name) + ": " + type_str(value.type);
+  std::string out = "%" + name_token(value.name) + ": " + type_str(value.type) + buffer_suffix(value);
   if (value.kind == ValueKind::constant) out += " = weight " + quoted(value.weight);
   return out;
 }

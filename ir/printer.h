@@ -30,6 +30,8 @@
 //     back as an int list (check_attrs accepts it where floats are declared).
 //   - Footer: `return %a, %b` (just `return` for no outputs), then `}`.
 //   - Types print via type_str: `f32[1,64,8,8]`, `f16[1,64,8,8]{nhwc:cpad=64}`, `f32[]`.
+//     A value placed by plan_buffers (Value::buffer) adds ` @ARENA+OFFSET` after its
+//     type, in the input list and on the line that defines it: `%h: f16[...] @act+4096`.
 //   - Names: a value (`%`) or graph (`@`) name made only of [A-Za-z0-9_.-] prints bare;
 //     any other name prints as a string literal, `%"a b"`. String literals (names,
 //     weight names, string attributes) escape `"` and `\` with a backslash, newline,

@@ -8,6 +8,17 @@
 // correctly rounded + and *, integer bit manipulation and roundEven (`precise`
 // where a compiler's reassociation would lose accuracy): the dtype roundings are
 // bit-exact with ir/types.cpp and exp_precise stays within a few ULP on any device.
+//
+// 16-bit storage: a kernel variant with an f16 operand is compiled with F16 defined
+// (codegen/storage.h, add_type_define), which enables the extensions below; its
+// buffers of f16 values are declared with element type float16_t (the operand's
+// type define, e.g. X_T). Loads convert to f32 (exact); stores go through
+// store_round() first, so the conversion to f16 is exact and rounds like the
+// interpreter, whatever the device's own conversion mode.
+#if defined(F16)
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
@@ -87,6 +98,12 @@ float exp_precise(float x) {
   p = fma(p, r, 1.0);
   int ki = int(k);
   return p * pow2i(ki / 2) * pow2i(ki - ki / 2);
+}
+
+// v·σ(v) (SiLU), written with e^-|v| so that nothing overflows for large |v|.
+float silu_precise(float v) {
+  float t = exp_precise(-abs(v));
+  return v >= 0.0 ? v / (1.0 + t) : v * t / (1.0 + t);
 }
 
 // erfc(a) for a >= 0 and erf(x), by Abramowitz & Stegun 7.1.26 (absolute error

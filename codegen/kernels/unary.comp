@@ -1,29 +1,53 @@
-// unary.comp: y[i] = f(x[i]) for the pointwise ops with one operand, rounded through
-// the output's dtype (store_round). One invocation per element over a grid_1d grid.
+// unary.comp: y = f(x) for the pointwise ops with one operand, rounded through the
+// output's dtype (store_round). COPY is also the conversion kernel: cast, a reshape
+// between layouts, and the staging of graph inputs and outputs (f32 logical host
+// slots <-> f16 / nhwc / padded values).
 //
-// Defines: OP    SILU | GELU | SCALE | CLAMP | COPY (COPY with ROUND is `cast`)
-//          ROUND ROUND_NONE | ROUND_F16 | ROUND_BF16   (common.glsl)
-// Bindings: 0 x (read), 1 y (write). Push: n, p0, p1 (SCALE: mul, add; CLAMP: lo, hi).
+// One invocation per element over a grid_1d grid. Invocation i handles element i of
+// the logical row-major order: x and y each unravel i over their own shape (XRANK /
+// YRANK dims, collapsed by the lowering; the shapes differ only for a reshape) and
+// step through their own physical strides, so any layout works on either side.
+//
+// Defines: OP     SILU | GELU | SCALE | CLAMP | COPY (COPY with ROUND is `cast`)
+//          ROUND  ROUND_NONE | ROUND_F16 | ROUND_BF16   (common.glsl)
+//          XRANK, YRANK  1..6 (default 1); X_T, Y_T  float | float16_t (default float)
+// Bindings: 0 x (read), 1 y (write).
+// Push: n, p0, p1 (SCALE: mul, add; CLAMP: lo, hi), x_shape[XRANK], x_stride[XRANK],
+//       y_shape[YRANK], y_stride[YRANK].
 #define SILU 1
 #define GELU 2
 #define SCALE 3
 #define CLAMP 4
 #define COPY 5
+#ifndef XRANK
+#define XRANK 1
+#endif
+#ifndef YRANK
+#define YRANK 1
+#endif
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
 
 layout(local_size_x = 64) in;
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { X_T x[]; };
+layout(std430, binding = 1) writeonly buffer Y { Y_T y[]; };
 layout(push_constant) uniform Push {
   uint n;
   float p0;
   float p1;
+  uint x_shape[XRANK];
+  uint x_stride[XRANK];
+  uint y_shape[YRANK];
+  uint y_stride[YRANK];
 } pc;
 
 float apply(float v) {
 #if OP == SILU
-  // v·σ(v), written with e^-|v| so that nothing overflows for large |v|.
-  float t = exp_precise(-abs(v));
-  return v >= 0.0 ? v / (1.0 + t) : v * t / (1.0 + t);
+  return silu_precise(v);
 #elif OP == GELU
   // 0.5·v·(1 + erf(v/√2)); for v < 0 through erfc, which keeps small results exact.
   float a = abs(v) * 0.70710678118654752;
@@ -43,5 +67,16 @@ float apply(float v) {
 void main() {
   uint i = linear_index();
   if (i >= pc.n) return;
-  y[i] = store_round(apply(x[i]));
+  uint rest = i, ix = 0u;
+  for (int d = XRANK - 1; d >= 0; --d) {
+    ix += (rest % pc.x_shape[d]) * pc.x_stride[d];
+    rest /= pc.x_shape[d];
+  }
+  rest = i;
+  uint iy = 0u;
+  for (int d = YRANK - 1; d >= 0; --d) {
+    iy += (rest % pc.y_shape[d]) * pc.y_stride[d];
+    rest /= pc.y_shape[d];
+  }
+  y[iy] = Y_T(store_round(apply(float(x[ix]))));
 }
