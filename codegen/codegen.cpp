@@ -1,11 +1,14 @@
 // compile_plan: checks what this codegen supports, places every value
-// (codegen/placement.h), lowers each node through its family function
-// (codegen/lowering.h), and fills in the plan's inputs, outputs and requirements.
+// (codegen/placement.h), converts staged inputs from their host slots, lowers each
+// node through its family function (codegen/lowering.h), copies or converts the
+// outputs that do not live in their host slots, and fills in the plan's inputs,
+// outputs and requirements.
 #include "codegen/codegen.h"
 
 #include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
+#include "codegen/storage.h"
 #include "ir/verifier.h"
 
 #include <algorithm>
@@ -30,27 +33,23 @@ bool is_shuffle(Op op) {
   }
 }
 
-// What this codegen stores: f32 values in the logical layout. A value of dtype f16 or
-// bf16 is stored as f32 holding numbers of that type, which constants (rounded on
-// upload), pointwise ops (rounded on store) and data movement (exact) produce; other
-// kernels compute in f32 and do not round, so their outputs must be f32.
+// What this codegen stores: any dtype (f16 as half, f32 and bf16 as f32 holding
+// numbers of their type; codegen/storage.h) in the logical layout or nhwc, with or
+// without padded channel slots. Every value must be non-empty and indexable with
+// 32 bits.
 Status check_supported(const Graph& g) {
-  std::vector<int64_t> producer = g.producers();
   for (const Value& v : g.values()) {
-    if (!v.type.layout.is_default())
-      return error("value %{} has layout {}; codegen takes logical layouts only (for now)", v.name,
-                   layout_str(v.type.layout));
     if (v.type.elements() == 0) return error("value %{} of type {} is empty", v.name, type_str(v.type));
-    if (v.type.elements() > std::numeric_limits<uint32_t>::max())
-      return error("value %{} has {} elements, more than 32-bit indexing covers", v.name, v.type.elements());
-    if (v.type.dtype == DType::f32 || v.kind == ValueKind::constant) continue;
-    if (v.kind == ValueKind::input)
-      return error("graph input %{} is {}; codegen takes f32 inputs only (for now)", v.name, dtype_name(v.type.dtype));
-    const int64_t p = producer[static_cast<size_t>(v.id)];
-    const Node& n = g.nodes()[static_cast<size_t>(p)];
-    if (!is_elementwise(n.op) && !is_shuffle(n.op))
-      return error("value %{} is {}, produced by node '{}' ({}); codegen stores f32 only (for now)", v.name,
-                   dtype_name(v.type.dtype), n.name, op_name(n.op));
+    const Layout& layout = v.type.layout;
+    if (!layout.is_default() && v.type.rank() < 2)
+      return error("value %{} has layout {} but rank {}; channel layouts need [N, C, ...]", v.name,
+                   layout_str(layout), v.type.rank());
+    if (layout.padded_channels > 0 && layout.padded_channels < v.type.shape[1])
+      return error("value %{} of type {} pads its {} channels to {}", v.name, type_str(v.type), v.type.shape[1],
+                   layout.padded_channels);
+    if (physical_elements(v.type) > std::numeric_limits<uint32_t>::max())
+      return error("value %{} stores {} elements, more than 32-bit indexing covers", v.name,
+                   physical_elements(v.type));
   }
   return Status::ok();
 }
@@ -62,6 +61,8 @@ Status lower_node(Lowering& l, const Node& node) {
     case Op::linear: case Op::matmul: s = lower_gemm(l, node); break;
     case Op::group_norm: case Op::rms_norm: case Op::layer_norm: s = lower_norm(l, node); break;
     case Op::attention: case Op::softmax: s = lower_attention(l, node); break;
+    case Op::conv_gemm: s = lower_conv_gemm(l, node); break;
+    case Op::norm_act: s = lower_norm_act(l, node); break;
     default:
       if (is_elementwise(node.op)) s = lower_elementwise(l, node);
       else if (is_shuffle(node.op)) s = lower_shuffle(l, node);
@@ -77,6 +78,62 @@ std::string io_layout(const Shape& s) { return s.size() == 4 ? "nchw" : s.size()
 runtime::TensorIO tensor_io(const Value& v, const Location& loc) {
   return runtime::TensorIO{v.name, v.type.shape, runtime::DType::f32, io_layout(v.type.shape),
                            loc.buffer, loc.offset, loc.bytes};
+}
+
+// A host slot as a tensor: f32, logical row major.
+TensorRef host_ref(const Value& v, const Location& slot, runtime::Access access) {
+  return TensorRef{runtime::BindingDesc{slot.buffer, slot.offset, slot.bytes, access}, v.type.shape,
+                   physical_strides(TensorType{v.type.shape, DType::f32, Layout{}}), DType::f32};
+}
+
+TensorRef value_ref(const Lowering& l, ValueId v, runtime::Access access) {
+  return TensorRef{l.bind(v, access), l.shape(v), l.strides(v), l.storage(v)};
+}
+
+// A label for dispatches that belong to no node (staging of inputs and outputs).
+Node io_label(const std::string& name) {
+  Node label;
+  label.op = Op::reshape;
+  label.name = name;
+  return label;
+}
+
+// Staged inputs (placement.h): the host slot converted into the value, rounded
+// through its dtype.
+Status stage_inputs(Lowering& l, const Graph& graph, const Placement& pl) {
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Value& v = graph.value(graph.inputs()[i]);
+    const Location& loc = l.location(v.id);
+    if (host_compatible(v.type) || loc.bytes == 0) continue;
+    STRATA_RETURN_IF_ERROR(emit_convert(l, io_label("input." + v.name),
+                                        host_ref(v, pl.input_locations[i], runtime::Access::read),
+                                        value_ref(l, v.id, runtime::Access::write), v.type.dtype, "stage"));
+  }
+  return Status::ok();
+}
+
+// Outputs that do not live in their host slot (graph inputs, constants, f16 or
+// nhwc values) are copied or converted into it.
+Status stage_outputs(Lowering& l, const Graph& graph, const Placement& pl) {
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const Value& v = graph.value(graph.outputs()[i]);
+    const Location& dst = pl.output_locations[i];
+    if (v.kind == ValueKind::intermediate && host_compatible(v.type)) continue;  // written in place
+    if (std::find(graph.outputs().begin(), graph.outputs().begin() + static_cast<std::ptrdiff_t>(i), v.id) !=
+        graph.outputs().begin() + static_cast<std::ptrdiff_t>(i))
+      continue;  // listed before: copied already
+    const Node label = io_label("output." + v.name);
+    const Location& src = l.location(v.id);
+    if (l.storage(v.id) == DType::f32 && is_row_major(v.type)) {
+      STRATA_RETURN_IF_ERROR(emit_copy(l, label, runtime::BindingDesc{src.buffer, src.offset, src.bytes, runtime::Access::read},
+                                       runtime::BindingDesc{dst.buffer, dst.offset, dst.bytes, runtime::Access::write},
+                                       static_cast<uint64_t>(v.type.elements()), "copy"));
+    } else {
+      STRATA_RETURN_IF_ERROR(emit_convert(l, label, value_ref(l, v.id, runtime::Access::read),
+                                          host_ref(v, dst, runtime::Access::write), DType::f32, "stage"));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -105,34 +162,22 @@ Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weig
   plan.buffers = pl.buffers;
   plan.weights = pl.weights;
   Lowering l(graph, target, options, plan);
-  for (const Value& v : graph.values())
+  for (const Value& v : graph.values()) {
+    l.set_storage(v.id, pl.storage[static_cast<size_t>(v.id)]);
     if (pl.locations[static_cast<size_t>(v.id)].bytes) l.set_location(v.id, pl.locations[static_cast<size_t>(v.id)]);
-
-  for (const Node& node : graph.nodes()) STRATA_RETURN_IF_ERROR(lower_node(l, node));
-
-  // Outputs that no node produces (graph inputs, constants) are copied into place.
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const Value& v = graph.value(graph.outputs()[i]);
-    const Location& dst = pl.output_locations[i];
-    if (v.kind == ValueKind::intermediate) continue;
-    if (std::find(graph.outputs().begin(), graph.outputs().begin() + static_cast<std::ptrdiff_t>(i), v.id) !=
-        graph.outputs().begin() + static_cast<std::ptrdiff_t>(i))
-      continue;  // listed before: copied already
-    Node label;
-    label.op = Op::reshape;
-    label.name = "output." + v.name;
-    const Location& src = l.location(v.id);
-    STRATA_RETURN_IF_ERROR(emit_copy(l, label, runtime::BindingDesc{src.buffer, src.offset, src.bytes, runtime::Access::read},
-                                     runtime::BindingDesc{dst.buffer, dst.offset, dst.bytes, runtime::Access::write},
-                                     static_cast<uint64_t>(v.type.elements()), "copy"));
   }
 
-  for (ValueId v : graph.inputs()) plan.inputs.push_back(tensor_io(graph.value(v), l.location(v)));
+  STRATA_RETURN_IF_ERROR(stage_inputs(l, graph, pl));
+  for (const Node& node : graph.nodes()) STRATA_RETURN_IF_ERROR(lower_node(l, node));
+  STRATA_RETURN_IF_ERROR(stage_outputs(l, graph, pl));
+
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    plan.inputs.push_back(tensor_io(graph.value(graph.inputs()[i]), pl.input_locations[i]));
   for (size_t i = 0; i < graph.outputs().size(); ++i)
     plan.outputs.push_back(tensor_io(graph.value(graph.outputs()[i]), pl.output_locations[i]));
 
-  // Pure f32 kernels: no 16-bit storage; the one limit that matters is the largest
-  // binding range.
+  // 16-bit storage was required by the pipelines that use it (Lowering::pipeline);
+  // the one limit that matters here is the largest binding range.
   for (const runtime::DispatchDesc& d : plan.dispatches)
     for (const runtime::BindingDesc& b : d.bindings) {
       if (b.range > target.max_storage_buffer_range)

@@ -11,8 +11,9 @@ namespace strata::codegen {
 runtime::WeightSource weight_source(const WeightStore& weights) {
   return [&weights](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
     STRATA_ASSIGN_OR_RETURN(TensorView view, weights.get(w.source));
-    // The transform reads "<stored>[-><rounding dtype>]->f32" or just "f32"
-    // (codegen/placement.h, weight_transform).
+    // The transform reads "<stored>[-><rounding dtype>]-><upload>" or just "<stored>"
+    // (uploaded as stored); the upload is f32 or f16 (codegen/placement.h,
+    // weight_transform).
     std::vector<std::string> steps;
     for (size_t at = 0;;) {
       const size_t next = w.transform.find("->", at);
@@ -20,22 +21,31 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
       if (next == std::string::npos) break;
       at = next + 2;
     }
-    if (steps.front() != dtype_name(view.dtype) || steps.back() != "f32" || steps.size() > 3)
+    const bool half = steps.back() == "f16";
+    if (steps.front() != dtype_name(view.dtype) || (steps.back() != "f32" && !half) || steps.size() > 3 ||
+        (half && steps.size() > 2))
       return error("weight '{}': transform '{}' does not fit the stored {} tensor", w.source, w.transform,
                    dtype_name(view.dtype));
     const auto n = static_cast<size_t>(num_elements(view.shape));
-    if (dst.size() != n * 4 || w.bytes != n * 4)
-      return error("weight '{}': {} bytes wanted, the tensor converts to {}", w.source, dst.size(), n * 4);
-    if (view.dtype == DType::f32 && steps.size() == 1) {
-      std::memcpy(dst.data(), view.data, n * 4);
+    const size_t bytes = n * (half ? 2 : 4);
+    if (dst.size() != bytes || w.bytes != bytes)
+      return error("weight '{}': {} bytes wanted, the tensor converts to {}", w.source, dst.size(), bytes);
+    if (steps.size() == 1) {  // uploaded as stored (f32 or f16)
+      std::memcpy(dst.data(), view.data, bytes);
       return Status::ok();
     }
     std::vector<float> values = view.to_f32();
+    if (half) {
+      std::vector<uint16_t> h(n);
+      for (size_t i = 0; i < n; ++i) h[i] = float_to_half(values[i]);
+      std::memcpy(dst.data(), h.data(), bytes);
+      return Status::ok();
+    }
     if (steps.size() == 3) {
       STRATA_ASSIGN_OR_RETURN(DType through, parse_dtype(steps[1]));
       for (float& v : values) v = interp::round_to(v, through);
     }
-    std::memcpy(dst.data(), values.data(), n * 4);
+    std::memcpy(dst.data(), values.data(), bytes);
     return Status::ok();
   };
 }

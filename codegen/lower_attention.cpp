@@ -10,6 +10,7 @@
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
 //       fit the range.
 #include "codegen/lowering.h"
+#include "codegen/storage.h"
 
 #include <algorithm>
 #include <string>
@@ -30,7 +31,7 @@ uint64_t offset_alignment(const Lowering& l) {
   return std::max<uint64_t>(l.target().min_storage_buffer_offset_alignment, 4);
 }
 
-// A binding of `count` f32 elements of `v` from element `first`: the window starts at
+// A binding of `count` elements of `v` from element `first`: the window starts at
 // the aligned offset at or below `first`, and `base` is `first`'s element in it.
 struct ElementWindow {
   runtime::BindingDesc binding;
@@ -38,9 +39,9 @@ struct ElementWindow {
 };
 
 ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
-  const uint64_t align = offset_alignment(l);
-  const uint64_t begin = first * 4, start = begin / align * align;
-  return {l.bind_window(v, start, begin + count * 4 - start, access), static_cast<uint32_t>((begin - start) / 4)};
+  const uint64_t align = offset_alignment(l), eb = l.elem_bytes(v);
+  const uint64_t begin = first * eb, start = begin / align * align;
+  return {l.bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
 }
 
 int64_t product(const Shape& s, size_t from, size_t to) {
@@ -94,6 +95,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                         static_cast<uint64_t>(l.shape(k)[r - 2]), static_cast<uint64_t>(qs[r - 1]),
                         static_cast<uint64_t>(l.shape(v)[r - 1])};
   if (num_elements(l.shape(o)) == 0) return Status::ok();
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
 
@@ -110,6 +112,11 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                  {"BR", std::to_string(kRows)},      {"BC", std::to_string(kKeys)},
                  {"DC", std::to_string(dc)},         {"WG", std::to_string(kAttentionWg)},
                  {"CT", std::to_string(ct)}};
+  add_type_define(key.defines, "Q_T", l.storage(q));
+  add_type_define(key.defines, "K_T", l.storage(k));
+  add_type_define(key.defines, "V_T", l.storage(v));
+  add_type_define(key.defines, "O_T", l.storage(o));
+  key.defines["ROUND"] = round_define(l.type(o).dtype);
   key.bindings = 4;
   key.push_constant_bytes = 10 * 4;
   key.workgroup_size = {kAttentionWg, 1, 1};
@@ -147,6 +154,7 @@ Status lower_softmax(Lowering& l, const Node& node) {
   const Shape& xs = l.shape(x);
   const uint64_t elems = num_elements(xs);
   if (elems == 0) return Status::ok();
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, y}));
   const uint64_t cols = xs.empty() ? 1 : xs.back(), rows = elems / cols;
   const uint64_t room = (l.target().max_storage_buffer_range - (offset_alignment(l) - 4)) / 4;
   const uint64_t rows_per = std::min(rows, room / cols);
@@ -157,6 +165,9 @@ Status lower_softmax(Lowering& l, const Node& node) {
   KernelKey key;
   key.file = "softmax.comp";
   key.defines = {{"WG", std::to_string(kSoftmaxWg)}};
+  add_type_define(key.defines, "X_T", l.storage(x));
+  add_type_define(key.defines, "Y_T", l.storage(y));
+  key.defines["ROUND"] = round_define(l.type(y).dtype);
   key.bindings = 2;
   key.push_constant_bytes = 3 * 4;
   key.workgroup_size = {kSoftmaxWg, 1, 1};

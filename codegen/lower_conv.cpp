@@ -7,6 +7,7 @@
 // than the target's storage-buffer range is an error naming the node (banding is a
 // later pass).
 #include "codegen/lowering.h"
+#include "codegen/storage.h"
 
 #include <algorithm>
 #include <string>
@@ -74,10 +75,11 @@ Status lower_conv(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
   const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
   const ConvDims d = conv_dims(l, node);
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, w, bias, y}));
 
   for (ValueId v : {x, w, bias, y}) {
     if (v == kNoValue) continue;
-    const uint64_t bytes = static_cast<uint64_t>(num_elements(l.shape(v))) * 4;
+    const uint64_t bytes = static_cast<uint64_t>(num_elements(l.shape(v))) * l.elem_bytes(v);
     if (bytes > l.target().max_storage_buffer_range)
       return l.fail(node, fmt::format("operand '{}' ({} bytes) exceeds the storage-buffer range {} (needs banding)",
                                       l.graph().value(v).name, bytes, l.target().max_storage_buffer_range));
@@ -104,7 +106,11 @@ Status lower_conv(Lowering& l, const Node& node) {
                  {"BK", std::to_string(tile.bk)}, {"TM", std::to_string(tile.tm)},
                  {"TN", std::to_string(tile.tn)}, {"KT", std::to_string(d.kt)},
                  {"KH", std::to_string(d.kh)},    {"KW", std::to_string(d.kw)},
-                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
+                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
+  add_type_define(key.defines, "X_T", l.storage(x));
+  add_type_define(key.defines, "W_T", l.storage(w));
+  if (bias != kNoValue) add_type_define(key.defines, "B_T", l.storage(bias));
+  add_type_define(key.defines, "Y_T", l.storage(y));
   key.bindings = bias == kNoValue ? 3 : 4;
   key.workgroup_size = {tile.invocations(), 1, 1};
 

@@ -8,6 +8,7 @@
 // Every operand is bound whole: a tensor larger than the target's storage-buffer range
 // is an error naming the node (banding is a later pass).
 #include "codegen/lowering.h"
+#include "codegen/storage.h"
 
 #include <algorithm>
 #include <string>
@@ -51,9 +52,10 @@ Status lower_gemm(Lowering& l, const Node& node) {
     batch = product(as, 0, r - 2), m = as[r - 2], k = as[r - 1], n = bs[r - 1];
   }
 
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {a, b, bias, c}));
   for (ValueId v : {a, b, bias, c}) {
     if (v == kNoValue) continue;
-    const uint64_t bytes = static_cast<uint64_t>(num_elements(l.shape(v))) * 4;
+    const uint64_t bytes = static_cast<uint64_t>(num_elements(l.shape(v))) * l.elem_bytes(v);
     if (bytes > l.target().max_storage_buffer_range)
       return l.fail(node, fmt::format("operand '{}' ({} bytes) exceeds the storage-buffer range {} (needs banding)",
                                       l.graph().value(v).name, bytes, l.target().max_storage_buffer_range));
@@ -80,7 +82,11 @@ Status lower_gemm(Lowering& l, const Node& node) {
   key.defines = {{"BM", std::to_string(tile.bm)}, {"BN", std::to_string(tile.bn)},
                  {"BK", std::to_string(tile.bk)}, {"TM", std::to_string(tile.tm)},
                  {"TN", std::to_string(tile.tn)}, {"B_NK", linear ? "1" : "0"},
-                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
+                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(c).dtype)}};
+  add_type_define(key.defines, "A_T", l.storage(a));
+  add_type_define(key.defines, "B_T", l.storage(b));
+  if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
+  add_type_define(key.defines, "C_T", l.storage(c));
   key.bindings = bias == kNoValue ? 3 : 4;
   key.workgroup_size = {tile.invocations(), 1, 1};
 

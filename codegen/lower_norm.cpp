@@ -17,6 +17,7 @@
 // dispatches with identical arithmetic. Only a unit that alone exceeds the range (an
 // rms_norm sample, a layer_norm row) is an error naming the node.
 #include "codegen/lowering.h"
+#include "codegen/storage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,7 @@ constexpr uint32_t kLayerNormWg = 128; // layer_norm.comp invocations
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// A binding of `count` f32 elements of `v` from element `first`: the window starts at
+// A binding of `count` elements of `v` from element `first`: the window starts at
 // the aligned offset at or below `first`, and `base` is `first`'s element in it.
 struct ElementWindow {
   runtime::BindingDesc binding;
@@ -46,9 +47,9 @@ uint64_t offset_alignment(const Lowering& l) {
 }
 
 ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
-  const uint64_t align = offset_alignment(l);
-  const uint64_t begin = first * 4, start = begin / align * align;
-  return {l.bind_window(v, start, begin + count * 4 - start, access), static_cast<uint32_t>((begin - start) / 4)};
+  const uint64_t align = offset_alignment(l), eb = l.elem_bytes(v);
+  const uint64_t begin = first * eb, start = begin / align * align;
+  return {l.bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
 }
 
 // x and y windows over the same elements share one base (values are placed at
@@ -77,6 +78,16 @@ std::vector<Run> split_uniform(const Lowering& l, uint64_t units, uint64_t unit_
     u = end;
   }
   return runs;
+}
+
+// Type defines of a norm kernel's operands (X_T, G_T, BE_T, Y_T; absent ones
+// skipped) and the output's ROUND.
+void add_operand_types(const Lowering& l, KernelKey& key, ValueId x, ValueId gamma, ValueId beta, ValueId y) {
+  add_type_define(key.defines, "X_T", l.storage(x));
+  if (gamma != kNoValue) add_type_define(key.defines, "G_T", l.storage(gamma));
+  if (beta != kNoValue) add_type_define(key.defines, "BE_T", l.storage(beta));
+  add_type_define(key.defines, "Y_T", l.storage(y));
+  key.defines["ROUND"] = round_define(l.type(y).dtype);
 }
 
 Status too_large(const Lowering& l, const Node& node, const std::string& what, uint64_t bytes) {
@@ -118,6 +129,7 @@ std::vector<Run> split_chunks(const Lowering& l, const GroupChunks& g) {
 
 Status lower_group_norm(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs[2], y = node.outputs[0];
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, y}));
   const Shape& xs = l.shape(x);
   const int64_t groups = node.attrs.get_int("groups");
   const uint64_t n = xs[0], c = xs[1];
@@ -147,9 +159,12 @@ Status lower_group_norm(Lowering& l, const Node& node) {
     key.workgroup_size = {kStatsWg, 1, 1};
     return key;
   };
-  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe, l.pipeline(key_for("group_norm_stats.comp", 2, 5)));
+  KernelKey stats_key = key_for("group_norm_stats.comp", 2, 5), apply_key = key_for("group_norm_apply.comp", 5, 8);
+  add_type_define(stats_key.defines, "X_T", l.storage(x));
+  add_operand_types(l, apply_key, x, gamma, beta, y);
+  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe, l.pipeline(stats_key));
   STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe, l.pipeline(key_for("group_norm_reduce.comp", 2, 4)));
-  STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe, l.pipeline(key_for("group_norm_apply.comp", 5, 8)));
+  STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe, l.pipeline(apply_key));
 
   for (const Run& run : runs) {
     const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;
@@ -190,6 +205,7 @@ Status lower_group_norm(Lowering& l, const Node& node) {
 Status lower_rms_norm(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], gamma = node.inputs[1], y = node.outputs[0];
   const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, y}));
   const Shape& xs = l.shape(x);
   const uint64_t elems = num_elements(xs);
   if (elems == 0) return Status::ok();
@@ -200,6 +216,7 @@ Status lower_rms_norm(Lowering& l, const Node& node) {
   KernelKey key;
   key.file = "rms_norm.comp";
   key.defines = {{"WG", std::to_string(kRmsWg)}, {"HAS_BETA", beta == kNoValue ? "0" : "1"}};
+  add_operand_types(l, key, x, gamma, beta, y);
   key.bindings = beta == kNoValue ? 3 : 4;
   key.push_constant_bytes = 6 * 4;
   key.workgroup_size = {kRmsWg, 1, 1};
@@ -229,6 +246,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
   const ValueId gamma = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
   const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, y}));
   const Shape& xs = l.shape(x);
   const uint64_t elems = num_elements(xs);
   if (elems == 0) return Status::ok();
@@ -242,6 +260,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   key.defines = {{"WG", std::to_string(kLayerNormWg)},
                  {"HAS_GAMMA", has_gamma ? "1" : "0"},
                  {"HAS_BETA", has_beta ? "1" : "0"}};
+  add_operand_types(l, key, x, gamma, beta, y);
   key.bindings = 2 + has_gamma + has_beta;
   key.push_constant_bytes = 4 * 4;
   key.workgroup_size = {kLayerNormWg, 1, 1};

@@ -87,6 +87,6 @@ inline int64_t physical_elements(const TensorType& t) {
 }
 
 // Whether the physical order is the logical row-major order (no padding).
-inline bool is_row_major(const TensorType& t) { return physical_strides(t) == physical_strides(TensorType{t.shape}); }
+inline bool is_row_major(const TensorType& t) { return physical_strides(t) == physical_strides(TensorType{t.shape, DType::f32, Layout{}}); }
 
 }  // namespace strata::codegen

@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include "codegen/codegen.h"
+#include "ir/cost.h"
 #include "ir/dot.h"
 #include "ir/interpreter.h"
 #include "ir/npy.h"
@@ -321,10 +322,12 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
   }
   std::sort(times.begin(), times.end());
-  out << fmt::format("{} latent {}: {} dispatches, median {:.2f} ms, min {:.2f} ms over {} decodes (wall time, "
-                     "inputs and outputs included)\n",
-                     vae_class_name(vae->config), shape_str(latent.shape), (*compiled)->plan().dispatches.size(),
-                     times[times.size() / 2], times.front(), times.size());
+  double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
+  out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
+                     "over {} decodes (wall time, inputs and outputs included)\n",
+                     vae_class_name(vae->config), shape_str(latent.shape), tflop,
+                     (*compiled)->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
+                     times.size());
   return 0;
 }
 

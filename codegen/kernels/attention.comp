@@ -33,6 +33,7 @@
 // Defines: D, DV (head dims), BR, BC, DC (tiles), WG (invocations), CT (invocations
 // per output row group, WG % CT == 0), with BR·BC % WG == 0, WG % BC == 0,
 // BR % (WG/CT) == 0.
+// Q_T K_T V_T O_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: q (read), k (read), v (read), out (write).
 
 #define RG (WG / CT)                 // row groups in step 3
@@ -44,12 +45,25 @@
 #error "attention.comp: tile sizes do not fit the workgroup"
 #endif
 
+#ifndef Q_T
+#define Q_T float
+#endif
+#ifndef K_T
+#define K_T float
+#endif
+#ifndef V_T
+#define V_T float
+#endif
+#ifndef O_T
+#define O_T float
+#endif
+
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer QBuf { float q[]; };
-layout(std430, binding = 1) readonly buffer KBuf { float k[]; };
-layout(std430, binding = 2) readonly buffer VBuf { float v[]; };
-layout(std430, binding = 3) writeonly buffer OBuf { float o[]; };
+layout(std430, binding = 0) readonly buffer QBuf { Q_T q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { K_T k[]; };
+layout(std430, binding = 2) readonly buffer VBuf { V_T v[]; };
+layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
 
 layout(push_constant) uniform Push {
   uint heads;          // heads in this dispatch
@@ -106,12 +120,12 @@ void main() {
       if (D > DC || key0 == 0) {  // with a single chunk, Q stays resident
         for (uint e = tid; e < BR * DC; e += WG) {
           const uint r = e / DC, d = e % DC;
-          s_q[e] = (r < nrows && d < width) ? q[q_first + r * D + d0 + d] : 0.0;
+          s_q[e] = (r < nrows && d < width) ? float(q[q_first + r * D + d0 + d]) : 0.0;
         }
       }
       for (uint e = tid; e < BC * DC; e += WG) {
         const uint j = e / DC, d = e % DC;
-        s_k[j * (DC + 1) + d] = (j < nkeys && d < width) ? k[k_first + (key0 + j) * D + d0 + d] : 0.0;
+        s_k[j * (DC + 1) + d] = (j < nkeys && d < width) ? float(k[k_first + (key0 + j) * D + d0 + d]) : 0.0;
       }
       barrier();
       for (uint d = 0; d < width; ++d) {
@@ -150,7 +164,7 @@ void main() {
       const uint vrow = v_first + (key0 + j) * DV;
       for (uint c = 0; c < CPT; ++c) {
         const uint col = lane + CT * c;
-        const float vv = col < DV ? v[vrow + col] : 0.0;
+        const float vv = col < DV ? float(v[vrow + col]) : 0.0;
         for (uint i = 0; i < RPT; ++i) acc[i][c] += s_p[(rg + RG * i) * (BC + 1) + j] * vv;
       }
     }
@@ -164,7 +178,7 @@ void main() {
     const uint out_first = pc.o_base + head * pc.o_head_stride + (row0 + r) * DV;
     for (uint c = 0; c < CPT; ++c) {
       const uint col = lane + CT * c;
-      if (col < DV) o[out_first + col] = acc[i][c] * inv_l;
+      if (col < DV) o[out_first + col] = O_T(store_round(acc[i][c] * inv_l));
     }
   }
 }

@@ -1,4 +1,5 @@
-// conv.comp: conv2d / conv3d as a tiled implicit GEMM, f32 in, f32 out, f32 accumulation.
+// conv.comp: conv2d / conv3d as a tiled implicit GEMM, f32 accumulation; operands
+// stored as f32 or f16 (type defines), the output rounded through its dtype.
 //
 //   y[n, co, ot, oy, ox] = bias[co] + Σ_{ci, a, b, c} w[co, ci, a, b, c] ·
 //                          x[n, ci, ot - pad_t + a, oy·stride_h - pad_h + b, ox·stride_w - pad_w + c]
@@ -23,7 +24,8 @@
 // Grid: x + (z % split)·grid x = pixel tile, y = output-channel tile, z / split = n·t_out + ot.
 // Uses no subgroup operations: correct for any subgroup size.
 //
-// Defines: BM BN BK TM TN (tile), KT KH KW (kernel extents), HAS_BIAS (0 / 1).
+// Defines: BM BN BK TM TN (tile), KT KH KW (kernel extents), HAS_BIAS (0 / 1),
+// X_T W_T B_T Y_T (float | float16_t, default float), ROUND (common.glsl).
 // Bindings: x (read), w (read), [bias (read)], y (write).
 
 #define WG ((BM / TM) * (BN / TN))
@@ -35,15 +37,28 @@
 #define B_ROW_STEP (WG / BN)
 #define TAPS (KT * KH * KW)
 
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef W_T
+#define W_T float
+#endif
+#ifndef B_T
+#define B_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
+
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) readonly buffer WBuf { float w[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
+layout(std430, binding = 1) readonly buffer WBuf { W_T w[]; };
 #if HAS_BIAS
-layout(std430, binding = 2) readonly buffer BiasBuf { float bias[]; };
-layout(std430, binding = 3) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 2) readonly buffer BiasBuf { B_T bias[]; };
+layout(std430, binding = 3) writeonly buffer YBuf { Y_T y[]; };
 #else
-layout(std430, binding = 2) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 2) writeonly buffer YBuf { Y_T y[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -76,7 +91,7 @@ void fetch(uint a, uint bc, uint ci0) {
     const uint e = tid + j * WG;
     const uint k = e % BK, m = e / BK;
     const uint co_i = m0 + m, ci_i = ci0 + k;
-    a_reg[j] = (m < BM && co_i < pc.co && ci_i < pc.ci) ? w[(co_i * pc.ci + ci_i) * TAPS + tap] : 0.0;
+    a_reg[j] = (m < BM && co_i < pc.co && ci_i < pc.ci) ? float(w[(co_i * pc.ci + ci_i) * TAPS + tap]) : 0.0;
   }
   const int it = int(ot) - pc.pad_t + int(a);  // in range: the step loop skips empty taps
   const int iy = col_iy0 + int(b), ix = col_ix0 + int(c);
@@ -86,7 +101,7 @@ void fetch(uint a, uint bc, uint ci0) {
   const uint k0 = tid / BN;
   for (uint j = 0; j < B_LOADS; ++j) {
     const uint ci_i = ci0 + k0 + j * B_ROW_STEP;
-    b_reg[j] = (ok && ci_i < pc.ci) ? x[base + ci_i * plane] : 0.0;
+    b_reg[j] = (ok && ci_i < pc.ci) ? float(x[base + ci_i * plane]) : 0.0;
   }
 }
 
@@ -156,14 +171,14 @@ void main() {
     const uint co_i = m0 + ty + i * (BM / TM);
     if (co_i >= pc.co) continue;
 #if HAS_BIAS
-    const float b = bias[co_i];
+    const float b = float(bias[co_i]);
 #else
     const float b = 0.0;
 #endif
     const uint row = ((n_img * pc.co + co_i) * pc.t_out + ot) * pixels;
     for (uint j = 0; j < TN; ++j) {
       const uint pj = p0 + tx + j * (BN / TN);
-      if (pj < pixels) y[row + pj] = acc[i][j] + b;
+      if (pj < pixels) y[row + pj] = Y_T(store_round(acc[i][j] + b));
     }
   }
 }

@@ -1,4 +1,5 @@
-// gemm.comp: batched C = A · B (+ bias), f32 in, f32 out, f32 accumulation.
+// gemm.comp: batched C = A · B (+ bias), f32 accumulation; operands stored as f32 or
+// f16 (type defines), C rounded through its dtype.
 //
 //   c[g, m, n] = bias[n] + Σ_k a[g, m, k] · B(g)[k, n]
 //   B_NK = 1: B(g)[k, n] = b[n, k], one [N, K] matrix for every batch (linear: x · wᵀ)
@@ -14,7 +15,8 @@
 // Grid: x + (z % split)·grid x = row tile, y = column tile, z / split = batch g.
 // Uses no subgroup operations: correct for any subgroup size.
 //
-// Defines: BM BN BK TM TN (tile), B_NK (0 / 1), HAS_BIAS (0 / 1).
+// Defines: BM BN BK TM TN (tile), B_NK (0 / 1), HAS_BIAS (0 / 1), A_T B_T BIAS_T C_T
+// (float | float16_t, default float), ROUND (common.glsl).
 // Bindings: a (read), b (read), [bias (read)], c (write).
 
 #define WG ((BM / TM) * (BN / TN))
@@ -24,15 +26,28 @@
 #define A_LOADS ((BM * BK + WG - 1) / WG)
 #define B_LOADS ((BK * BN + WG - 1) / WG)
 
+#ifndef A_T
+#define A_T float
+#endif
+#ifndef B_T
+#define B_T float
+#endif
+#ifndef BIAS_T
+#define BIAS_T float
+#endif
+#ifndef C_T
+#define C_T float
+#endif
+
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer ABuf { float a[]; };
-layout(std430, binding = 1) readonly buffer BBuf { float b[]; };
+layout(std430, binding = 0) readonly buffer ABuf { A_T a[]; };
+layout(std430, binding = 1) readonly buffer BBuf { B_T b[]; };
 #if HAS_BIAS
-layout(std430, binding = 2) readonly buffer BiasBuf { float bias[]; };
-layout(std430, binding = 3) writeonly buffer CBuf { float c[]; };
+layout(std430, binding = 2) readonly buffer BiasBuf { BIAS_T bias[]; };
+layout(std430, binding = 3) writeonly buffer CBuf { C_T c[]; };
 #else
-layout(std430, binding = 2) writeonly buffer CBuf { float c[]; };
+layout(std430, binding = 2) writeonly buffer CBuf { C_T c[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -61,7 +76,7 @@ void fetch(uint k0) {
     const uint e = tid + j * WG;
     const uvec2 q = a_pos(e);
     const uint row = m0 + q.y, col = k0 + q.x;
-    a_reg[j] = (e < BM * BK && row < pc.m && col < pc.k) ? a[a_base + row * pc.k + col] : 0.0;
+    a_reg[j] = (e < BM * BK && row < pc.m && col < pc.k) ? float(a[a_base + row * pc.k + col]) : 0.0;
   }
   for (uint j = 0; j < B_LOADS; ++j) {
     const uint e = tid + j * WG;
@@ -69,9 +84,9 @@ void fetch(uint k0) {
     const uint kk = k0 + q.x, nn = n0 + q.y;
     const bool ok = e < BK * BN && kk < pc.k && nn < pc.n;
 #if B_NK
-    b_reg[j] = ok ? b[nn * pc.k + kk] : 0.0;
+    b_reg[j] = ok ? float(b[nn * pc.k + kk]) : 0.0;
 #else
-    b_reg[j] = ok ? b[b_base + kk * pc.n + nn] : 0.0;
+    b_reg[j] = ok ? float(b[b_base + kk * pc.n + nn]) : 0.0;
 #endif
   }
 }
@@ -128,9 +143,9 @@ void main() {
       const uint col = n0 + tx + j * (BN / TN);
       if (col >= pc.n) continue;
 #if HAS_BIAS
-      c[c_base + row * pc.n + col] = acc[i][j] + bias[col];
+      c[c_base + row * pc.n + col] = C_T(store_round(acc[i][j] + float(bias[col])));
 #else
-      c[c_base + row * pc.n + col] = acc[i][j];
+      c[c_base + row * pc.n + col] = C_T(store_round(acc[i][j]));
 #endif
     }
   }

@@ -8,16 +8,30 @@
 // with the same relative window, so x_base locates both.
 //
 // Defines: WG, CHUNK (a multiple of WG).
+// X_T G_T BE_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), stats (read; (mean, rstd) per segment), gamma (read),
 // beta (read), y (write).
 
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef G_T
+#define G_T float
+#endif
+#ifndef BE_T
+#define BE_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
+
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
 layout(std430, binding = 1) readonly buffer StatsBuf { vec2 stats[]; };
-layout(std430, binding = 2) readonly buffer GammaBuf { float gamma[]; };
-layout(std430, binding = 3) readonly buffer BetaBuf { float beta[]; };
-layout(std430, binding = 4) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 2) readonly buffer GammaBuf { G_T gamma[]; };
+layout(std430, binding = 3) readonly buffer BetaBuf { BE_T beta[]; };
+layout(std430, binding = 4) writeonly buffer YBuf { Y_T y[]; };
 
 layout(push_constant) uniform Push {
   uint seg_len;
@@ -44,6 +58,6 @@ void main() {
 
   for (uint i = tid; i < n; i += WG) {
     const uint ch = channel0 + (part * uint(CHUNK) + i) / pc.spatial;
-    y[start + i] = (x[start + i] - st.x) * (st.y * gamma[ch]) + beta[ch];
+    y[start + i] = Y_T(store_round((float(x[start + i]) - st.x) * (st.y * float(gamma[ch])) + float(beta[ch])));
   }
 }

@@ -16,11 +16,16 @@
 // lowering splits large tensors into windows that fit the binding range).
 //
 // Defines: WG (invocations, a power of two), CHUNK (a multiple of WG).
+// X_T: float | float16_t (default float), x's element type.
 // Bindings: x (read), partial (write; float pairs (mean, M2) indexed by global chunk).
+
+#ifndef X_T
+#define X_T float
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer PartialBuf { vec2 partial[]; };
 
 layout(push_constant) uniform Push {
@@ -49,7 +54,7 @@ void main() {
 
   float cnt = 0.0, mean = 0.0, m2 = 0.0;
   for (uint i = tid; i < n; i += WG) {
-    const float v = x[start + i];
+    const float v = float(x[start + i]);
     cnt += 1.0;
     const float d = v - mean;
     mean += d / cnt;

@@ -11,18 +11,32 @@
 // x_base is the first row's first element.
 //
 // Defines: WG (a power of two), HAS_GAMMA, HAS_BETA (0 / 1).
+// X_T G_T BE_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), [gamma (read)], [beta (read)], y (write).
+
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef G_T
+#define G_T float
+#endif
+#ifndef BE_T
+#define BE_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
 #if HAS_GAMMA
-layout(std430, binding = 1) readonly buffer GammaBuf { float gamma[]; };
+layout(std430, binding = 1) readonly buffer GammaBuf { G_T gamma[]; };
 #endif
 #if HAS_BETA
-layout(std430, binding = 1 + HAS_GAMMA) readonly buffer BetaBuf { float beta[]; };
+layout(std430, binding = 1 + HAS_GAMMA) readonly buffer BetaBuf { BE_T beta[]; };
 #endif
-layout(std430, binding = 1 + HAS_GAMMA + HAS_BETA) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 1 + HAS_GAMMA + HAS_BETA) writeonly buffer YBuf { Y_T y[]; };
 
 layout(push_constant) uniform Push {
   uint cols;
@@ -55,24 +69,24 @@ void main() {
   const uint first = pc.x_base + row * pc.cols;
 
   float s = 0.0;
-  for (uint i = tid; i < pc.cols; i += WG) s += x[first + i];
+  for (uint i = tid; i < pc.cols; i += WG) s += float(x[first + i]);
   const float mean = workgroup_sum(s) / float(pc.cols);
 
   float q = 0.0;
   for (uint i = tid; i < pc.cols; i += WG) {
-    const float d = x[first + i] - mean;
+    const float d = float(x[first + i]) - mean;
     q += d * d;
   }
   const float rstd = 1.0 / sqrt(workgroup_sum(q) / float(pc.cols) + pc.eps);
 
   for (uint i = tid; i < pc.cols; i += WG) {
-    float v = (x[first + i] - mean) * rstd;
+    float v = (float(x[first + i]) - mean) * rstd;
 #if HAS_GAMMA
-    v *= gamma[i];
+    v *= float(gamma[i]);
 #endif
 #if HAS_BETA
-    v += beta[i];
+    v += float(beta[i]);
 #endif
-    y[first + i] = v;
+    y[first + i] = Y_T(store_round(v));
   }
 }

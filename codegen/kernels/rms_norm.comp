@@ -11,17 +11,31 @@
 // y whose element x_base is the first sample's first element.
 //
 // Defines: WG, HAS_BETA (0 / 1).
+// X_T G_T BE_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), gamma (read), [beta (read)], y (write).
+
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef G_T
+#define G_T float
+#endif
+#ifndef BE_T
+#define BE_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) readonly buffer GammaBuf { float gamma[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
+layout(std430, binding = 1) readonly buffer GammaBuf { G_T gamma[]; };
 #if HAS_BETA
-layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
-layout(std430, binding = 3) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 2) readonly buffer BetaBuf { BE_T beta[]; };
+layout(std430, binding = 3) writeonly buffer YBuf { Y_T y[]; };
 #else
-layout(std430, binding = 2) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 2) writeonly buffer YBuf { Y_T y[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -41,7 +55,7 @@ void main() {
 
   precise float sum = 0.0, comp = 0.0;  // Kahan: sum + comp is the running Σ x²
   for (uint c = 0; c < pc.channels; ++c) {
-    const float v = x[first + c * pc.spatial];
+    const float v = float(x[first + c * pc.spatial]);
     precise float term = v * v - comp;
     precise float next = sum + term;
     comp = (next - sum) - term;
@@ -50,10 +64,10 @@ void main() {
   const float inv = 1.0 / max(sqrt(sum), pc.eps);
   for (uint c = 0; c < pc.channels; ++c) {
     const uint i = first + c * pc.spatial;
-    float v = x[i] * inv * (gamma[c] * pc.sqrt_c);
+    float v = float(x[i]) * inv * (float(gamma[c]) * pc.sqrt_c);
 #if HAS_BETA
-    v += beta[c];
+    v += float(beta[c]);
 #endif
-    y[i] = v;
+    y[i] = Y_T(store_round(v));
   }
 }

@@ -12,12 +12,20 @@
 // x_base is the first row's first element.
 //
 // Defines: WG (a power of two).
+// X_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), y (write).
+
+#ifndef X_T
+#define X_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) writeonly buffer YBuf { float y[]; };
+layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
+layout(std430, binding = 1) writeonly buffer YBuf { Y_T y[]; };
 
 layout(push_constant) uniform Push {
   uint cols;
@@ -34,7 +42,7 @@ void main() {
   const uint first = pc.x_base + row * pc.cols;
 
   float m = -3.402823e38;
-  for (uint i = tid; i < pc.cols; i += WG) m = max(m, x[first + i]);
+  for (uint i = tid; i < pc.cols; i += WG) m = max(m, float(x[first + i]));
   s_red[tid] = m;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -45,7 +53,7 @@ void main() {
   barrier();
 
   float s = 0.0;
-  for (uint i = tid; i < pc.cols; i += WG) s += exp_precise(x[first + i] - row_max);
+  for (uint i = tid; i < pc.cols; i += WG) s += exp_precise(float(x[first + i]) - row_max);
   s_red[tid] = s;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -54,5 +62,5 @@ void main() {
   }
   const float inv_sum = 1.0 / s_red[0];
 
-  for (uint i = tid; i < pc.cols; i += WG) y[first + i] = exp_precise(x[first + i] - row_max) * inv_sum;
+  for (uint i = tid; i < pc.cols; i += WG) y[first + i] = Y_T(store_round(exp_precise(float(x[first + i]) - row_max) * inv_sum));
 }

@@ -1,5 +1,6 @@
 // The diffusers directory loader and the model builders: bad input gets an error that
 // names what is wrong, and the graphs have the architecture the configs describe.
+#include "ir/cost.h"
 #include "ir/printer.h"
 #include "ir/safetensors.h"
 #include "ir/verifier.h"
@@ -221,6 +222,31 @@ TEST(Models, SeededNormalHasTheRequestedMoments) {
   double mean = sum / v.size(), var = sq / v.size() - mean * mean;
   EXPECT_NEAR(mean, 1.0, 0.002);
   EXPECT_NEAR(std::sqrt(var), 0.1, 0.002);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// The work of the released architectures at 1024², against ../shared/gpu/README.md's
+// figures (Flux 10.5 TFLOP, Qwen-Image 11.7 TFLOP). The Qwen-Image figure counts all
+// three temporal taps of every causal 3×3×3 conv, as PyTorch computes them over the
+// zero padding; on one frame only the last tap meets data, so the useful work is
+// 4.7 TFLOP and the figure equals it plus twice the convs' useful part.
+TEST(Models, FullSizeWorkMatchesTheReferenceFigures) {
+  Vae flux = seeded_vae(flux_full_config(), 0);
+  Vae qwen = seeded_vae(qwen_full_config(), 0);
+  auto gf = build(flux, 128, 128);
+  auto gq = build(qwen, 128, 128);
+  ASSERT_TRUE(gf && gq);
+  EXPECT_NEAR(graph_flops(*gf) * 1e-12, 10.5, 0.1);
+  double useful = graph_flops(*gq), conv3d = 0;
+  for (const auto& n : gq->nodes())
+    if (n.op == Op::conv3d) conv3d += node_flops(*gq, n);
+  EXPECT_NEAR(useful * 1e-12, 4.71, 0.01);
+  EXPECT_NEAR((useful + 2 * conv3d) * 1e-12, 11.7, 0.1);
 }
 
 }  // namespace

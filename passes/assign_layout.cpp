@@ -1,0 +1,194 @@
+// assign_layout: NHWC activations, tap-major conv weights.
+//
+// Rewrites:
+//   - Image values become Layout{nhwc, padded_channels = shape[1]}: channels
+//     innermost, stored with a stride of shape[1] channels (pad_channels already made
+//     the logical channel count the padded one, so nothing hides beyond the shape).
+//     Image values are the rank-4, non-constant operands and results of conv_gemm (x,
+//     residual, result) and norm_act (x, result), and everything joined to them through
+//     ops that work per pixel or per channel: add, mul, scale, clamp, silu, gelu, cast,
+//     upsample_nearest, slice, concat. Constants (weights, per-channel [1,C,1,1]
+//     vectors) keep their logical layout; a binary op broadcasts them by logical index.
+//   - conv_gemm weights repacked from "oihw" w[Co,Ci,kh,kw] to "o_hwi" w[Co, kh·kw·Ci]
+//     (column (ky·kw + kx)·Ci + ci) into a derived tensor "<orig>[o_hwi]" in
+//     ctx.weights, weight_layout set to "o_hwi". The repack happens once, here; the
+//     Plan's weight table uploads the derived tensor.
+//
+// Layout boundaries (what codegen must know): graph inputs and outputs stay logical
+// (NCHW), as the host reads and writes them. Layouts change only in `reshape` nodes:
+//   - after an image graph input, a relayout `reshape` to the same shape (node and value
+//     "<input>.nhwc") converts it to NHWC, and every reader reads that;
+//   - before an image graph output, its producer writes "<output>.nhwc" and a relayout
+//     `reshape` ("<output>.to_logical") writes the logical output value;
+//   - reshapes between image values and logical ones (the attention block's
+//     [1,C,H,W] ↔ [C,H·W]) read one layout and write the other.
+// So every node other than reshape sees one layout on all its non-constant operands and
+// results; a reshape whose operand and result layouts differ is a copy (or an alias
+// when the physical orders coincide, e.g. NHWC [1,C,H,W] → logical [H·W,C]).
+//
+// Requires: pad_channels done (channel counts final), weights in "oihw".
+// Preserves: shapes, dtypes, what the graph computes (layouts are physical: the
+// interpreter ignores them; the repacked weight holds the same numbers); node and
+// value names (added: relayout nodes and values, repacked constants).
+#include "passes/passes.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+namespace strata {
+namespace {
+
+bool per_pixel_op(Op op) {
+  switch (op) {
+    case Op::add:
+    case Op::mul:
+    case Op::scale:
+    case Op::clamp:
+    case Op::silu:
+    case Op::gelu:
+    case Op::cast:
+    case Op::upsample_nearest:
+    case Op::slice:
+    case Op::concat: return true;
+    default: return false;
+  }
+}
+
+// The image values: seeds from conv_gemm / norm_act, grown through per-pixel ops.
+std::vector<bool> image_values(const Graph& g) {
+  std::vector<bool> image(g.values().size(), false);
+  auto candidate = [&](ValueId v) {
+    return v != kNoValue && g.value(v).kind != ValueKind::constant && g.value(v).type.rank() == 4;
+  };
+  auto mark = [&](ValueId v) {
+    if (!candidate(v) || image[static_cast<size_t>(v)]) return false;
+    image[static_cast<size_t>(v)] = true;
+    return true;
+  };
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::conv_gemm) {
+      mark(n.inputs[0]);
+      if (n.inputs.size() > 3) mark(n.inputs[3]);
+      mark(n.outputs[0]);
+    } else if (n.op == Op::norm_act) {
+      mark(n.inputs[0]);
+      mark(n.outputs[0]);
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Node& n : g.nodes()) {
+      if (!per_pixel_op(n.op)) continue;
+      bool any = false;
+      for (ValueId v : n.inputs) any = any || (candidate(v) && image[static_cast<size_t>(v)]);
+      for (ValueId v : n.outputs) any = any || image[static_cast<size_t>(v)];
+      if (!any) continue;
+      for (ValueId v : n.inputs) changed = mark(v) || changed;
+      for (ValueId v : n.outputs) changed = mark(v) || changed;
+    }
+  }
+  return image;
+}
+
+Layout nhwc_of(const TensorType& t) { return Layout{LayoutKind::nhwc, t.shape[1]}; }
+
+Node relayout(const std::string& name, ValueId in, ValueId out, const Shape& shape) {
+  return Node{Op::reshape, name, Attrs{{"shape", shape}}, {in}, {out}};
+}
+
+// w[Co,Ci,kh,kw] → w[Co, kh·kw·Ci], tap-major; returns the new constant.
+Expected<ValueId> repack(Graph& g, PassContext& ctx, ValueId w, std::map<ValueId, ValueId>& done) {
+  if (auto it = done.find(w); it != done.end()) return it->second;
+  const Value v = g.value(w);
+  const Shape& s = v.type.shape;
+  int64_t co = s[0], ci = s[1], kh = s[2], kw = s[3];
+  Shape to{co, kh * kw * ci};
+  std::string name = v.weight + "[o_hwi]";
+  if (!ctx.weights.contains(name)) {
+    STRATA_ASSIGN_OR_RETURN(TensorView view, ctx.weights.get(v.weight));
+    std::vector<float> src = view.to_f32();
+    if (static_cast<int64_t>(src.size()) != v.type.elements())
+      return error("weight '{}' has {} elements, constant %{} expects {}", v.weight, src.size(), v.name,
+                   v.type.elements());
+    std::vector<float> dst(src.size());
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t c = 0; c < ci; ++c)
+        for (int64_t y = 0; y < kh; ++y)
+          for (int64_t x = 0; x < kw; ++x)
+            dst[static_cast<size_t>(o * kh * kw * ci + (y * kw + x) * ci + c)] =
+                src[static_cast<size_t>(((o * ci + c) * kh + y) * kw + x)];
+    STRATA_RETURN_IF_ERROR(ctx.weights.add_owned(name, to, std::move(dst)));
+  }
+  ValueId r = g.add_constant(v.name + ".o_hwi", TensorType{to, v.type.dtype, {}}, name);
+  done[w] = r;
+  return r;
+}
+
+}  // namespace
+
+Status run_assign_layout(Graph& g, PassContext& ctx) {
+  // Weights first: repacked constants are new values, not image values.
+  std::map<ValueId, ValueId> repacked;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node& n = g.nodes()[i];
+    if (n.op != Op::conv_gemm || n.attrs.get_string("weight_layout") != "oihw") continue;
+    ValueId w = n.inputs[1];
+    if (g.value(w).kind != ValueKind::constant)
+      return error("node '{}' (conv_gemm): weight %{} is not a constant, cannot repack it", n.name, g.value(w).name);
+    auto r = repack(g, ctx, w, repacked);
+    if (!r) return r.status().with_context(fmt::format("node '{}' (conv_gemm)", n.name));
+    g.nodes()[i].inputs[1] = *r;
+    g.nodes()[i].attrs.set("weight_layout", std::string("o_hwi"));
+  }
+
+  std::vector<bool> image = image_values(g);
+  std::set<ValueId> inputs(g.inputs().begin(), g.inputs().end());
+  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+  int64_t nhwc_values = 0;
+  for (size_t v = 0; v < image.size(); ++v) {
+    Value& val = g.value(static_cast<ValueId>(v));
+    if (!image[v] || inputs.count(val.id) || outputs.count(val.id)) continue;
+    val.type.layout = nhwc_of(val.type);
+    ++nhwc_values;
+  }
+
+  // Boundaries: relayout after image inputs and before image outputs.
+  std::vector<Node> head, tail;
+  int64_t relayouts = 0;
+  for (ValueId in : g.inputs()) {
+    if (!image[static_cast<size_t>(in)] || outputs.count(in)) continue;
+    TensorType t = g.value(in).type;
+    t.layout = nhwc_of(t);
+    ValueId conv = g.add_value(g.value(in).name + ".nhwc", t);
+    for (Node& n : g.nodes())
+      for (ValueId& v : n.inputs)
+        if (v == in) v = conv;
+    head.push_back(relayout(g.value(conv).name, in, conv, t.shape));
+    ++relayouts;
+  }
+  for (ValueId out : outputs) {
+    if (!image[static_cast<size_t>(out)] || inputs.count(out)) continue;
+    TensorType t = g.value(out).type;
+    t.layout = nhwc_of(t);
+    ValueId inner = g.add_value(g.value(out).name + ".nhwc", t);
+    for (Node& n : g.nodes()) {
+      for (ValueId& v : n.inputs)
+        if (v == out) v = inner;
+      for (ValueId& v : n.outputs)
+        if (v == out) v = inner;
+    }
+    tail.push_back(relayout(g.value(out).name + ".to_logical", inner, out, t.shape));
+    ++relayouts;
+  }
+  std::vector<Node>& nodes = g.nodes();
+  nodes.insert(nodes.begin(), head.begin(), head.end());
+  nodes.insert(nodes.end(), tail.begin(), tail.end());
+  g.compact();  // drops the oihw constants no node reads any more
+  ctx.log.push_back(fmt::format("assign_layout: {} values nhwc, {} weights repacked to o_hwi, {} relayouts",
+                                nhwc_values, repacked.size(), relayouts));
+  return Status::ok();
+}
+
+}  // namespace strata
