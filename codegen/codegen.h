@@ -2,9 +2,13 @@
 // table and a flat dispatch list — that the runtime records once and replays.
 //
 // This stage lowers every node to a portable kernel (any Vulkan 1.2 device with
-// 16-bit storage; correct for subgroup sizes 8 to 64): f32 storage in the logical
-// (row-major) layout, one or a few dispatches per node. Later passes (issue 4) make
-// the graph faster before it gets here; codegen only follows what the graph says.
+// 16-bit storage; correct for subgroup sizes 8 to 64), one or a few dispatches per
+// node, and follows what the graph says: each value is stored in its dtype (f16 as
+// half, with f32 arithmetic; codegen/storage.h) and its layout (logical or NHWC,
+// channels padded or not), at the offsets passes/plan_buffers planned when the graph
+// carries them (Value::buffer). A plan that stores f16 requires shaderFloat16 and
+// storageBuffer16BitAccess. Graph inputs and outputs cross the host boundary as f32
+// in the logical layout; codegen converts them where the graph stores them otherwise.
 //
 //   STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, compile_plan(graph, weights, target));
 //   STRATA_ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(dev, plan, weight_source(weights)));
@@ -39,13 +43,14 @@ struct CodegenOptions {
   int64_t attention_query_chunk = 0;
 };
 
-// Compiles `graph` (verified, logical layouts) into a Plan. Errors name the node
-// that cannot be lowered and why.
+// Compiles `graph` (verified) into a Plan. Errors name the node or value that cannot
+// be lowered and why.
 Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weights, const Target& target,
                                      const CodegenOptions& options = {});
 
-// Produces the bytes of the Plan's weight table from the store (f32, converted from
-// f16/bf16 where stored so), for runtime::Executor::create. `weights` must outlive
+// Produces the bytes of the Plan's weight table from the store (f32, or f16 for the
+// f16 weights of conv_gemm; converted as each entry's transform says), for
+// runtime::Executor::create. `weights` must outlive
 // the returned function's use.
 runtime::WeightSource weight_source(const WeightStore& weights);
 

@@ -79,6 +79,54 @@ bool only_conv_gemm_weight(const Graph& g, ValueId v) {
   return read;
 }
 
+// An arena value's life: nodes [first, last] (first = -1: a staged input, written
+// before the first node; last = node count: converted into an output slot at the end).
+struct Life {
+  ValueId v;
+  int64_t first, last;
+  uint64_t bytes;
+};
+
+// The arena as passes/plan_buffers.cpp planned it (Value::buffer in arena "act"):
+// each value at its planned offset. Values the pass placed elsewhere (staged inputs
+// and outputs, which it keeps in its "in" / "out" arenas) follow the planned arena,
+// one after the other. The plan is checked, not trusted: offsets must be aligned for
+// the target, and no two values alive at the same time may overlap with the bytes
+// codegen stores (f16 as 2 bytes, bf16 as 4, padding slots included). Returns the
+// arena's size.
+Expected<uint64_t> place_planned(const Graph& g, const std::vector<Life>& lives, uint64_t align,
+                                 std::vector<Location>& locations) {
+  uint64_t end = 0;
+  for (const Life& life : lives) {
+    const Value& v = g.value(life.v);
+    if (!v.buffer || v.buffer->arena != "act") continue;
+    if (v.buffer->offset % align != 0)
+      return error("value %{}: planned offset {} is not a multiple of the target's alignment {}", v.name,
+                   v.buffer->offset, align);
+    locations[static_cast<size_t>(life.v)] = Location{kArena, v.buffer->offset, life.bytes};
+    end = std::max(end, align_up(v.buffer->offset + life.bytes, align));
+  }
+  for (const Life& life : lives) {
+    const Value& v = g.value(life.v);
+    if (v.buffer && v.buffer->arena == "act") continue;
+    locations[static_cast<size_t>(life.v)] = Location{kArena, end, life.bytes};
+    end += align_up(life.bytes, align);
+  }
+  // Sweep in offset order: each value against those starting before its end.
+  std::vector<const Life*> by_offset;
+  for (const Life& life : lives) by_offset.push_back(&life);
+  auto at = [&](const Life* l) { return locations[static_cast<size_t>(l->v)].offset; };
+  std::stable_sort(by_offset.begin(), by_offset.end(), [&](const Life* a, const Life* b) { return at(a) < at(b); });
+  for (size_t i = 0; i < by_offset.size(); ++i)
+    for (size_t j = i + 1; j < by_offset.size() && at(by_offset[j]) < at(by_offset[i]) + by_offset[i]->bytes; ++j) {
+      const Life &a = *by_offset[i], &b = *by_offset[j];
+      if (a.first <= b.last && b.first <= a.last)
+        return error("planned buffers overlap: %{} ({} bytes at {}) and %{} ({} bytes at {}) are alive together",
+                     g.value(a.v).name, a.bytes, at(&a), g.value(b.v).name, b.bytes, at(&b));
+    }
+  return end;
+}
+
 }  // namespace
 
 uint64_t placement_alignment(const Target& target) {
@@ -166,16 +214,17 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
     out.locations[static_cast<size_t>(v)] = it->second;
   }
 
-  // Reshapes between row-major values of one storage type that are not host outputs
-  // alias the storage of their input (`root`).
+  // Reshapes that are not host outputs alias the storage of their input (`root`)
+  // when both hold the same bytes: one storage type, and both row major or of one
+  // layout and shape.
   std::vector<ValueId> root(nv);
   for (size_t v = 0; v < nv; ++v) root[v] = static_cast<ValueId>(v);
   for (const Node& n : g.nodes()) {
     if (n.op != Op::reshape) continue;
     const auto x = static_cast<size_t>(n.inputs[0]), y = static_cast<size_t>(n.outputs[0]);
-    if (!in_output_slot[y] && out.storage[x] == out.storage[y] && is_row_major(g.value(n.inputs[0]).type) &&
-        is_row_major(g.value(n.outputs[0]).type))
-      root[y] = root[x];
+    const TensorType &tx = g.value(n.inputs[0]).type, &ty = g.value(n.outputs[0]).type;
+    const bool same_bytes = (is_row_major(tx) && is_row_major(ty)) || (tx.layout == ty.layout && tx.shape == ty.shape);
+    if (!in_output_slot[y] && out.storage[x] == out.storage[y] && same_bytes) root[y] = root[x];
   }
   auto in_arena = [&](ValueId v) {
     const auto i = static_cast<size_t>(v);
@@ -202,23 +251,36 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
     if (in_arena(static_cast<ValueId>(v)) && last_use[v] >= 0 && last_use[v] < nn)
       frees[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
 
-  Arena arena;
-  auto allocate = [&](ValueId v) {
-    const uint64_t bytes = bytes_of(v), size = align_up(bytes, align);
-    out.locations[static_cast<size_t>(v)] = Location{kArena, arena.allocate(size), bytes};
-    out.arena_bytes_unshared += size;
-  };
+  // Arena values in allocation order (staged inputs first), with their lives.
+  std::vector<Life> lives;
   for (ValueId v : g.inputs())
-    if (in_arena(v) && read[static_cast<size_t>(v)]) allocate(v);
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    for (ValueId v : g.nodes()[i].outputs)
-      if (in_arena(v)) allocate(v);
-    for (ValueId v : frees[i]) {
-      const Location& loc = out.locations[static_cast<size_t>(v)];
-      arena.release(loc.offset, align_up(loc.bytes, align));
+    if (in_arena(v) && read[static_cast<size_t>(v)]) lives.push_back({v, -1, last_use[static_cast<size_t>(v)], bytes_of(v)});
+  for (int64_t i = 0; i < nn; ++i)
+    for (ValueId v : g.nodes()[static_cast<size_t>(i)].outputs)
+      if (in_arena(v)) lives.push_back({v, i, last_use[static_cast<size_t>(v)], bytes_of(v)});
+  for (const Life& life : lives) out.arena_bytes_unshared += align_up(life.bytes, align);
+
+  if (std::any_of(g.values().begin(), g.values().end(), [](const Value& v) { return v.buffer.has_value(); })) {
+    STRATA_ASSIGN_OR_RETURN(pool_end[kArena], place_planned(g, lives, align, out.locations));
+  } else {
+    Arena arena;
+    size_t next = 0;
+    auto allocate_born_before = [&](int64_t at) {
+      for (; next < lives.size() && lives[next].first <= at; ++next) {
+        const Life& life = lives[next];
+        out.locations[static_cast<size_t>(life.v)] = Location{kArena, arena.allocate(align_up(life.bytes, align)), life.bytes};
+      }
+    };
+    allocate_born_before(-1);
+    for (int64_t i = 0; i < nn; ++i) {
+      allocate_born_before(i);
+      for (ValueId v : frees[static_cast<size_t>(i)]) {
+        const Location& loc = out.locations[static_cast<size_t>(v)];
+        arena.release(loc.offset, align_up(loc.bytes, align));
+      }
     }
+    pool_end[kArena] = arena.size();
   }
-  pool_end[kArena] = arena.size();
   for (size_t v = 0; v < nv; ++v)
     if (root[v] != static_cast<ValueId>(v)) {
       out.locations[v] = out.locations[static_cast<size_t>(root[v])];

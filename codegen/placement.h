@@ -22,9 +22,16 @@
 //                 this node is freed; a node's outputs therefore never overlap its
 //                 inputs. Staged inputs are allocated before the first node; values
 //                 converted into an output slot at the end are never freed. A reshape
-//                 between row-major values that is not a graph output aliases its
-//                 input's storage (no copy) and extends that storage's lifetime to its
-//                 own readers.
+//                 that is not a graph output and whose operand and result hold the
+//                 same bytes (one storage type; both row major, or one layout and
+//                 shape) aliases its operand's storage (no copy) and extends that
+//                 storage's lifetime to its own readers.
+// When the graph carries buffer assignments (Value::buffer, from passes/plan_buffers),
+// the arena follows them instead: every arena value assigned to "act" sits at its
+// planned offset, the rest (staged inputs and outputs, which that pass keeps in its
+// own "in" / "out" arenas) after the planned range. The assignments are checked, not
+// trusted: an offset the target cannot bind, or two values alive together that
+// overlap with the bytes codegen stores, is an error naming them.
 // Offsets and sizes are multiples of max(target alignment, 16) bytes. A value takes
 // physical_elements × storage bytes (codegen/storage.h): f32 and bf16 values 4 bytes
 // per element, f16 values 2, nhwc and padded layouts counting their padding slots.

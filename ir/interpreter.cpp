@@ -1,6 +1,6 @@
 // The interpreter's driver: checks the graph, its inputs and its weights up front,
 // then runs the nodes in order, freeing each tensor after its last reader. The
-// kernels live in interpreter_{conv,gemm,norm,misc}.cpp.
+// kernels live in interpreter_{conv,gemm,norm,misc,fused}.cpp.
 #include "ir/interpreter.h"
 
 #include "ir/infer.h"
@@ -63,22 +63,14 @@ int resolve_threads(int requested) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Every value the run touches must be in the logical layout.
-Status check_layout(const Value& v) {
-  if (v.type.layout.is_default()) return Status::ok();
-  return error("value {} has layout {}: the interpreter runs logical layouts only "
-               "(later passes will add support)",
-               value_label(v), layout_str(v.type.layout));
-}
-
-// Structural checks of the whole graph, before any work: layouts, topological order,
-// each node's output types against its op's shape rules.
+// Structural checks of the whole graph, before any work: topological order, each
+// node's output types against its op's shape rules. Layouts are not checked: they
+// are physical only, and the interpreter computes on logical shapes.
 Status check_graph(const Graph& g) {
   std::vector<bool> available(g.values().size(), false);
   for (const auto& v : g.values())
     if (v.kind != ValueKind::intermediate) available[static_cast<size_t>(v.id)] = true;
   auto in_range = [&](ValueId id) { return id >= 0 && static_cast<size_t>(id) < g.values().size(); };
-  for (ValueId id : g.inputs()) STRATA_RETURN_IF_ERROR(check_layout(g.value(id)));
   for (const Node& n : g.nodes()) {
     for (ValueId id : n.inputs)
       if (id != kNoValue && !in_range(id))
@@ -95,7 +87,6 @@ Status check_graph(const Graph& g) {
       const Value& v = g.value(id);
       if (!available[static_cast<size_t>(id)])
         return error("{} reads {} before it is computed", node_label(n), value_label(v));
-      STRATA_RETURN_IF_ERROR(check_layout(v).with_context(node_label(n)));
       types.push_back(&v.type);
     }
     auto inferred = infer_output_types(n.op, n.attrs, types);
@@ -104,7 +95,6 @@ Status check_graph(const Graph& g) {
       return error("{} has {} outputs, its op has {}", node_label(n), n.outputs.size(), inferred->size());
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value& out = g.value(n.outputs[i]);
-      STRATA_RETURN_IF_ERROR(check_layout(out).with_context(node_label(n)));
       const TensorType& want = (*inferred)[i];
       if (out.type.shape != want.shape || out.type.dtype != want.dtype)
         return error("{}: output {} is {}, the op's shape rule gives {}", node_label(n), value_label(out),
@@ -116,7 +106,6 @@ Status check_graph(const Graph& g) {
     if (!in_range(id)) return error("graph output id {} does not exist", id);
     const Value& v = g.value(id);
     if (!available[static_cast<size_t>(id)]) return error("graph output {} is never computed", value_label(v));
-    STRATA_RETURN_IF_ERROR(check_layout(v));
   }
   return Status::ok();
 }
@@ -189,6 +178,28 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
     case Op::slice: return interp::slice(*in[0], a.get_int("axis"), a.get_int("start"), a.get_int("end"));
     case Op::concat: return interp::concat(in, a.get_int("axis"));
     case Op::cast: return interp::cast(*in[0], out.dtype);
+    case Op::norm_act: {
+      interp::NormActParams p;
+      p.rms = a.get_string("norm") == "rms";
+      p.groups = a.get_int("groups", 1);
+      p.eps = a.get_float("eps");
+      p.silu = a.get_int("silu", 0) != 0;
+      p.in_scale = a.get_float("in_scale", 1.0);
+      p.channels = a.get_int("channels", 0);
+      return interp::norm_act(*in[0], *in[1], opt(2), opt(3), p, par);
+    }
+    case Op::conv_gemm: {
+      interp::ConvGemmParams p;
+      p.kernel = pair(a.get_ints("kernel"));
+      p.pad = pair(a.get_ints("pad", {0, 0}));
+      p.stride = pair(a.get_ints("stride", {1, 1}));
+      p.packed = a.get_string("weight_layout") == "o_hwi";
+      p.upsample = a.get_string("gather", "plain") == "upsample2x" ? 2 : 1;
+      p.acc_scale = a.get_float("acc_scale", 1.0);
+      p.residual_scale = a.get_float("residual_scale", 1.0);
+      p.out_scale = a.get_float("out_scale", 1.0);
+      return interp::conv_gemm(*in[0], *in[1], opt(2), opt(3), p, par);
+    }
   }
   return Tensor();
 }

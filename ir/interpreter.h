@@ -19,7 +19,7 @@
 //     the thread count: a multithreaded run equals a single-threaded one bit for bit.
 //
 // Threading: each heavy kernel splits its output into contiguous ranges of
-// independent units (conv: output rows (n, co, t, y); linear: output elements;
+// independent units (conv, conv_gemm: output rows (n, co, t, y); norm_act: as its norm; linear: output elements;
 // matmul / attention / softmax / layer_norm: rows; group_norm: (n, group) pairs;
 // rms_norm: (n, position) blocks; pointwise and data movement: element or row
 // ranges) and runs one range per std::thread (interp::parallel_for).
@@ -53,9 +53,12 @@ struct InterpretOptions {
 // Runs `graph` on `inputs` (one per graph input, in graph.inputs() order, each of the
 // input's logical shape) and returns the graph outputs in graph.outputs() order.
 //
+// Layouts are physical only (how a buffer stores a value: NHWC, padded channels);
+// the interpreter computes every value on its logical shape whatever its layout, so
+// a graph after assign_layout / pad_channels runs unchanged.
+//
 // Errors (nothing is computed when one of the checks fails): a wrong number of inputs
-// or an input of the wrong shape (names the input and both shapes); a value with a
-// non-default layout; a constant whose tensor is missing from `weights` or has
+// or an input of the wrong shape (names the input and both shapes); a constant whose tensor is missing from `weights` or has
 // another shape (names the tensor); a node whose operands are not yet computed or
 // whose output types disagree with the op's shape rules (names the node).
 Expected<std::vector<Tensor>> interpret(const Graph& graph, const WeightStore& weights,
@@ -108,6 +111,43 @@ Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int6
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor softmax(const Tensor& x, const Parallel& par);
+
+// The fused ops (ir/ops.h), in interpreter_fused.cpp.
+//
+// norm_act: t = x · in_scale + bias[c] rounded to f32 (bias: the producing conv's,
+// added on read), then group_norm / rms_norm of t exactly as those kernels compute it
+// (f64 statistics over the first `channels` channels only; RMS scales by
+// √channels), then SiLU as silu() computes it. Channels ≥ `channels` are exactly 0.
+// With in_scale 1, no bias and all channels real it equals norm then silu bit for bit.
+struct NormActParams {
+  bool rms = false;       // false: group norm
+  int64_t groups = 1;     // group norm only
+  double eps = 1e-6;
+  bool silu = false;
+  double in_scale = 1.0;
+  int64_t channels = 0;   // real channels; 0: all
+};
+Tensor norm_act(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor* bias,
+                const NormActParams& p, const Parallel& par);
+
+// conv_gemm: a 2-D convolution of x[N,Ci,H,W] (or of its nearest-2× upsampling,
+// read in place, with upsample = 2) by w in oihw [Co,Ci,kh,kw] or o_hwi
+// [Co, kh·kw·Ci] (column (ky·kw + kx)·Ci + ci). The sum is f64 over (ci, ky, kx) in
+// that order for either layout, exactly as conv2d(), then the epilogue:
+//   a = f32(Σ · acc_scale + bias)              (f64, rounded once: conv2d's rounding)
+//   y = f32(f32(a + f32(residual · residual_scale)) · out_scale)   (f32 steps)
+// so conv_gemm equals conv2d bit for bit, and conv2d followed by add(·, residual)
+// bit for bit when the scales are 1 (power-of-two scales are exact in f32).
+struct ConvGemmParams {
+  std::array<int64_t, 2> kernel{1, 1};
+  std::array<int64_t, 2> pad{0, 0};
+  std::array<int64_t, 2> stride{1, 1};
+  bool packed = false;    // true: o_hwi weights
+  int64_t upsample = 1;   // 2: gather "upsample2x"
+  double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
+};
+Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                 const ConvGemmParams& p, const Parallel& par);
 
 Tensor silu(const Tensor& x, const Parallel& par);
 Tensor gelu(const Tensor& x, const Parallel& par);

@@ -27,7 +27,8 @@
 // their real shape (and their value): the padded result is renamed "<out>.padded" and
 // a slice back to the real channels produces the output.
 //
-// Requires: weights of conv_gemm in "oihw" (runs before assign_layout); logical layouts.
+// Requires: logical layouts (runs before assign_layout); conv_gemm weights in "oihw" or
+// "o_hwi" (padded as the view [Co, kh·kw, Ci]).
 // Preserves: what the graph computes, bit for bit in f32 (padded channels are exact
 // zeros, and adding zero products changes no sum); node names; the names of values
 // that are not padded constants. Nodes and values are added (unpad slices), constants
@@ -55,6 +56,19 @@ std::string dims_str(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
   return out;
+}
+
+// `src` (row major, shape `from`) in the leading corner of a zero tensor of shape `to`.
+std::vector<float> corner_copy(const std::vector<float>& src, const Shape& from, const Shape& to) {
+  std::vector<float> dst(static_cast<size_t>(num_elements(to)), 0.0f);
+  std::vector<int64_t> idx(from.size(), 0);  // src's multi-index, walked in order
+  for (float x : src) {
+    int64_t off = 0;
+    for (size_t d = 0; d < to.size(); ++d) off = off * to[d] + idx[d];
+    dst[static_cast<size_t>(off)] = x;
+    for (size_t d = from.size(); d-- > 0 && ++idx[d] == from[d];) idx[d] = 0;
+  }
+  return dst;
 }
 
 // Dim `axis` of a value holds `real` real channels followed by zeros; axis < 0: the
@@ -136,12 +150,17 @@ private:
   // elsewhere. `to` has c's rank (or rank 1 with c treated as a flat vector).
   Expected<ValueId> pad_constant(ValueId c, const Shape& to) {
     const Value& v = g_.value(c);
-    Shape from = to.size() == 1 ? Shape{v.type.elements()} : v.type.shape;
+    return pad_constant(c, to.size() == 1 ? Shape{v.type.elements()} : v.type.shape, to, to);
+  }
+
+  // The general form: c's elements viewed as `from`, padded to `to` (same rank), the
+  // result stored with shape `result` (to's element count).
+  Expected<ValueId> pad_constant(ValueId c, const Shape& from, const Shape& to, const Shape& result) {
+    const Value& v = g_.value(c);
     if (from == to) return c;
-    if (from.size() != to.size())
-      return error("cannot pad constant %{} of shape {} to {}", v.name, shape_str(from), shape_str(to));
-    for (size_t d = 0; d < to.size(); ++d)
-      if (from[d] > to[d]) return error("cannot pad constant %{} of shape {} to {}", v.name, shape_str(from), shape_str(to));
+    bool fits = from.size() == to.size();
+    for (size_t d = 0; fits && d < to.size(); ++d) fits = from[d] <= to[d];
+    if (!fits) return error("cannot pad constant %{} of shape {} to {}", v.name, shape_str(from), shape_str(to));
     std::string weight = fmt::format("{}[pad {}->{}]", v.weight, dims_str(from), dims_str(to));
     auto key = std::make_pair(c, to);
     if (auto it = padded_consts_.find(key); it != padded_consts_.end()) return it->second;
@@ -151,21 +170,9 @@ private:
       if (static_cast<int64_t>(src.size()) != num_elements(from))
         return error("weight '{}' has {} elements, constant %{} expects {}", v.weight, src.size(), v.name,
                      num_elements(from));
-      std::vector<float> dst(static_cast<size_t>(num_elements(to)), 0.0f);
-      // Row-major copy: walk `from`'s multi-index, write at `to`'s strides.
-      std::vector<int64_t> idx(from.size(), 0);
-      for (size_t i = 0; i < src.size(); ++i) {
-        int64_t off = 0;
-        for (size_t d = 0; d < to.size(); ++d) off = off * to[d] + idx[d];
-        dst[static_cast<size_t>(off)] = src[i];
-        for (size_t d = from.size(); d-- > 0;) {
-          if (++idx[d] < from[d]) break;
-          idx[d] = 0;
-        }
-      }
-      STRATA_RETURN_IF_ERROR(ctx_.weights.add_owned(weight, to, std::move(dst)));
+      STRATA_RETURN_IF_ERROR(ctx_.weights.add_owned(weight, result, corner_copy(src, from, to)));
     }
-    ValueId r = g_.add_constant(v.name + ".pad", TensorType{to, v.type.dtype, {}}, weight);
+    ValueId r = g_.add_constant(v.name + ".pad", TensorType{result, v.type.dtype, {}}, weight);
     pad_.resize(g_.values().size());
     padded_consts_[key] = r;
     ++padded_weights_;
@@ -180,7 +187,8 @@ private:
     zshape[static_cast<size_t>(axis)] = to - real;
     std::string weight = "strata.zeros[" + dims_str(zshape) + "]";
     if (!ctx_.weights.contains(weight))
-      STRATA_RETURN_IF_ERROR(ctx_.weights.add_owned(weight, zshape, std::vector<float>(static_cast<size_t>(num_elements(zshape)), 0.0f)));
+      STRATA_RETURN_IF_ERROR(
+          ctx_.weights.add_owned(weight, zshape, std::vector<float>(static_cast<size_t>(num_elements(zshape)), 0.0f)));
     ValueId zeros = g_.add_constant("strata.zeros", TensorType{zshape, t.dtype, {}}, weight);
     pad_.resize(g_.values().size());
     t.shape[static_cast<size_t>(axis)] = to;
@@ -222,9 +230,8 @@ private:
   }
 
   Status conv_gemm(Node& n) {
-    if (n.attrs.get_string("weight_layout") != "oihw")
-      return error("pad_channels needs oihw weights (it runs before assign_layout), got '{}'",
-                   n.attrs.get_string("weight_layout"));
+    const std::string layout = n.attrs.get_string("weight_layout");
+    if (layout != "oihw" && layout != "o_hwi") return error("unknown weight_layout '{}'", layout);
     ValueId& x = n.inputs[0];
     ValueId w = n.inputs[1];
     ValueId b = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
@@ -243,7 +250,14 @@ private:
       if (pr.padded() && (pr.axis != 1 || pr.real != co)) r = n.inputs[3] = unpad(r);
       cop = shape(r)[1];
     }
-    STRATA_ASSIGN_OR_RETURN(n.inputs[1], pad_constant(w, {cop, ci, ws[2], ws[3]}));
+    if (layout == "oihw") {
+      STRATA_ASSIGN_OR_RETURN(n.inputs[1], pad_constant(w, {cop, ci, ws[2], ws[3]}));
+    } else {  // o_hwi [Co, taps·Ci]: pad the view [Co, taps, Ci]
+      auto k = n.attrs.get_ints("kernel");
+      int64_t taps = k[0] * k[1];
+      STRATA_ASSIGN_OR_RETURN(n.inputs[1],
+                              pad_constant(w, {co, taps, ws[1] / taps}, {cop, taps, ci}, {cop, taps * ci}));
+    }
     if (b != kNoValue) {
       STRATA_ASSIGN_OR_RETURN(n.inputs[2], pad_constant(b, {cop}));
     }
@@ -270,11 +284,12 @@ private:
     if (info(x).padded() && info(x).axis != 1) x = unpad(x);
     Pad p = info(x);
     if (!p.padded()) return emit(n, {});
-    for (size_t i = 1; i < n.inputs.size(); ++i) {
-      if (n.inputs[i] == kNoValue) continue;
-      if (!is_constant(n.inputs[i])) return unpad_all(n);
-      STRATA_ASSIGN_OR_RETURN(n.inputs[i], pad_constant(n.inputs[i], {shape(x)[1]}));
-    }
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue && !is_constant(n.inputs[i])) return unpad_all(n);
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue) {
+        STRATA_ASSIGN_OR_RETURN(n.inputs[i], pad_constant(n.inputs[i], {shape(x)[1]}));
+      }
     if (!n.attrs.has("channels")) n.attrs.set("channels", p.real);
     return emit(n, p);
   }
@@ -361,10 +376,11 @@ private:
   }
 
   Status concat(Node& n) {
-    Pad p0 = info(n.inputs[0]);
+    ValueId first = n.inputs[0];
+    Pad p0 = info(first);
     bool uniform = p0.padded() && p0.axis != n.attrs.get_int("axis");
-    for (ValueId v : n.inputs)
-      uniform = uniform && info(v) == p0 && shape(v)[static_cast<size_t>(p0.axis)] == shape(n.inputs[0])[static_cast<size_t>(p0.axis)];
+    auto stored = [&](ValueId v) { return shape(v)[static_cast<size_t>(p0.axis)]; };
+    for (ValueId v : n.inputs) uniform = uniform && info(v) == p0 && stored(v) == stored(first);
     if (uniform) return emit(n, p0);
     return unpad_all(n);
   }

@@ -22,17 +22,31 @@ struct Variant {
   Defines defines;
 };
 
-// The variants lower_elementwise.cpp and lower_shuffle.cpp can ask for.
+// The variants lower_elementwise.cpp and lower_shuffle.cpp can ask for: each define
+// over its range (ranks, rounding, f32 / f16 element types), not every combination.
 std::vector<Variant> pointwise_and_shuffle_variants() {
   std::vector<Variant> v;
   const std::vector<std::string> rounds = {"ROUND_NONE", "ROUND_F16", "ROUND_BF16"};
-  for (const char* op : {"SILU", "GELU", "SCALE", "CLAMP", "COPY"})
+  const Defines half_io = {{"F16", "1"}, {"X_T", "float16_t"}, {"Y_T", "float16_t"}};
+  for (const char* op : {"SILU", "GELU", "SCALE", "CLAMP", "COPY"}) {
     for (const auto& r : rounds) v.push_back({"unary.comp", {{"OP", op}, {"ROUND", r}}});
+    Defines d = half_io;
+    d.insert({{"OP", op}, {"ROUND", "ROUND_F16"}});
+    v.push_back({"unary.comp", d});
+  }
   for (int rank = 1; rank <= 6; ++rank) {
+    const std::string r = std::to_string(rank), other = std::to_string(7 - rank);
+    v.push_back({"unary.comp", {{"OP", "COPY"}, {"ROUND", "ROUND_NONE"}, {"XRANK", r}, {"YRANK", other}}});
     for (const char* op : {"ADD", "MUL"})
-      for (const auto& r : rounds) v.push_back({"binary.comp", {{"OP", op}, {"RANK", std::to_string(rank)}, {"ROUND", r}}});
-    v.push_back({"strided_copy.comp", {{"RANK", std::to_string(rank)}}});
-    v.push_back({"upsample_nearest.comp", {{"RANK", std::to_string(rank)}}});
+      for (const auto& rd : rounds) v.push_back({"binary.comp", {{"OP", op}, {"RANK", r}, {"ROUND", rd}}});
+    v.push_back({"binary.comp", {{"OP", "ADD"}, {"RANK", r}, {"ROUND", "ROUND_F16"}, {"F16", "1"},
+                                 {"A_T", "float16_t"}, {"B_T", "float"}, {"Z_T", "float16_t"}}});
+    v.push_back({"strided_copy.comp", {{"RANK", r}}});
+    v.push_back({"strided_copy.comp", {{"RANK", r}, {"F16", "1"}, {"SRC_T", "float16_t"}, {"DST_T", "float16_t"}}});
+    v.push_back({"strided_copy.comp", {{"RANK", r}, {"F16", "1"}, {"CONVERT", "1"}, {"ROUND", "ROUND_F16"},
+                                       {"SRC_T", "float"}, {"DST_T", "float16_t"}}});
+    v.push_back({"upsample_nearest.comp", {{"RANK", r}}});
+    v.push_back({"upsample_nearest.comp", {{"RANK", r}, {"F16", "1"}, {"ELEM", "float16_t"}}});
   }
   return v;
 }
@@ -49,6 +63,7 @@ Graph every_op_graph(WeightStore& w) {
   add_weight("norm.gamma", {6});
   add_weight("norm.beta", {6});
   add_weight("linear.weight", {7, 6});
+  add_weight("conv_gemm.weight", {6, 6, 3, 3});
   Builder b(g, &w);
   ValueId x = b.input("x", {1, 5, 6, 7});
   ValueId h = b.conv2d(x, b.weight("conv2d.weight"), b.weight("conv2d.bias"), {.pad = 1});
@@ -63,6 +78,19 @@ Graph every_op_graph(WeightStore& w) {
   ValueId a = b.attention(q, q, b.slice(b.concat({q, q}, 1), 1, 0, 7), 0.3);
   ValueId m = b.softmax(b.matmul(a, b.permute(a, {1, 0})));
   b.output(b.mul(b.add(m, m), b.cast(m, DType::f16)));
+  // The fused ops: norm_act (group, then rms with SiLU) feeding a conv_gemm with an
+  // upsample gather, a residual and an f16 output.
+  ValueId na = b.op(Op::norm_act, {h, b.weight("norm.gamma"), b.weight("norm.beta"), b.weight("conv2d.bias")},
+                    {{"norm", std::string("group")}, {"groups", int64_t{3}}, {"eps", 1e-6}});
+  na = b.op(Op::norm_act, {na, b.weight("norm.gamma")},
+            {{"norm", std::string("rms")}, {"eps", 1e-12}, {"silu", int64_t{1}}, {"dtype", std::string("f16")}});
+  ValueId cg = b.op(Op::conv_gemm, {na, b.weight("conv_gemm.weight"), b.weight("conv2d.bias")},
+                    {{"kernel", std::vector<int64_t>{3, 3}}, {"pad", std::vector<int64_t>{1, 1}},
+                     {"weight_layout", std::string("oihw")}, {"gather", std::string("upsample2x")}});
+  b.output(b.op(Op::conv_gemm, {na, b.weight("conv_gemm.weight"), kNoValue, cg},
+                {{"kernel", std::vector<int64_t>{3, 3}}, {"pad", std::vector<int64_t>{1, 1}},
+                 {"weight_layout", std::string("oihw")}, {"gather", std::string("upsample2x")},
+                 {"residual_scale", 0.5}, {"dtype", std::string("f16")}}));
   EXPECT_TRUE(b.ok()) << b.status().message();
   return g;
 }

@@ -33,11 +33,29 @@ inline Expected<std::shared_ptr<runtime::Device>> test_device() {
   return device;
 }
 
-// compile_plan + Executor on the test device, one run.
+// The same device opened with 16-bit storage (shaderFloat16 and
+// storageBuffer16BitAccess), for plans that store f16 values.
+inline Expected<std::shared_ptr<runtime::Device>> test_device_f16() {
+  runtime::DeviceRequirements needs;
+  needs.shader_float16 = needs.storage_buffer_16bit_access = true;
+  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, needs);
+  return device;
+}
+
+// The test device a plan with these requirements runs on.
+inline Expected<std::shared_ptr<runtime::Device>> test_device_for(const runtime::DeviceRequirements& needs) {
+  return needs.shader_float16 || needs.storage_buffer_16bit_access ? test_device_f16() : test_device();
+}
+
+// compile_plan + Executor on the test device (opened with 16-bit storage when the
+// plan stores f16 values), one run.
 inline Expected<std::vector<Tensor>> run_vulkan(const Graph& graph, const WeightStore& weights,
                                                 const std::vector<Tensor>& inputs,
                                                 const CodegenOptions& options = {}) {
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, test_device());
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan,
+                          codegen::compile_plan(graph, weights, codegen::target_for(device->info()), options));
+  STRATA_ASSIGN_OR_RETURN(device, test_device_for(plan.requirements));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cg, CompiledGraph::create(device, graph, weights, options));
   return cg->run(inputs);
 }

@@ -91,6 +91,19 @@ const std::map<Op, OpCase>& op_cases() {
       {Op::slice, [](Builder& b, ValueId, ValueId v, ValueId) { return b.slice(v, 2, 1, 3); }},
       {Op::concat, [](Builder& b, ValueId x, ValueId, ValueId) { return b.concat({x, x, x}, 1); }},
       {Op::cast, [](Builder& b, ValueId x, ValueId, ValueId) { return b.cast(x, DType::bf16); }},
+      {Op::norm_act, [](Builder& b, ValueId x, ValueId, ValueId) {
+         return b.op(Op::norm_act, {x, b.constant("na.gamma", f32({8})), kNoValue, b.constant("na.bias", f32({8}))},
+                     {{"norm", std::string("group")}, {"groups", int64_t(2)}, {"eps", 1e-6}, {"silu", int64_t(1)},
+                      {"channels", int64_t(6)}, {"dtype", std::string("f16")}},
+                     "na");
+       }},
+      {Op::conv_gemm, [](Builder& b, ValueId x, ValueId, ValueId) {
+         return b.op(Op::conv_gemm, {x, b.constant("cg.weight", f32({8, 72})), kNoValue, x},
+                     {{"kernel", std::vector<int64_t>{3, 3}}, {"pad", std::vector<int64_t>{1, 1}},
+                      {"stride", std::vector<int64_t>{2, 2}}, {"weight_layout", std::string("o_hwi")},
+                      {"gather", std::string("upsample2x")}, {"out_scale", 0.25}},
+                     "cg");
+       }},
   };
   return cases;
 }

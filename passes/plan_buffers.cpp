@@ -1,0 +1,177 @@
+// plan_buffers: value lifetimes → offsets in a few arenas.
+//
+// Rewrites: sets Value::buffer = {arena, offset} on every non-constant value (and
+// clears it on constants: weights live in the Plan's weight table):
+//   - "in": each graph input at its own offset, in graph-input order.
+//   - "out": each graph output at its own offset, in graph-output order (a value listed
+//     twice has one place); an output lives for the whole run.
+//   - "act": every other intermediate. A value lives from the node that writes it to
+//     the last node that reads it (or its aliases), both inclusive, so a node's results
+//     never overlap its operands. Values are placed greedily by size (largest first;
+//     ties by definition order, then id), each at the lowest 256-byte-aligned offset
+//     where it overlaps no placed value that is alive at the same time.
+//   - Aliases (is_buffer_alias: a reshape whose operand and result have the same
+//     layout and dtype) take their operand's place; its life extends to theirs.
+// Sizes are buffer_bytes(type): NHWC padding and f16 storage count as stored.
+// Logs bytes before (one buffer per activation) and after (the arenas).
+//
+// Requires: final shapes, dtypes and layouts (runs last).
+// Preserves: everything else; deterministic (the same graph gives the same offsets).
+#include "passes/plan_buffers.h"
+
+#include "passes/passes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace strata {
+
+uint64_t buffer_bytes(const TensorType& t) {
+  uint64_t elements = static_cast<uint64_t>(t.elements());
+  if (t.layout.kind == LayoutKind::nhwc && t.rank() >= 2 && t.shape[1] > 0 && t.layout.padded_channels > t.shape[1])
+    elements = elements / static_cast<uint64_t>(t.shape[1]) * static_cast<uint64_t>(t.layout.padded_channels);
+  uint64_t bytes = elements * dtype_size(t.dtype);
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+bool is_buffer_alias(const Graph& g, const Node& n) {
+  if (n.op != Op::reshape || n.inputs.empty() || n.outputs.size() != 1) return false;
+  const Value& in = g.value(n.inputs[0]);
+  const Value& out = g.value(n.outputs[0]);
+  if (in.kind == ValueKind::constant) return false;
+  if (std::find(g.outputs().begin(), g.outputs().end(), out.id) != g.outputs().end()) return false;
+  if (in.type.dtype != out.type.dtype || in.type.layout != out.type.layout) return false;
+  return in.type.layout.kind == LayoutKind::logical || in.type.shape == out.type.shape;
+}
+
+uint64_t BufferSummary::arena_bytes(const std::string& name) const {
+  for (const ArenaSize& a : arenas)
+    if (a.arena == name) return a.bytes;
+  return 0;
+}
+
+BufferSummary summarize_buffers(const Graph& g) {
+  BufferSummary s;
+  std::vector<bool> alias(g.values().size(), false);
+  for (const Node& n : g.nodes())
+    if (is_buffer_alias(g, n)) alias[static_cast<size_t>(n.outputs[0])] = true;
+  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+  for (const char* name : {kActivationArena, kInputArena, kOutputArena}) s.arenas.push_back({name, 0});
+  for (const Value& v : g.values()) {
+    if (v.kind == ValueKind::intermediate && !outputs.count(v.id)) {
+      if (alias[static_cast<size_t>(v.id)]) {
+        ++s.aliases;
+      } else {
+        ++s.activation_values;
+        s.unshared_activation_bytes += buffer_bytes(v.type);
+      }
+    }
+    if (!v.buffer) continue;
+    auto it = std::find_if(s.arenas.begin(), s.arenas.end(), [&](const ArenaSize& a) { return a.arena == v.buffer->arena; });
+    if (it == s.arenas.end()) it = s.arenas.insert(s.arenas.end(), ArenaSize{v.buffer->arena, 0});
+    it->bytes = std::max(it->bytes, v.buffer->offset + buffer_bytes(v.type));
+  }
+  std::erase_if(s.arenas, [](const ArenaSize& a) { return a.bytes == 0; });
+  return s;
+}
+
+namespace {
+
+struct Block {
+  ValueId root;
+  uint64_t bytes;
+  int64_t first, last;  // node indices, inclusive
+  uint64_t offset = 0;
+};
+
+bool overlap(const Block& a, const Block& b) { return a.first <= b.last && b.first <= a.last; }
+
+std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+}  // namespace
+
+Status run_plan_buffers(Graph& g, PassContext& ctx) {
+  const size_t nv = g.values().size();
+  const int64_t end = static_cast<int64_t>(g.nodes().size());
+  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+
+  // root[v]: the value whose storage v uses; first/last: the root's life.
+  std::vector<ValueId> root(nv);
+  std::vector<int64_t> first(nv, -1), last(nv, -1);
+  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<ValueId>(v);
+  for (int64_t i = 0; i < end; ++i) {
+    const Node& n = g.nodes()[static_cast<size_t>(i)];
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) last[static_cast<size_t>(root[static_cast<size_t>(in)])] = i;
+    for (ValueId out : n.outputs) {
+      if (is_buffer_alias(g, n)) root[static_cast<size_t>(out)] = root[static_cast<size_t>(n.inputs[0])];
+      ValueId r = root[static_cast<size_t>(out)];
+      if (r == out) first[static_cast<size_t>(out)] = i;
+      last[static_cast<size_t>(r)] = std::max(last[static_cast<size_t>(r)], i);
+    }
+  }
+
+  std::vector<Block> blocks;
+  uint64_t unshared = 0;
+  for (const Value& v : g.values()) {
+    if (v.kind != ValueKind::intermediate || outputs.count(v.id) || root[static_cast<size_t>(v.id)] != v.id) continue;
+    blocks.push_back(Block{v.id, buffer_bytes(v.type), first[static_cast<size_t>(v.id)], last[static_cast<size_t>(v.id)]});
+    unshared += blocks.back().bytes;
+  }
+  std::vector<size_t> order(blocks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Block &x = blocks[a], &y = blocks[b];
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.first != y.first) return x.first < y.first;
+    return x.root < y.root;
+  });
+  std::vector<size_t> placed;
+  uint64_t arena = 0;
+  for (size_t i : order) {
+    Block& b = blocks[i];
+    std::vector<const Block*> live;
+    for (size_t j : placed)
+      if (overlap(b, blocks[j])) live.push_back(&blocks[j]);
+    std::sort(live.begin(), live.end(), [](const Block* x, const Block* y) {
+      return x->offset != y->offset ? x->offset < y->offset : x->root < y->root;
+    });
+    uint64_t offset = 0;
+    for (const Block* o : live) {
+      if (offset + b.bytes <= o->offset) break;
+      offset = std::max(offset, o->offset + o->bytes);
+    }
+    b.offset = offset;
+    arena = std::max(arena, offset + b.bytes);
+    placed.push_back(i);
+  }
+
+  for (size_t v = 0; v < nv; ++v) g.value(static_cast<ValueId>(v)).buffer.reset();
+  for (const Block& b : blocks) g.value(b.root).buffer = BufferAssignment{kActivationArena, b.offset};
+  uint64_t in_bytes = 0, out_bytes = 0;
+  for (ValueId v : g.inputs()) {
+    g.value(v).buffer = BufferAssignment{kInputArena, in_bytes};
+    in_bytes += buffer_bytes(g.value(v).type);
+  }
+  for (ValueId v : g.outputs()) {
+    if (g.value(v).buffer || g.value(v).kind == ValueKind::constant) continue;  // listed twice, or an input
+    g.value(v).buffer = BufferAssignment{kOutputArena, out_bytes};
+    out_bytes += buffer_bytes(g.value(v).type);
+  }
+  int64_t aliases = 0;
+  for (size_t v = 0; v < nv; ++v) {  // aliases: their root's place
+    ValueId r = root[v];
+    if (r == static_cast<ValueId>(v)) continue;
+    g.value(static_cast<ValueId>(v)).buffer = g.value(r).buffer;
+    ++aliases;
+  }
+  ctx.log.push_back(fmt::format(
+      "plan_buffers: activations {} ({} bytes) in {} buffers unshared -> arena act {} ({} bytes), {} aliases; "
+      "in {} bytes, out {} bytes",
+      mib(unshared), unshared, blocks.size(), mib(arena), arena, aliases, in_bytes, out_bytes));
+  return Status::ok();
+}
+
+}  // namespace strata

@@ -1,0 +1,279 @@
+// Codegen: how values are stored (codegen/storage.h) — f16 as half, NHWC and padded
+// channel layouts — through the pointwise, data-movement and token families; the
+// staging of graph inputs and outputs through f32 logical host slots; the plan's
+// 16-bit requirements; f16 conv_gemm weights uploaded as half; and buffer offsets
+// planned by passes/plan_buffers (Value::buffer), used when present and checked.
+#include "codegen/vk_test_util.h"
+
+#include "codegen/placement.h"
+#include "ir/builder.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata {
+namespace {
+
+using testing::expect_close;
+using testing::expect_identical;
+using testing::random_tensor;
+
+Layout nhwc(int64_t padded = 0) { return Layout{LayoutKind::nhwc, padded}; }
+
+void set_layout(Graph& g, ValueId v, Layout l) { g.value(v).type.layout = l; }
+
+TEST(CodegenStorage, PointwiseOpsOnNhwcHalfValues) {
+  Graph g;
+  Builder b(g, nullptr);
+  const Shape shape = {2, 6, 5, 3};
+  ValueId x = b.input("x", shape, DType::f16), s = b.input("s", {6, 1, 1});
+  set_layout(g, x, nhwc(8));
+  ValueId h = b.silu(x);  // f16, logical
+  ValueId y = b.add(h, s);
+  set_layout(g, y, nhwc());
+  ValueId z = b.mul(b.scale(y, 0.5, 0.25), x);
+  set_layout(g, z, nhwc(16));
+  ValueId c = b.clamp(b.cast(z, DType::f32), -1.0, 1.0);
+  set_layout(g, c, nhwc(7));
+  b.output(z);
+  b.output(c);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto r = testing::run_both(g, WeightStore(), {random_tensor(shape, 1), random_tensor({6, 1, 1}, 2)});
+  ASSERT_EQ(r.vulkan.size(), 2u);
+  expect_close(r.vulkan[0], r.interpreter[0], 1e-3, 1e-6);  // f16 results: one half ULP at most
+  expect_close(r.vulkan[1], r.interpreter[1], 1e-3, 1e-6);
+}
+
+TEST(CodegenStorage, DataMovementAcrossLayoutsIsExact) {
+  Graph g;
+  Builder b(g, nullptr);
+  const Shape shape = {1, 5, 4, 6};
+  ValueId x = b.input("x", shape, DType::f16);
+  set_layout(g, x, nhwc(8));
+  ValueId up = b.upsample_nearest(x, {2, 2});
+  set_layout(g, up, nhwc(8));
+  ValueId sl = b.slice(up, 1, 1, 4);  // channels 1..3, logical
+  ValueId cat = b.concat({sl, b.slice(up, 1, 0, 2)}, 1);
+  set_layout(g, cat, nhwc());
+  ValueId p = b.permute(cat, {0, 2, 3, 1});  // [1, 8, 12, 5]
+  ValueId tokens = b.reshape(p, {96, 5});
+  ValueId back = b.reshape(x, {1, 5, 24});  // a reshape out of a padded layout: a copy
+  b.output(tokens);
+  b.output(back);
+  b.output(up);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto r = testing::run_both(g, WeightStore(), {random_tensor(shape, 3)});
+  ASSERT_EQ(r.vulkan.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    expect_identical(r.vulkan[i], r.interpreter[i]);
+  }
+}
+
+TEST(CodegenStorage, TokensInHalf) {
+  // The mid-block attention after the passes: NHWC f16 image -> [T, C] f16 tokens ->
+  // linear (f16 out) -> attention (f16 in and out) -> back to the image.
+  Graph g;
+  WeightStore w;
+  const int64_t c = 24, hw = 20;
+  ASSERT_TRUE(w.add_owned("wq", {c, c}, random_tensor({c, c}, 5, -0.3f, 0.3f).data));
+  ASSERT_TRUE(w.add_owned("bq", {c}, random_tensor({c}, 6).data));
+  Builder b(g, &w);
+  ValueId x = b.input("x", {1, c, 4, 5}, DType::f16);
+  set_layout(g, x, nhwc(32));
+  ValueId t = b.permute(b.reshape(x, {c, hw}), {1, 0});
+  ValueId q = b.linear(t, b.weight("wq"), b.weight("bq"));
+  ValueId a = b.attention(q, t, t, 0.2);
+  ValueId img = b.reshape(b.permute(a, {1, 0}), {1, c, 4, 5});
+  set_layout(g, img, nhwc(32));
+  b.output(b.add(img, x));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto r = testing::run_both(g, w, {random_tensor({1, c, 4, 5}, 7, -1.0f, 1.0f)});
+  ASSERT_EQ(r.vulkan.size(), 1u);
+  expect_close(r.vulkan[0], r.interpreter[0], 2e-3, 2e-3);  // several f16 roundings in a row
+}
+
+TEST(CodegenStorage, RequirementsFollowHalfStorage) {
+  Graph g;
+  Builder b(g, nullptr);
+  ValueId x = b.input("x", {1, 4, 3, 3});
+  b.output(b.silu(x));
+  auto f32_plan = codegen::compile_plan(g, WeightStore(), codegen::Target{});
+  ASSERT_TRUE(f32_plan) << f32_plan.message();
+  EXPECT_FALSE(f32_plan->requirements.shader_float16);
+  EXPECT_FALSE(f32_plan->requirements.storage_buffer_16bit_access);
+  b.output(b.cast(x, DType::f16));
+  auto f16_plan = codegen::compile_plan(g, WeightStore(), codegen::Target{});
+  ASSERT_TRUE(f16_plan) << f16_plan.message();
+  EXPECT_TRUE(f16_plan->requirements.shader_float16);
+  EXPECT_TRUE(f16_plan->requirements.storage_buffer_16bit_access);
+  // bf16 is stored as f32 holding bfloat16 numbers: no 16-bit storage.
+  Graph g2;
+  Builder b2(g2, nullptr);
+  b2.output(b2.silu(b2.cast(b2.input("x", {5}), DType::bf16)));
+  auto bf16_plan = codegen::compile_plan(g2, WeightStore(), codegen::Target{});
+  ASSERT_TRUE(bf16_plan) << bf16_plan.message();
+  EXPECT_FALSE(bf16_plan->requirements.storage_buffer_16bit_access);
+}
+
+TEST(CodegenStorage, HalfInputsAreStagedAndWindowed) {
+  // f16 graph input and output, pointwise ops split into windows (a tiny binding
+  // range): window offsets must stay aligned for 2- and 4-byte elements alike.
+  Graph g;
+  Builder b(g, nullptr);
+  const Shape shape = {3, 7, 11};
+  ValueId x = b.input("x", shape, DType::f16);
+  ValueId h = b.gelu(b.add(x, x));
+  b.output(b.cast(h, DType::f32));
+  b.output(h);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.max_storage_buffer_range = 256;
+  auto plan = codegen::compile_plan(g, WeightStore(), target);
+  ASSERT_TRUE(plan) << plan.message();
+  size_t second_windows = 0;  // one per windowed dispatch sequence
+  for (const auto& d : plan->dispatches) second_windows += d.label.ends_with("w1");
+  EXPECT_GE(second_windows, 5u) << runtime::describe(*plan);
+  auto exec = runtime::Executor::create(*device, *plan);
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor in = random_tensor(shape, 9);
+  std::vector<Tensor> out = {Tensor(shape), Tensor(shape)};
+  ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(in.data))}, {std::as_writable_bytes(std::span(out[0].data)),
+                                                                    std::as_writable_bytes(std::span(out[1].data))}));
+  auto want = interpret(g, WeightStore(), {in});
+  ASSERT_TRUE(want) << want.message();
+  expect_close(out[0], (*want)[0], 1e-3, 1e-6);
+  expect_close(out[1], (*want)[1], 1e-3, 1e-6);
+}
+
+TEST(CodegenStorage, HalfConvGemmWeightsUploadAsHalf) {
+  Graph g;
+  WeightStore w;
+  std::vector<uint8_t> half;
+  for (float v : random_tensor({4, 3, 3, 3}, 11, -0.5f, 0.5f).data) {
+    const uint16_t h = float_to_half(v);
+    half.push_back(static_cast<uint8_t>(h & 0xff));
+    half.push_back(static_cast<uint8_t>(h >> 8));
+  }
+  ASSERT_TRUE(w.add_owned_bytes("conv.w", DType::f16, {4, 3, 3, 3}, half));
+  ASSERT_TRUE(w.add_owned("conv.w32", {4, 3, 3, 3}, random_tensor({4, 3, 3, 3}, 12).data));
+  Builder b(g, &w);
+  ValueId x = b.input("x", {1, 3, 6, 6}, DType::f16);
+  Attrs a = {{"kernel", std::vector<int64_t>{3, 3}}, {"pad", std::vector<int64_t>{1, 1}},
+             {"weight_layout", std::string("oihw")}};
+  ValueId y = b.op(Op::conv_gemm, {x, b.weight("conv.w")}, a);
+  // The same f32 tensor typed f16 (rounded on upload) feeding conv_gemm, and read
+  // again by a pointwise op (so stored as f32).
+  ValueId w16 = b.constant("w16", TensorType{{4, 3, 3, 3}, DType::f16, {}});
+  g.value(w16).weight = "conv.w32";
+  ValueId y2 = b.op(Op::conv_gemm, {x, w16}, a);
+  ValueId w16b = b.constant("w16b", TensorType{{4, 3, 3, 3}, DType::f16, {}});
+  g.value(w16b).weight = "conv.w32";
+  b.output(b.add(y, y2));
+  b.output(b.op(Op::conv_gemm, {x, w16b}, a));
+  b.output(b.scale(w16b, 2.0));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto plan = codegen::compile_plan(g, w, codegen::Target{});
+  ASSERT_TRUE(plan) << plan.message();
+  ASSERT_EQ(plan->weights.size(), 3u);
+  EXPECT_EQ(plan->weights[0].transform, "f16");
+  EXPECT_EQ(plan->weights[0].bytes, 108u * 2);
+  EXPECT_EQ(plan->weights[1].transform, "f32->f16");
+  EXPECT_EQ(plan->weights[2].transform, "f32->f16->f32");
+  auto r = testing::run_both(g, w, {random_tensor({1, 3, 6, 6}, 13)});
+  ASSERT_EQ(r.vulkan.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) expect_close(r.vulkan[i], r.interpreter[i], 1e-3, 1e-4);
+  expect_identical(r.vulkan[2], r.interpreter[2]);
+}
+
+// A chain a -> b -> c -> d of f16 values with plan_buffers-style offsets.
+struct Chain {
+  Graph g;
+  std::vector<ValueId> v;
+  Chain() {
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", {1, 8, 4, 4});
+    for (int i = 0; i < 4; ++i) {
+      x = i == 0 ? b.cast(x, DType::f16) : b.silu(x);
+      v.push_back(x);
+    }
+    b.output(b.cast(x, DType::f32));
+  }
+};
+
+TEST(CodegenStorage, PlannedBuffersAreUsed) {
+  Chain c;
+  // 256 bytes each (128 halves); a and c share offset 0, b and d offset 256.
+  for (int i = 0; i < 4; ++i) c.g.value(c.v[static_cast<size_t>(i)]).buffer = BufferAssignment{"act", i % 2 ? 256u : 0u};
+  auto plan = codegen::compile_plan(c.g, WeightStore(), codegen::Target{});
+  ASSERT_TRUE(plan) << plan.message();
+  const runtime::BufferDesc* arena = nullptr;
+  for (const auto& buf : plan->buffers)
+    if (buf.name == "activations") arena = &buf;
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(arena->size_bytes, 512u);
+  auto r = testing::run_both(c.g, WeightStore(), {random_tensor({1, 8, 4, 4}, 4)});
+  ASSERT_EQ(r.vulkan.size(), 1u);
+  expect_close(r.vulkan[0], r.interpreter[0], 1e-3, 1e-6);
+
+  // b and c alive together at one offset: refused, naming both.
+  c.g.value(c.v[2]).buffer = BufferAssignment{"act", 256};
+  auto bad = codegen::compile_plan(c.g, WeightStore(), codegen::Target{});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("%" + c.g.value(c.v[1]).name), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("%" + c.g.value(c.v[2]).name), std::string::npos) << bad.message();
+}
+
+// The validation layer (synchronization validation included) sees nothing wrong in
+// a plan of the fused kernels on NHWC f16 values with planned-style staging. Skipped
+// where the layer is not installed.
+TEST(CodegenStorage, FusedKernelsPassTheValidationLayer) {
+  runtime::DeviceOptions opts;
+  opts.validation = true;
+  runtime::DeviceRequirements f16;
+  f16.shader_float16 = f16.storage_buffer_16bit_access = true;
+  auto dev = runtime::open_device(opts, f16);
+  ASSERT_TRUE(dev) << dev.message();
+  if (!(*dev)->instance().validation_enabled()) GTEST_SKIP() << "validation layer not installed";
+  Graph g;
+  WeightStore w;
+  const int64_t c = 16;
+  ASSERT_TRUE(w.add_owned("gamma", {c}, random_tensor({c}, 1, 0.5f, 1.5f).data));
+  ASSERT_TRUE(w.add_owned("beta", {c}, random_tensor({c}, 2).data));
+  ASSERT_TRUE(w.add_owned("conv", {c, 9 * c}, random_tensor({c, 9 * c}, 3, -0.1f, 0.1f).data));
+  Builder b(g, &w);
+  ValueId x = b.input("x", {1, c, 6, 5}, DType::f16);
+  set_layout(g, x, nhwc(32));
+  ValueId h = b.op(Op::norm_act, {x, b.weight("gamma"), b.weight("beta"), b.weight("beta")},
+                   {{"norm", std::string("group")}, {"groups", int64_t{4}}, {"eps", 1e-6}, {"silu", int64_t{1}}});
+  set_layout(g, h, nhwc(32));
+  ValueId y = b.op(Op::conv_gemm, {h, b.weight("conv"), b.weight("beta"), x},
+                   {{"kernel", std::vector<int64_t>{3, 3}}, {"pad", std::vector<int64_t>{1, 1}},
+                    {"weight_layout", std::string("o_hwi")}});
+  set_layout(g, y, nhwc(32));
+  ValueId z = b.op(Op::norm_act, {y, b.weight("gamma")},
+                   {{"norm", std::string("rms")}, {"eps", 1e-12}, {"dtype", std::string("f32")}});
+  b.output(z);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto plan = codegen::compile_plan(g, w, codegen::target_for((*dev)->info()));
+  ASSERT_TRUE(plan) << plan.message();
+  auto exec = runtime::Executor::create(*dev, *plan, codegen::weight_source(w));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor in = random_tensor({1, c, 6, 5}, 4), out({1, c, 6, 5});
+  for (int run = 0; run < 2; ++run)
+    ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(in.data))}, {std::as_writable_bytes(std::span(out.data))}));
+  auto want = interpret(g, w, {in});
+  ASSERT_TRUE(want) << want.message();
+  expect_close(out, (*want)[0], 2e-3, 2e-3);
+  std::vector<std::string> messages = (*dev)->instance().take_validation_messages();
+  std::string all;
+  for (const auto& m : messages) all += m + "\n";
+  EXPECT_TRUE(messages.empty()) << all;
+}
+
+}  // namespace
+}  // namespace strata
