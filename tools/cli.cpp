@@ -12,7 +12,9 @@
 #include "tools/args.h"
 #include "runtime/device.h"
 #include "tools/environment.h"
+#include "passes/lower_precision.h"
 #include "tools/png_writer.h"
+#include "tools/session.h"
 
 #include <charconv>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <limits>
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <functional>
 
 namespace strata {
@@ -32,9 +35,10 @@ const char* kUsage =
     "\n"
     "usage:\n"
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
+    "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--device N]\n"
-    "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--format text|dot] [--out FILE]\n"
+    "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
     "  strata devices [--device N]\n"
     "  strata help\n"
@@ -88,30 +92,6 @@ Status write_output(const std::string& path, Tensor image) {
   return error("--out '{}': the output must end in .png or .npy", path);
 }
 
-// Where and how a decode runs: the options decode and bench share.
-struct RunSettings {
-  std::string backend = "vulkan";  // "vulkan" or "cpu"
-  std::optional<int> device;       // --device, else STRATA_DEVICE, else automatic
-};
-
-const std::vector<OptionSpec> kRunOptions = {
-    {"backend", true, "vulkan (default) or cpu (the reference interpreter)"},
-    {"device", true, "Vulkan device index (see `strata devices`; default: STRATA_DEVICE, else the best)"},
-};
-
-Expected<RunSettings> run_settings(const ParsedArgs& a) {
-  RunSettings r;
-  r.backend = a.get_or("backend", "vulkan");
-  if (r.backend != "vulkan" && r.backend != "cpu") return error("unknown --backend '{}' (vulkan, cpu)", r.backend);
-  STRATA_ASSIGN_OR_RETURN(Environment env, read_environment());
-  r.device = env.device;
-  if (auto d = a.get("device")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t index, parse_integer("device", *d));
-    r.device = static_cast<int>(index);
-  }
-  return r;
-}
-
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -124,17 +104,6 @@ Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {
   return g;
 }
 
-// Compiles `g` for the chosen device and loads it there.
-Expected<std::unique_ptr<codegen::CompiledGraph>> load_on_device(const Graph& g, const WeightStore& weights,
-                                                                 const RunSettings& r, std::ostream& log) {
-  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = r.device}, {}));
-  auto start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(auto compiled, codegen::CompiledGraph::create(device, g, weights));
-  log << fmt::format("compiled for {} in {:.0f} ms: {} dispatches, {} pipelines\n", device->info().name,
-                     ms_since(start), compiled->plan().dispatches.size(), compiled->plan().pipelines.size());
-  return compiled;
-}
-
 Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log) {
   STRATA_ASSIGN_OR_RETURN(Graph g, decoder_for(vae, latent));
   auto start = std::chrono::steady_clock::now();
@@ -142,9 +111,13 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
   if (r.backend == "cpu") {
     STRATA_ASSIGN_OR_RETURN(outputs, interpret(g, vae.weights, {latent}));
   } else {
-    STRATA_ASSIGN_OR_RETURN(auto compiled, load_on_device(g, vae.weights, r, log));
+    STRATA_ASSIGN_OR_RETURN(LoadedDecoder loaded, load_on_device(g, vae.weights, r, log));
+    if (r.check_range) {
+      STRATA_ASSIGN_OR_RETURN(auto reports, check_ranges(loaded.graph, vae.weights, {latent}));
+      log << format_range_reports(reports);
+    }
     start = std::chrono::steady_clock::now();
-    STRATA_ASSIGN_OR_RETURN(outputs, compiled->run({latent}));
+    STRATA_ASSIGN_OR_RETURN(outputs, loaded.compiled->run({latent}));
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -167,7 +140,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ost
       {"out", true, "output .png or .npy (float32 [3, H, W])"},
       {"demo", false, "decode a seeded latent with a small seeded decoder"},
   });
-  specs.insert(specs.end(), kRunOptions.begin(), kRunOptions.end());
+  specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
@@ -202,6 +175,8 @@ int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostr
       {"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
       {"format", true, "text (default) or dot (Graphviz)"},
       {"out", true, "write to FILE instead of standard output"},
+      {"stage", true, "print the graph after this pass (default: as the model builds it)"},
+      {"precision", true, "f16 or f32 (default f16) for --stage"},
   });
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "graph: " + a.message());
@@ -217,6 +192,16 @@ int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto g = build_decoder(*vae, {.latent_h = hw->first, .latent_w = hw->second});
   if (!g) return fail(err, g.status());
   if (Status s = verify(*g); !s.is_ok()) return fail(err, s);
+  if (auto stage = a->get("stage")) {
+    CompileOptions options;
+    options.stop_after = *stage;
+    auto precision = parse_precision(a->get_or("precision", "f16"));
+    if (!precision) return usage_error(err, "graph: " + precision.message());
+    options.precision = *precision;
+    std::ostringstream pass_log;
+    if (Status s = run_passes(*g, vae->weights, options, pass_log); !s.is_ok()) return fail(err, s);
+    err << pass_log.str();
+  }
   std::string text = format == "dot" ? to_dot(*g) : print_graph(*g);
   if (auto path = a->get("out")) {
     std::ofstream f(*path);
@@ -290,7 +275,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
       {"reps", true, "timed decodes after one warm-up (default 5)"},
   });
-  specs.push_back(kRunOptions[1]);  // --device
+  for (const auto& spec : run_option_specs())
+    if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);
@@ -312,12 +298,13 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
   auto g = decoder_for(*vae, latent);
   if (!g) return fail(err, g.status());
-  auto compiled = load_on_device(*g, vae->weights, *settings, out);
-  if (!compiled) return fail(err, compiled.status());
+  auto loaded = load_on_device(*g, vae->weights, *settings, out);
+  if (!loaded) return fail(err, loaded.status());
+  auto& compiled = loaded->compiled;
   std::vector<double> times;
   for (int64_t i = 0; i <= *reps; ++i) {
     auto start = std::chrono::steady_clock::now();
-    auto r = (*compiled)->run({latent});
+    auto r = compiled->run({latent});
     if (!r) return fail(err, r.status());
     if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
   }
@@ -326,7 +313,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
                      "over {} decodes (wall time, inputs and outputs included)\n",
                      vae_class_name(vae->config), shape_str(latent.shape), tflop,
-                     (*compiled)->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
+                     compiled->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
                      times.size());
   return 0;
 }
