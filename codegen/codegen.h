@@ -41,6 +41,9 @@ struct CodegenOptions {
   // Attention processes this many query rows per dispatch at most; 0 = choose so
   // that no binding exceeds the target's range.
   int64_t attention_query_chunk = 0;
+  // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
+  // executor's last_profile() then has per-dispatch device times.
+  bool profile = false;
 };
 
 // Compiles `graph` (verified) into a Plan. Errors name the node or value that cannot

@@ -61,7 +61,8 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::create(std::shared_ptr<r
   }
   for (ValueId v : graph.outputs()) cg->output_shapes_.push_back(graph.value(v).type.shape);
   STRATA_ASSIGN_OR_RETURN(cg->executor_,
-                          runtime::Executor::create(std::move(device), std::move(plan), weight_source(weights)));
+                          runtime::Executor::create(std::move(device), std::move(plan), weight_source(weights),
+                                                    runtime::ExecutorOptions{.profile = options.profile}));
   return cg;
 }
 

@@ -14,6 +14,7 @@
 #include "tools/environment.h"
 #include "passes/lower_precision.h"
 #include "tools/png_writer.h"
+#include "tools/profile_report.h"
 #include "tools/session.h"
 
 #include <charconv>
@@ -118,6 +119,7 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
     }
     start = std::chrono::steady_clock::now();
     STRATA_ASSIGN_OR_RETURN(outputs, loaded.compiled->run({latent}));
+    if (r.profile) log << profile_report(loaded.compiled->plan(), loaded.compiled->executor().last_profile());
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -308,6 +310,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (!r) return fail(err, r.status());
     if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
   }
+  if (settings->profile) out << profile_report(compiled->plan(), compiled->executor().last_profile());
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "

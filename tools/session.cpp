@@ -16,6 +16,8 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"precision", true, "f16 (default where the device has shaderFloat16) or f32 activation storage"},
       {"dump-graph", true, "print the graph after pass STAGE, or after every pass with 'all'"},
       {"check-range", false, "report the largest |value| at every f16 site (runs the interpreter)"},
+      {"profile", false, "report device time per kernel kind (timestamp queries)"},
+      {"stop-after", true, "run the passes only up to PASS (to bisect a pass's effect)"},
   };
   return specs;
 }
@@ -47,6 +49,8 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
       return error("--dump-graph '{}' is not a pass (all, {})", r.dump_graph, fmt::join(names, ", "));
   }
   r.check_range = a.has("check-range");
+  r.profile = a.has("profile");
+  r.stop_after = a.get_or("stop-after", "");
   return r;
 }
 
@@ -70,6 +74,7 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
 
   CompileOptions options;
   options.precision = precision;
+  options.stop_after = r.stop_after;
   options.on_pass = [&](const std::string& pass, const Graph& after) {
     if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
   };
@@ -79,7 +84,7 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
   runtime::DeviceRequirements features;
   features.shader_float16 = features.storage_buffer_16bit_access = precision == Precision::f16;
   STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(index)}, features));
-  STRATA_ASSIGN_OR_RETURN(out.compiled, codegen::CompiledGraph::create(device, out.graph, weights));
+  STRATA_ASSIGN_OR_RETURN(out.compiled, codegen::CompiledGraph::create(device, out.graph, weights, {.profile = r.profile}));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log << fmt::format("compiled for {} ({} storage) in {:.0f} ms: {} dispatches, {} pipelines\n", info.name,
                      precision == Precision::f16 ? "f16" : "f32", out.compile_ms,

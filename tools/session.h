@@ -23,6 +23,8 @@ struct RunSettings {
   std::optional<Precision> precision;  // --precision; default: f16 where the device has it
   std::string dump_graph;              // --dump-graph STAGE | all | ""
   bool check_range = false;            // --check-range
+  bool profile = false;                // --profile
+  std::string stop_after;              // --stop-after PASS: compile the graph as it is after PASS
 };
 
 // The options behind RunSettings, for commands to list.
