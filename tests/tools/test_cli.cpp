@@ -107,3 +107,33 @@ TEST(Args, ParsesShapesAndRejectsTypos) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(Cli, GraphStagePrintsTheGraphAfterAPass) {
+  Result r = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8", "--stage",
+                  "fold_upsample"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("conv_gemm"), std::string::npos);
+  EXPECT_NE(r.out.find("norm_act"), std::string::npos);
+  EXPECT_NE(r.out.find("gather = \"upsample2x\""), std::string::npos);
+  EXPECT_EQ(r.out.find("upsample_nearest"), std::string::npos);
+  EXPECT_EQ(r.out.find("= group_norm"), std::string::npos);
+  Result bad = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8", "--stage", "fuse_all"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("fuse_all"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, DumpGraphNamesEveryPass) {
+  std::string out = temp_path("dump.npy");
+  Result r = run({"decode", "--vae", kCases + "/qwen_small/vae", "--latent", kCases + "/qwen_small/latent_8x8.npy",
+                  "--out", out, "--precision", "f32", "--dump-graph", "all"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* pass : {"canonicalize", "fuse_norm_act", "fold_upsample", "assign_layout", "plan_buffers"})
+    EXPECT_NE(r.out.find(std::string("// after ") + pass + "\n"), std::string::npos) << pass;
+  EXPECT_EQ(run({"decode", "--demo", "--dump-graph", "nonsense"}).code, 2);
+}
+
+}  // namespace
+}  // namespace strata
