@@ -7,9 +7,10 @@
 // element strides in the push constants; the storage types (f32 / f16) as type
 // defines. Output channel slots past Co (an output's padding) are written as zeros.
 //
-// Tiles: BM = 128 output pixels × BN output channels, BN following the channels
-// written (8, 16, 32 or 64, so a 3-channel conv_out does not pay for 64 columns of
-// zero weights), BK = 16 input channels per step, 256 invocations. Every operand is
+// Tiles (conv.comp's, whose main loop the kernel shares): BM output channels × BN =
+// 128 output pixels, BM following the channels written (8, 16, 32 or 64, so a
+// 3-channel conv_out does not pay for 64 rows of zero weights), BK = 16 input
+// channels per step, 256 invocations. Every operand is
 // bound whole: one larger than the target's storage-buffer range is an error naming
 // the node (banding is a later pass).
 #include "codegen/lowering.h"
@@ -24,14 +25,16 @@ namespace {
 struct GemmTile {
   uint32_t bm, bn, bk, tm, tn;
   uint32_t invocations() const { return (bm / tm) * (bn / tn); }
-  uint32_t shared_bytes() const { return (bk * (bm + 1) + bk * (bn + 1)) * 4; }
+  // The kernel pads the input tile's rows by 16 when x is channels-fastest.
+  uint32_t shared_bytes(bool x_cfast) const { return (bk * (bm + 1) + bk * (bn + (x_cfast ? 16 : 0))) * 4; }
 };
 
+// bm = output channels, bn = output pixels.
 GemmTile choose_tile(int64_t channels) {
-  if (channels <= 8) return {128, 8, 16, 4, 1};
-  if (channels <= 16) return {128, 16, 16, 4, 2};
-  if (channels <= 32) return {128, 32, 16, 4, 4};
-  return {128, 64, 16, 8, 4};
+  if (channels <= 8) return {8, 128, 16, 1, 4};
+  if (channels <= 16) return {16, 128, 16, 1, 8};
+  if (channels <= 32) return {32, 128, 16, 2, 8};
+  return {64, 128, 16, 4, 8};
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -65,29 +68,30 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                                       l.graph().value(v).name, bytes, l.target().max_storage_buffer_range));
   }
 
+  const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
+  const bool x_cfast = sx[1] == 1;
   const GemmTile tile = choose_tile(co_store);
-  if (tile.shared_bytes() > l.target().max_shared_memory_bytes)
+  if (tile.shared_bytes(x_cfast) > l.target().max_shared_memory_bytes)
     return l.fail(node, fmt::format("conv_gemm tile needs {} bytes of shared memory, the target has {}",
-                                    tile.shared_bytes(), l.target().max_shared_memory_bytes));
+                                    tile.shared_bytes(x_cfast), l.target().max_shared_memory_bytes));
 
   // Pixel tiles run along x, folded into z when there are more than x allows.
-  const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(ys[2] * ys[3]), tile.bm);
+  const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(ys[2] * ys[3]), tile.bn);
   const uint64_t gx = std::min<uint64_t>(pixel_tiles, l.target().max_workgroup_count_x);
   const uint64_t split = ceil_div(pixel_tiles, gx);
-  const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile.bn);
+  const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile.bm);
   const uint64_t gz = static_cast<uint64_t>(xs[0]) * split;
   constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
   if (gy > kMaxGroups || gz > kMaxGroups)
     return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
 
-  const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
   KernelKey key;
   key.file = "conv_gemm.comp";
   key.defines = {{"BM", std::to_string(tile.bm)},     {"BN", std::to_string(tile.bn)},
                  {"BK", std::to_string(tile.bk)},     {"TM", std::to_string(tile.tm)},
                  {"TN", std::to_string(tile.tn)},     {"KH", std::to_string(k[0])},
                  {"KW", std::to_string(k[1])},        {"U", gather == "upsample2x" ? "1" : "0"},
-                 {"X_CFAST", sx[1] == 1 ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                 {"X_CFAST", x_cfast ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                  {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "W_T", l.storage(w));

@@ -14,36 +14,47 @@
 // accumulation is f32 (fma), and the store rounds through the output's dtype (ROUND)
 // into Y_T. Channels co_store > co (padding slots of an nhwc output) are written 0.
 //
-// GEMM view per image n: M = output pixels p = oy·w_out + ox, N = output channels,
-// K = taps × input channels, walked tap-major: step s covers tap s / chunks and input
-// channels [c0, c0 + BK) of it (chunks = ⌈Ci / BK⌉).
+// The main loop is conv.comp's, which runs near peak on NVIDIA: GEMM view per image
+// n: Y[co, p] = Σ_k W[co, k] · X[k, p] with p = oy·w_out + ox and k running over
+// (input channel chunk of BK, tap (ky, kx)), taps fastest (the taps of one chunk
+// read the same few input rows, so they hit the cache).
 //
-// Tiling: a workgroup of WG = (BM/TM)·(BN/TN) invocations computes BM pixels × BN
-// channels of one image. Each step stages an A tile (BK × BM input values) and a
-// B tile (BK × BN weights) in shared memory as f32, (BK·(BM+1) + BK·(BN+1))·4 bytes
-// (12.4 KiB at BM 128, BN 64, BK 16), and the next step's tiles are fetched into
-// registers while the current ones are multiplied. Invocation (tx, ty) holds TM × TN
-// accumulators: pixels ty + i·BM/TM, channels tx + j·BN/TN (channels fastest, so the
-// stores of an NHWC output are contiguous). A-tile element e = tid + j·WG maps to
-// (k, m) with k fastest when x's channels are contiguous (X_CFAST = 1, NHWC: one
-// invocation group reads BK neighbouring channels of a pixel), else m fastest (NCHW:
-// neighbouring pixels of one channel). The pixel of each A element an invocation
-// stages is fixed, so its (vy, vx) origin is computed once.
+// Tiling: a workgroup of WG = (BM/TM)·(BN/TN) invocations computes BM output channels
+// × BN output pixels of one image; invocation (tx, ty) holds TM × TN accumulators:
+// channels ty + i·BM/TM, pixels tx + j·BN/TN (pixels fastest). Each step stages a
+// BK × BM weight tile (A) and a BK × BN input tile (B) in shared memory as f32 and
+// fetches the next step's tiles into registers while the current ones are multiplied.
+// Every invocation stages ONE fixed pixel column of B (its virtual-image origin is
+// computed once; each fetch forms one base address from it) and B_LOADS channel rows
+// of it at a fixed step: for NCHW x (X_CFAST = 0) neighbouring invocations take
+// neighbouring pixels of one channel, for NHWC x (X_CFAST = 1) neighbouring channels
+// of one pixel, so the loads coalesce either way. All loops have compile-time bounds
+// and are unrolled; no private arrays are indexed dynamically.
 //
 // Grid: x + (z % split)·grid x = pixel tile, y = channel tile, z / split = image n.
 //
-// Defines: BM BN BK TM TN (tile), KH KW (kernel), U (0 plain, 1 upsample2x),
-//          X_CFAST (0 / 1), HAS_BIAS, HAS_RES (0 / 1), ROUND (common.glsl),
-//          X_T W_T BIAS_T R_T Y_T (float | float16_t, default float).
+// Defines: BM BN BK TM TN (tile; BM channels, BN pixels), KH KW (kernel),
+//          U (0 plain, 1 upsample2x), X_CFAST (0 / 1), HAS_BIAS, HAS_RES (0 / 1),
+//          ROUND (common.glsl), X_T W_T BIAS_T R_T Y_T (float | float16_t, default float).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
+#extension GL_EXT_control_flow_attributes : enable
 
 #define WG ((BM / TM) * (BN / TN))
-#if (BM % TM) != 0 || (BN % TN) != 0 || ((BM * BK) % WG) != 0
-#error "conv_gemm.comp: tile sizes must satisfy BM % TM == BN % TN == (BM·BK) % WG == 0"
+#if (BN % TN) != 0 || (BM % TM) != 0 || (WG % BN) != 0 || (BK % (WG / BN)) != 0 || (WG % BK) != 0
+#error "conv_gemm.comp: tile sizes must satisfy BN % TN == BM % TM == WG % BN == BK % (WG/BN) == WG % BK == 0"
 #endif
-#define A_LOADS ((BM * BK) / WG)
-#define B_LOADS ((BN * BK + WG - 1) / WG)
+#define A_LOADS ((BM * BK + WG - 1) / WG)  // weight elements each invocation stages
+#define B_LOADS ((BK * BN) / WG)           // input elements each invocation stages
+#define B_ROW_STEP (WG / BN)               // channel rows between them
 #define TAPS (KH * KW)
+#if X_CFAST
+// Neighbouring invocations write rows k, k + 1 of one column: shift each row by 16
+// banks so the stage stores do not conflict.
+#define B_PAD 16
+#else
+#define B_PAD 0
+#endif
+
 #ifndef X_T
 #define X_T float
 #endif
@@ -86,113 +97,115 @@ layout(push_constant) uniform Push {
   float acc_scale, residual_scale, out_scale;
 } pc;
 
-shared float a_tile[BK][BM + 1];  // a_tile[k][m] = X value of pixel p0 + m, channel c0 + k
-shared float b_tile[BK][BN + 1];  // b_tile[k][j] = w[n0 + j, tap, c0 + k]
+shared float a_tile[BK][BM + 1];      // a_tile[k][m] = w[m0 + m, tap, c0 + k]
+shared float b_tile[BK][BN + B_PAD];  // b_tile[k][p] = X value of channel c0 + k, pixel p0 + p
 
+// Per-invocation staging state (as in conv.comp).
 float a_reg[A_LOADS];
 float b_reg[B_LOADS];
-int a_vy0[A_LOADS], a_vx0[A_LOADS];  // virtual-image origin of each staged pixel (tap (0, 0))
-uint x_img, n0;
+uint m0, x_img;
+uint a_k, a_m;         // A elements tid + j·WG = (row a_m + j·WG/BK, channel a_k)
+uint load_col, k0;     // the B column this invocation stages and its first channel row
+bool col_valid;
+int col_vy0, col_vx0;  // virtual-image row / column under tap (0, 0) for that pixel
 
-uvec2 a_pos(uint e) {  // (k, m) of A-tile element e
-#if X_CFAST
-  return uvec2(e % BK, e / BK);
-#else
-  return uvec2(e / BM, e % BM);
-#endif
-}
-
-void fetch(uint tap, uint c0) {
-  const uint tid = gl_LocalInvocationIndex;
-  const int ky = int(tap / KW), kx = int(tap % KW);
-  const int vh = int(pc.h_in << U), vw = int(pc.w_in << U);
-  for (uint j = 0; j < A_LOADS; ++j) {
-    const uint c = c0 + a_pos(tid + j * WG).x;
-    const int vy = a_vy0[j] + ky, vx = a_vx0[j] + kx;
-    const bool ok = c < pc.ci && vy >= 0 && vy < vh && vx >= 0 && vx < vw;
+// Fetches the tiles of step (tap (ky, kx), channels c0..c0+BK-1) into registers.
+void fetch(uint ky, uint kx, uint c0) {
+  const uint tap = ky * KW + kx;
+  const uint ca = c0 + a_k;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint m = a_m + j * (WG / BK), o = m0 + m;
+    const bool ok = m < BM && o < pc.co && ca < pc.ci;
     // Indices are formed only when in range (0 otherwise), so a compiler that turns
     // the select into two loads still reads inside the buffer.
-    const uint at = ok ? x_img + c * pc.xs_c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
-    a_reg[j] = ok ? float(x[at]) : 0.0;
+    const uint at = ok ? o * pc.ws_co + ca * pc.ws_ci + tap * pc.ws_tap : 0u;
+    a_reg[j] = ok ? float(w[at]) : 0.0;
   }
-  for (uint j = 0; j < B_LOADS; ++j) {
-    const uint e = tid + j * WG;
-    const uint k = e % BK, col = e / BK;
-    const uint c = c0 + k, o = n0 + col;
-    const bool ok = e < BN * BK && c < pc.ci && o < pc.co;
-    const uint at = ok ? o * pc.ws_co + c * pc.ws_ci + tap * pc.ws_tap : 0u;
-    b_reg[j] = ok ? float(w[at]) : 0.0;
+  const int vy = col_vy0 + int(ky), vx = col_vx0 + int(kx);
+  const bool in_img = col_valid && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
+  const uint cb = c0 + k0;
+  const uint base = in_img ? x_img + cb * pc.xs_c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+  const uint row_step = B_ROW_STEP * pc.xs_c;
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const bool ok = in_img && cb + j * B_ROW_STEP < pc.ci;
+    b_reg[j] = ok ? float(x[ok ? base + j * row_step : 0u]) : 0.0;
   }
 }
 
 void stage() {
-  const uint tid = gl_LocalInvocationIndex;
-  for (uint j = 0; j < A_LOADS; ++j) {
-    const uvec2 q = a_pos(tid + j * WG);
-    a_tile[q.x][q.y] = a_reg[j];
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint m = a_m + j * (WG / BK);
+    if (m < BM) a_tile[a_k][m] = a_reg[j];
   }
-  for (uint j = 0; j < B_LOADS; ++j) {
-    const uint e = tid + j * WG;
-    if (e < BN * BK) b_tile[e % BK][e / BK] = b_reg[j];
-  }
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) b_tile[k0 + j * B_ROW_STEP][load_col] = b_reg[j];
 }
 
 void main() {
   const uint tid = gl_LocalInvocationIndex;
   const uint pixels = pc.h_out * pc.w_out;
   const uint img = gl_WorkGroupID.z / pc.split;
-  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BM;
+  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BN;
   if (p0 >= pixels) return;  // the whole workgroup leaves together
-  n0 = gl_WorkGroupID.y * BN;
+  m0 = gl_WorkGroupID.y * BM;
   x_img = img * pc.xs_n;
-
-  for (uint j = 0; j < A_LOADS; ++j) {
-    const uint p = p0 + a_pos(tid + j * WG).y;
-    const bool valid = p < pixels;
-    a_vy0[j] = valid ? int(p / pc.w_out * pc.stride_h) - pc.pad_h : -(1 << 28);
-    a_vx0[j] = valid ? int(p % pc.w_out * pc.stride_w) - pc.pad_w : -(1 << 28);
-  }
-
-  float acc[TM][TN];
-  for (uint i = 0; i < TM; ++i)
-    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+  a_k = tid % BK;
+  a_m = tid / BK;
+#if X_CFAST
+  load_col = tid / B_ROW_STEP;
+  k0 = tid % B_ROW_STEP;
+#else
+  load_col = tid % BN;
+  k0 = tid / BN;
+#endif
+  const uint lp = p0 + load_col;
+  col_valid = lp < pixels;
+  col_vy0 = int(lp / pc.w_out * pc.stride_h) - pc.pad_h;
+  col_vx0 = int(lp % pc.w_out * pc.stride_w) - pc.pad_w;
 
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS * chunks;
+
+  float acc[TM][TN];
+  [[unroll]] for (uint i = 0; i < TM; ++i)
+    [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+
+  uint ky = 0, kx = 0, c0 = 0;
+  fetch(ky, kx, c0);
   const uint tx = tid % (BN / TN), ty = tid / (BN / TN);
-  uint tap = 0, c0 = 0;
-  fetch(tap, c0);
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous tiles
     stage();
     barrier();
     if (s + 1 < steps) {
-      c0 += BK;
-      if (c0 >= pc.ci) {
-        c0 = 0;
-        ++tap;
+      if (++kx == KW) {
+        kx = 0;
+        if (++ky == KH) {
+          ky = 0;
+          c0 += BK;
+        }
       }
-      fetch(tap, c0);
+      fetch(ky, kx, c0);
     }
-    for (uint k = 0; k < BK; ++k) {
+    [[unroll]] for (uint k = 0; k < BK; ++k) {
       float av[TM], bv[TN];
-      for (uint i = 0; i < TM; ++i) av[i] = a_tile[k][ty + i * (BM / TM)];
-      for (uint j = 0; j < TN; ++j) bv[j] = b_tile[k][tx + j * (BN / TN)];
-      for (uint i = 0; i < TM; ++i)
-        for (uint j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+      [[unroll]] for (uint i = 0; i < TM; ++i) av[i] = a_tile[k][ty + i * (BM / TM)];
+      [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = b_tile[k][tx + j * (BN / TN)];
+      [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
   }
 
-  for (uint i = 0; i < TM; ++i) {
-    const uint p = p0 + ty + i * (BM / TM);
+  // Epilogue: pixels outer (one division each), channels inner.
+  [[unroll]] for (uint j = 0; j < TN; ++j) {
+    const uint p = p0 + tx + j * (BN / TN);
     if (p >= pixels) continue;
     const uint oy = p / pc.w_out, ox = p % pc.w_out;
     const uint y_at = img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x;
 #if HAS_RES
     const uint r_at = img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x;
 #endif
-    for (uint j = 0; j < TN; ++j) {
-      const uint o = n0 + tx + j * (BN / TN);
+    [[unroll]] for (uint i = 0; i < TM; ++i) {
+      const uint o = m0 + ty + i * (BM / TM);
       if (o >= pc.co_store) continue;
       float v = 0.0;
       if (o < pc.co) {
