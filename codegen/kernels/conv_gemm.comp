@@ -195,10 +195,12 @@ void main() {
     }
   }
 
-  // Epilogue: pixels outer (one division each), channels inner.
+  // Epilogue: pixels outer (one division each), channels inner. The guards sit inside
+  // the innermost loop (no `continue`, no loop nested in a branch), so the loops
+  // unroll and acc stays in registers.
   [[unroll]] for (uint j = 0; j < TN; ++j) {
     const uint p = p0 + tx + j * (BN / TN);
-    if (p >= pixels) continue;
+    const bool p_ok = p < pixels;
     const uint oy = p / pc.w_out, ox = p % pc.w_out;
     const uint y_at = img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x;
 #if HAS_RES
@@ -206,19 +208,20 @@ void main() {
 #endif
     [[unroll]] for (uint i = 0; i < TM; ++i) {
       const uint o = m0 + ty + i * (BM / TM);
-      if (o >= pc.co_store) continue;
-      float v = 0.0;
-      if (o < pc.co) {
-        v = acc[i][j] * pc.acc_scale;
+      if (p_ok && o < pc.co_store) {
+        float v = 0.0;
+        if (o < pc.co) {
+          v = acc[i][j] * pc.acc_scale;
 #if HAS_BIAS
-        v += float(bias[o]);
+          v += float(bias[o]);
 #endif
 #if HAS_RES
-        v += float(res[r_at + o * pc.rs_c]) * pc.residual_scale;
+          v += float(res[r_at + o * pc.rs_c]) * pc.residual_scale;
 #endif
-        v *= pc.out_scale;
+          v *= pc.out_scale;
+        }
+        y[y_at + o * pc.ys_c] = Y_T(store_round(v));
       }
-      y[y_at + o * pc.ys_c] = Y_T(store_round(v));
     }
   }
 }
