@@ -14,39 +14,11 @@
 namespace strata {
 namespace {
 
-// A graph of one node, its weights, and the inputs to run it on.
-struct OneNode {
-  Graph graph;
-  WeightStore weights;
-  Builder b{graph, &weights};
-  std::vector<Tensor> inputs;
-  uint32_t seed = 100;
+using testing::expect_matches_interpreter;
+using testing::OneNode;
+using testing::narrow_target;
+using testing::run_for_target;
 
-  ValueId input(const std::string& name, Shape shape) {
-    inputs.push_back(testing::random_tensor(shape, seed++));
-    return b.input(name, std::move(shape));
-  }
-  ValueId weight(const std::string& name, Shape shape) {
-    Tensor t = testing::random_tensor(shape, seed++);
-    Status s = weights.add_owned(name, shape, std::move(t.data));
-    EXPECT_TRUE(s.is_ok()) << s.message();
-    return b.constant(name, TensorType{std::move(shape), DType::f32, Layout{}});
-  }
-};
-
-// Compares Vulkan with the interpreter: every element within 1e-5 relative, or 1e-5
-// of the output's largest magnitude (f32 sums in another order than the oracle's f64).
-void expect_matches_interpreter(OneNode& t, const std::string& what) {
-  SCOPED_TRACE(what);
-  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
-  testing::BothResults r = testing::run_both(t.graph, t.weights, t.inputs);
-  ASSERT_EQ(r.vulkan.size(), r.interpreter.size());
-  for (size_t i = 0; i < r.vulkan.size(); ++i) {
-    double scale = 0.0;
-    for (float v : r.interpreter[i].data) scale = std::max(scale, double(std::fabs(v)));
-    testing::expect_close(r.vulkan[i], r.interpreter[i], 1e-5, 1e-5 * scale);
-  }
-}
 
 void run_linear(const Shape& x_shape, int64_t m, bool bias) {
   OneNode t;
@@ -98,31 +70,9 @@ TEST(CodegenGemm, Matmul2d) {
   run_matmul({1, 200}, 3);
 }
 
-// The test device's target with at most `max_x` workgroups along x: more row tiles
-// than that fold into grid z.
-codegen::Target narrow_target(uint32_t max_x) {
-  auto device = testing::test_device();
-  EXPECT_TRUE(device) << device.message();
-  codegen::Target target = device ? codegen::target_for((*device)->info()) : codegen::Target{};
-  target.max_workgroup_count_x = max_x;
-  return target;
-}
+
 
 // compile_plan for `target`, loaded on the test device, one run.
-Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, testing::test_device());
-  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> exec,
-                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(t.weights)));
-  std::vector<Tensor> out;
-  for (ValueId v : t.graph.outputs()) out.emplace_back(t.graph.value(v).type.shape);
-  std::vector<std::span<const std::byte>> in_bytes;
-  std::vector<std::span<std::byte>> out_bytes;
-  for (const Tensor& x : t.inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
-  for (Tensor& y : out) out_bytes.push_back(std::as_writable_bytes(std::span(y.data)));
-  STRATA_RETURN_IF_ERROR(exec->run(in_bytes, out_bytes));
-  return out;
-}
 
 TEST(CodegenGemm, RowTilesFoldIntoGridZ) {
   // linear: 210 rows = 4 row tiles over a grid 3 wide (2 z slices, the second mostly

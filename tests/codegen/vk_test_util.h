@@ -10,6 +10,7 @@
 #pragma once
 
 #include "codegen/codegen.h"
+#include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "runtime/device.h"
 
@@ -19,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace strata::testing {
@@ -122,6 +125,67 @@ inline BothResults run_both(const Graph& graph, const WeightStore& weights, cons
     EXPECT_EQ(r.vulkan.size(), r.interpreter.size());
   }
   return r;
+}
+
+// A graph of one (or a few) nodes, its weights, and random inputs to run it on.
+struct OneNode {
+  Graph graph;
+  WeightStore weights;
+  Builder b{graph, &weights};
+  std::vector<Tensor> inputs;
+  uint32_t seed = 1;
+
+  ValueId input(const std::string& name, Shape shape) {
+    inputs.push_back(random_tensor(shape, seed++));
+    return b.input(name, std::move(shape));
+  }
+  ValueId weight(const std::string& name, Shape shape) {
+    Tensor t = random_tensor(shape, seed++);
+    Status s = weights.add_owned(name, shape, std::move(t.data));
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    return b.constant(name, TensorType{std::move(shape), DType::f32, Layout{}});
+  }
+};
+
+// Compares Vulkan with the interpreter: every element within 1e-5 relative, or 1e-5
+// of the output's largest magnitude (f32 sums in another order than the oracle's f64).
+inline void expect_matches_interpreter(OneNode& t, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  BothResults r = run_both(t.graph, t.weights, t.inputs);
+  ASSERT_EQ(r.vulkan.size(), r.interpreter.size());
+  for (size_t i = 0; i < r.vulkan.size(); ++i) {
+    double scale = 0.0;
+    for (float v : r.interpreter[i].data) scale = std::max(scale, double(std::fabs(v)));
+    expect_close(r.vulkan[i], r.interpreter[i], 1e-5, 1e-5 * scale);
+  }
+}
+
+// compile_plan for a custom Target (e.g. a small binding range or workgroup-count
+// limit), then one run on the test device.
+inline Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, test_device());
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> exec,
+                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(t.weights)));
+  std::vector<Tensor> out;
+  for (ValueId v : t.graph.outputs()) out.emplace_back(t.graph.value(v).type.shape);
+  std::vector<std::span<const std::byte>> in_bytes;
+  std::vector<std::span<std::byte>> out_bytes;
+  for (const Tensor& x : t.inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
+  for (Tensor& y : out) out_bytes.push_back(std::as_writable_bytes(std::span(y.data)));
+  STRATA_RETURN_IF_ERROR(exec->run(in_bytes, out_bytes));
+  return out;
+}
+
+// The test device's target with at most `max_x` workgroups along x: more tiles than
+// that fold into grid z.
+inline codegen::Target narrow_target(uint32_t max_x) {
+  auto device = test_device();
+  EXPECT_TRUE(device) << device.message();
+  codegen::Target target = device ? codegen::target_for((*device)->info()) : codegen::Target{};
+  target.max_workgroup_count_x = max_x;
+  return target;
 }
 
 }  // namespace strata::testing
