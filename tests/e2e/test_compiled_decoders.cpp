@@ -32,6 +32,10 @@ struct Param {
   Precision precision;
 };
 
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.model << " " << p.size << (p.precision == Precision::f16 ? " f16" : " f32");
+}
+
 class CompiledDecoder : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CompiledDecoder, MatchesDiffusers) {
