@@ -1,5 +1,5 @@
 // The environment variables strata reads, read in this one place and passed on as
-// plain options (library code never calls getenv).
+// plain options (library code never reads the environment).
 //
 //   STRATA_DEVICE   index of the Vulkan device to use (as `strata devices` lists
 //                   them); --device overrides it.
