@@ -170,6 +170,7 @@ Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weig
   STRATA_RETURN_IF_ERROR(stage_inputs(l, graph, pl));
   for (const Node& node : graph.nodes()) STRATA_RETURN_IF_ERROR(lower_node(l, node));
   STRATA_RETURN_IF_ERROR(stage_outputs(l, graph, pl));
+  STRATA_RETURN_IF_ERROR(l.compile_pipelines());
 
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     plan.inputs.push_back(tensor_io(graph.value(graph.inputs()[i]), pl.input_locations[i]));

@@ -6,6 +6,8 @@
 #include "codegen/storage.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 namespace strata::codegen {
 
@@ -61,10 +63,8 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
   if (key.push_constant_bytes % 4 != 0 || key.push_constant_bytes > target_.max_push_constants_bytes)
     return error("kernel '{}': {} push-constant bytes (a multiple of 4, at most {} on this target)", name,
                  key.push_constant_bytes, target_.max_push_constants_bytes);
-  STRATA_ASSIGN_OR_RETURN(std::vector<uint32_t> spirv, compile_kernel(key.file, key.defines));
-  runtime::PipelineDesc p;
+  runtime::PipelineDesc p;  // SPIR-V comes from compile_pipelines(), all variants at once
   p.name = name;
-  p.spirv = std::move(spirv);
   p.push_constant_bytes = key.push_constant_bytes;
   p.binding_count = key.bindings;
   p.workgroup_size = key.workgroup_size;
@@ -76,6 +76,35 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
   plan_.pipelines.push_back(std::move(p));
   pipelines_.emplace(key, index);
   return index;
+}
+
+Status Lowering::compile_pipelines() {
+  // Variants are independent and shaderc's optimiser takes seconds on the unrolled
+  // conv kernels, so they compile on all cores; errors are reported in pipeline order.
+  std::vector<std::pair<const KernelKey*, uint32_t>> pending(pipelines_.size());
+  size_t n = 0;
+  for (const auto& [key, index] : pipelines_)
+    if (plan_.pipelines[index].spirv.empty()) pending[n++] = {&key, index};
+  pending.resize(n);
+  std::vector<Status> results(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      auto spirv = compile_kernel(pending[i].first->file, pending[i].first->defines);
+      if (spirv) plan_.pipelines[pending[i].second].spirv = std::move(*spirv);
+      else results[i] = spirv.status();
+    }
+  };
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pending[a].second < pending[b].second; });
+  for (size_t i : order) STRATA_RETURN_IF_ERROR(results[i]);
+  return Status::ok();
 }
 
 void Lowering::dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,

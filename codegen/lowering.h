@@ -113,10 +113,13 @@ public:
     return runtime::BindingDesc{region.buffer, region.offset, region.bytes, access};
   }
 
-  // The pipeline for `key`, compiled (GLSL -> SPIR-V) on first use. Errors name the
-  // kernel file and carry the compiler's message. A key with the F16 define makes
-  // the plan require shaderFloat16 and storageBuffer16BitAccess.
+  // The pipeline for `key` (one per distinct key). A key with the F16 define makes
+  // the plan require shaderFloat16 and storageBuffer16BitAccess. Its SPIR-V is filled
+  // in by compile_pipelines().
   Expected<uint32_t> pipeline(const KernelKey& key);
+  // GLSL -> SPIR-V for every pipeline created so far, all variants in parallel.
+  // Errors name the kernel variant and carry the compiler's message.
+  Status compile_pipelines();
 
   // Appends a dispatch of `pipeline` over `grid` workgroups, labelled with the node.
   void dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,
