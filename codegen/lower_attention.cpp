@@ -27,22 +27,8 @@ constexpr uint32_t kSoftmaxWg = 128;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-uint64_t offset_alignment(const Lowering& l) {
-  return std::max<uint64_t>(l.target().min_storage_buffer_offset_alignment, 4);
-}
 
-// A binding of `count` elements of `v` from element `first`: the window starts at
-// the aligned offset at or below `first`, and `base` is `first`'s element in it.
-struct ElementWindow {
-  runtime::BindingDesc binding;
-  uint32_t base = 0;
-};
 
-ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
-  const uint64_t align = offset_alignment(l), eb = l.elem_bytes(v);
-  const uint64_t begin = first * eb, start = begin / align * align;
-  return {l.bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
-}
 
 int64_t product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
@@ -70,7 +56,7 @@ struct AttentionSplit {
 Expected<AttentionSplit> choose_split(const Lowering& l, const Node& node, const AttentionDims& a) {
   // A window of `elems` elements starting anywhere fits when elems·4 plus the worst
   // alignment slack is within the range.
-  const uint64_t room = (l.target().max_storage_buffer_range - (offset_alignment(l) - 4)) / 4;
+  const uint64_t room = (l.target().max_storage_buffer_range - (l.offset_alignment() - 4)) / 4;
   if (a.tk * a.d > room || a.tk * a.dv > room)
     return l.fail(node, fmt::format("one head's keys or values ({} x {} / {} floats) exceed the storage-buffer "
                                     "range {} (needs a key-split attention)",
@@ -130,10 +116,10 @@ Status lower_attention_op(Lowering& l, const Node& node) {
       // Windows: from the first head's first row to the last head's last row (with
       // one head per dispatch when rows are chunked, so no window spans other rows).
       const uint64_t q_span = ((heads - 1) * a.tq + rows);
-      const ElementWindow qw = element_window(l, q, (h0 * a.tq + r0) * a.d, q_span * a.d, Access::read);
-      const ElementWindow kw = element_window(l, k, h0 * a.tk * a.d, heads * a.tk * a.d, Access::read);
-      const ElementWindow vw = element_window(l, v, h0 * a.tk * a.dv, heads * a.tk * a.dv, Access::read);
-      const ElementWindow ow = element_window(l, o, (h0 * a.tq + r0) * a.dv, q_span * a.dv, Access::write);
+      const Lowering::ElementWindow qw = l.element_window(q, (h0 * a.tq + r0) * a.d, q_span * a.d, Access::read);
+      const Lowering::ElementWindow kw = l.element_window(k, h0 * a.tk * a.d, heads * a.tk * a.d, Access::read);
+      const Lowering::ElementWindow vw = l.element_window(v, h0 * a.tk * a.dv, heads * a.tk * a.dv, Access::read);
+      const Lowering::ElementWindow ow = l.element_window(o, (h0 * a.tq + r0) * a.dv, q_span * a.dv, Access::write);
       PushConstants push;
       push.u32(static_cast<uint32_t>(heads)).u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(a.tk));
       push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.d) : 0u);
@@ -156,7 +142,7 @@ Status lower_softmax(Lowering& l, const Node& node) {
   if (elems == 0) return Status::ok();
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, y}));
   const uint64_t cols = xs.empty() ? 1 : xs.back(), rows = elems / cols;
-  const uint64_t room = (l.target().max_storage_buffer_range - (offset_alignment(l) - 4)) / 4;
+  const uint64_t room = (l.target().max_storage_buffer_range - (l.offset_alignment() - 4)) / 4;
   const uint64_t rows_per = std::min(rows, room / cols);
   if (rows_per == 0)
     return l.fail(node, fmt::format("one softmax row ({} floats) exceeds the storage-buffer range {}", cols,
@@ -175,8 +161,8 @@ Status lower_softmax(Lowering& l, const Node& node) {
 
   for (uint64_t r0 = 0; r0 < rows; r0 += rows_per) {
     const uint64_t count = std::min(rows_per, rows - r0);
-    const ElementWindow xw = element_window(l, x, r0 * cols, count * cols, Access::read);
-    const ElementWindow yw = element_window(l, y, r0 * cols, count * cols, Access::write);
+    const Lowering::ElementWindow xw = l.element_window(x, r0 * cols, count * cols, Access::read);
+    const Lowering::ElementWindow yw = l.element_window(y, r0 * cols, count * cols, Access::write);
     if (xw.base != yw.base)
       return l.fail(node, fmt::format("input and output windows are misaligned ({} vs {} elements past the offset)",
                                       xw.base, yw.base));

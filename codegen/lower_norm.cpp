@@ -35,26 +35,12 @@ constexpr uint32_t kLayerNormWg = 128; // layer_norm.comp invocations
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// A binding of `count` elements of `v` from element `first`: the window starts at
-// the aligned offset at or below `first`, and `base` is `first`'s element in it.
-struct ElementWindow {
-  runtime::BindingDesc binding;
-  uint32_t base = 0;
-};
 
-uint64_t offset_alignment(const Lowering& l) {
-  return std::max<uint64_t>(l.target().min_storage_buffer_offset_alignment, 4);
-}
 
-ElementWindow element_window(const Lowering& l, ValueId v, uint64_t first, uint64_t count, Access access) {
-  const uint64_t align = offset_alignment(l), eb = l.elem_bytes(v);
-  const uint64_t begin = first * eb, start = begin / align * align;
-  return {l.bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
-}
 
 // x and y windows over the same elements share one base (values are placed at
 // aligned offsets); the kernels rely on it.
-Status check_same_base(const Lowering& l, const Node& node, const ElementWindow& a, const ElementWindow& b) {
+Status check_same_base(const Lowering& l, const Node& node, const Lowering::ElementWindow& a, const Lowering::ElementWindow& b) {
   if (a.base == b.base) return Status::ok();
   return l.fail(node, fmt::format("input and output windows are misaligned ({} vs {} elements past the offset)",
                                   a.base, b.base));
@@ -68,7 +54,7 @@ struct Run {
 // Splits `units` units of `unit_elems` contiguous elements each into runs whose
 // windows fit the storage-buffer range. Empty if a single unit does not fit.
 std::vector<Run> split_uniform(const Lowering& l, uint64_t units, uint64_t unit_elems) {
-  const uint64_t range = l.target().max_storage_buffer_range, align = offset_alignment(l);
+  const uint64_t range = l.target().max_storage_buffer_range, align = l.offset_alignment();
   std::vector<Run> runs;
   for (uint64_t u = 0; u < units;) {
     const uint64_t start = u * unit_elems * 4 / align * align;
@@ -110,7 +96,7 @@ struct GroupChunks {
 // each start, found by bisection: a chunk's end grows with its index). Empty if a
 // single chunk does not fit.
 std::vector<Run> split_chunks(const Lowering& l, const GroupChunks& g) {
-  const uint64_t range = l.target().max_storage_buffer_range, align = offset_alignment(l);
+  const uint64_t range = l.target().max_storage_buffer_range, align = l.offset_alignment();
   std::vector<Run> runs;
   for (uint64_t c = 0; c < g.total();) {
     const uint64_t start = g.begin(c) * 4 / align * align;
@@ -168,7 +154,7 @@ Status lower_group_norm(Lowering& l, const Node& node) {
 
   for (const Run& run : runs) {
     const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;
-    const ElementWindow xw = element_window(l, x, first, count, Access::read);
+    const Lowering::ElementWindow xw = l.element_window(x, first, count, Access::read);
     PushConstants push;
     push.u32(static_cast<uint32_t>(g.seg_len)).u32(static_cast<uint32_t>(g.per_seg));
     push.u32(static_cast<uint32_t>(run.first)).u32(static_cast<uint32_t>(run.count)).u32(xw.base);
@@ -185,8 +171,8 @@ Status lower_group_norm(Lowering& l, const Node& node) {
 
   for (const Run& run : runs) {
     const uint64_t first = g.begin(run.first), count = g.end(run.first + run.count - 1) - first;
-    const ElementWindow xw = element_window(l, x, first, count, Access::read);
-    const ElementWindow yw = element_window(l, y, first, count, Access::write);
+    const Lowering::ElementWindow xw = l.element_window(x, first, count, Access::read);
+    const Lowering::ElementWindow yw = l.element_window(y, first, count, Access::write);
     STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
     PushConstants push;
     push.u32(static_cast<uint32_t>(g.seg_len)).u32(static_cast<uint32_t>(g.per_seg));
@@ -225,8 +211,8 @@ Status lower_rms_norm(Lowering& l, const Node& node) {
   const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-12));
   for (const Run& run : runs) {
     const uint64_t first = run.first * c * spatial, count = run.count * c * spatial;
-    const ElementWindow xw = element_window(l, x, first, count, Access::read);
-    const ElementWindow yw = element_window(l, y, first, count, Access::write);
+    const Lowering::ElementWindow xw = l.element_window(x, first, count, Access::read);
+    const Lowering::ElementWindow yw = l.element_window(y, first, count, Access::write);
     STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
     PushConstants push;
     push.u32(static_cast<uint32_t>(c)).u32(static_cast<uint32_t>(spatial));
@@ -268,8 +254,8 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
 
   const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-5));
   for (const Run& run : runs) {
-    const ElementWindow xw = element_window(l, x, run.first * cols, run.count * cols, Access::read);
-    const ElementWindow yw = element_window(l, y, run.first * cols, run.count * cols, Access::write);
+    const Lowering::ElementWindow xw = l.element_window(x, run.first * cols, run.count * cols, Access::read);
+    const Lowering::ElementWindow yw = l.element_window(y, run.first * cols, run.count * cols, Access::write);
     STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
     PushConstants push;
     push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(run.count)).u32(xw.base).f32(eps);

@@ -78,6 +78,17 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
   return index;
 }
 
+uint64_t Lowering::offset_alignment() const {
+  return std::max<uint64_t>(target_.min_storage_buffer_offset_alignment, 4);
+}
+
+Lowering::ElementWindow Lowering::element_window(ValueId v, uint64_t first, uint64_t count,
+                                                 runtime::Access access) const {
+  const uint64_t align = offset_alignment(), eb = elem_bytes(v);
+  const uint64_t begin = first * eb, start = begin / align * align;
+  return {bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
+}
+
 Status Lowering::compile_pipelines() {
   // Variants are independent and shaderc's optimiser takes seconds on the unrolled
   // conv kernels, so they compile on all cores; errors are reported in pipeline order.

@@ -102,6 +102,17 @@ public:
   runtime::BindingDesc bind(ValueId v, runtime::Access access) const;
   runtime::BindingDesc bind_window(ValueId v, uint64_t offset, uint64_t bytes, runtime::Access access) const;
 
+  // Binding offsets must be multiples of this (the device's alignment, at least 4).
+  uint64_t offset_alignment() const;
+  // A binding of `count` elements of `v` from element `first`: the window starts at
+  // the aligned offset at or below `first`, and `base` is `first`'s element in it
+  // (kernels add it to their indices).
+  struct ElementWindow {
+    runtime::BindingDesc binding;
+    uint32_t base = 0;
+  };
+  ElementWindow element_window(ValueId v, uint64_t first, uint64_t count, runtime::Access access) const;
+
   // Scratch memory for `node`'s dispatches: `bytes` bytes at an aligned offset of the
   // plan's "scratch" buffer (BufferUsage::scratch; appended to the plan's buffers on
   // first use, so compile_plan must have filled plan.buffers before lowering, and
