@@ -1,9 +1,9 @@
-// Band arithmetic (passes/band_math.h): halo growth through conv / upsample chains,
+// Band arithmetic (ir/band_math.h): halo growth through conv / upsample chains,
 // frame edges, one-row bands, a frame smaller than one band, stride-2 convs, with
 // hand-computed expectations; and a brute-force property test that simulates random
 // stretches on a 1-D column of integers, whole-frame and band by band from only the
 // needed rows, and compares the kept rows.
-#include "passes/band_math.h"
+#include "ir/band_math.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Band arithmetic for split_bands: see band_math.h.
-#include "passes/band_math.h"
+// Band arithmetic: see band_math.h.
+#include "ir/band_math.h"
 
 #include <algorithm>
 #include <sstream>

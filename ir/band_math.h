@@ -1,6 +1,6 @@
-// Band arithmetic for split_bands (DESIGN.md, issue 5): which rows of each stage of a
-// spatially local stretch a horizontal band of the output needs. Pure functions on row
-// indices; no graph rewriting here.
+// Band arithmetic for split_bands (passes/) and the banded kernels (codegen/): which
+// rows of each stage of a spatially local stretch a horizontal band of the output
+// needs. Pure functions on row indices; no graph rewriting here.
 //
 // A stretch is a chain of row transforms in execution order, from its input (stage 0)
 // to its output (stage ops.size()):
