@@ -10,13 +10,21 @@
 // Tiles (conv.comp's, whose main loop the kernel shares): BM output channels × BN =
 // 128 output pixels, BM following the channels written (8, 16, 32 or 64, so a
 // 3-channel conv_out does not pay for 64 rows of zero weights), BK = 16 input
-// channels per step, 256 invocations. Every operand is
-// bound whole: one larger than the target's storage-buffer range is an error naming
-// the node (banding is a later pass).
+// channels per step, 256 invocations.
+//
+// Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
+// per band of output rows [a, b), binding rows [a, b) of y and the residual and the
+// rows of x those read (ir/band_math.h: needed_rows through the upsample gather and
+// the conv), so no binding exceeds the storage-buffer range; the kernel keeps frame
+// coordinates for the padding, so banded output is bit-identical to one dispatch.
+// Bands need N = 1 and row-contiguous (nhwc) x, residual and y. Weights and bias are
+// bound whole. A binding above the target's range is an error naming the node.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
+#include "ir/band_math.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace strata::codegen {
@@ -60,12 +68,13 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   const Shape &xs = l.shape(x), &ys = l.shape(y);
   const int64_t ci = xs[1], co = ys[1], co_store = stored_channels(l.type(y));
 
-  for (ValueId v : {x, w, bias, res, y}) {
-    if (v == kNoValue) continue;
-    const uint64_t bytes = l.location(v).bytes;
-    if (bytes > l.target().max_storage_buffer_range)
-      return l.fail(node, fmt::format("operand '{}' ({} bytes) exceeds the storage-buffer range {} (needs banding)",
-                                      l.graph().value(v).name, bytes, l.target().max_storage_buffer_range));
+  const int64_t band = Lowering::band_rows(node, ys[2]);
+  if (band < ys[2]) {
+    for (ValueId v : {x, res, y})
+      if (v != kNoValue && !l.rows_contiguous(v))
+        return l.fail(node, fmt::format("band_rows needs N = 1 and row-contiguous operands; %{} is {} {}",
+                                        l.graph().value(v).name, shape_str(l.shape(v)),
+                                        layout_str(l.type(v).layout)));
   }
 
   const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
@@ -75,23 +84,13 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     return l.fail(node, fmt::format("conv_gemm tile needs {} bytes of shared memory, the target has {}",
                                     tile.shared_bytes(x_cfast), l.target().max_shared_memory_bytes));
 
-  // Pixel tiles run along x, folded into z when there are more than x allows.
-  const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(ys[2] * ys[3]), tile.bn);
-  const uint64_t gx = std::min<uint64_t>(pixel_tiles, l.target().max_workgroup_count_x);
-  const uint64_t split = ceil_div(pixel_tiles, gx);
-  const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile.bm);
-  const uint64_t gz = static_cast<uint64_t>(xs[0]) * split;
-  constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
-  if (gy > kMaxGroups || gz > kMaxGroups)
-    return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
-
   KernelKey key;
   key.file = "conv_gemm.comp";
   key.defines = {{"BM", std::to_string(tile.bm)},     {"BN", std::to_string(tile.bn)},
                  {"BK", std::to_string(tile.bk)},     {"TM", std::to_string(tile.tm)},
                  {"TN", std::to_string(tile.tn)},     {"KH", std::to_string(k[0])},
                  {"KW", std::to_string(k[1])},        {"U", gather == "upsample2x" ? "1" : "0"},
-                 {"X_CFAST", x_cfast ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                 {"X_CFAST", x_cfast ? "1" : "0"}, {"W_OHWI", layout == "o_hwi" ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                  {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "W_T", l.storage(w));
@@ -101,31 +100,74 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   key.bindings = 3 + (bias != kNoValue) + (res != kNoValue);
   key.workgroup_size = {tile.invocations(), 1, 1};
 
-  PushConstants push;
-  push.u32(static_cast<uint32_t>(ci)).u32(static_cast<uint32_t>(co)).u32(static_cast<uint32_t>(co_store));
-  push.u32(static_cast<uint32_t>(xs[2])).u32(static_cast<uint32_t>(xs[3]));
-  push.u32(static_cast<uint32_t>(ys[2])).u32(static_cast<uint32_t>(ys[3]));
-  push.i32(static_cast<int32_t>(pad[0])).i32(static_cast<int32_t>(pad[1]));
-  push.u32(static_cast<uint32_t>(stride[0])).u32(static_cast<uint32_t>(stride[1]));
-  push.u32(static_cast<uint32_t>(split));
-  push_strides(push, sx);
-  const int64_t taps = k[0] * k[1];
-  if (layout == "o_hwi") push.u32(static_cast<uint32_t>(taps * ci)).u32(1).u32(static_cast<uint32_t>(ci));
-  else push.u32(static_cast<uint32_t>(ci * taps)).u32(static_cast<uint32_t>(taps)).u32(1);
-  push_strides(push, sy);
-  push_strides(push, res == kNoValue ? std::vector<int64_t>{0, 0, 0, 0} : l.strides(res));
-  push.f32(static_cast<float>(a.get_float("acc_scale", 1.0)));
-  push.f32(static_cast<float>(a.get_float("residual_scale", 1.0)));
-  push.f32(static_cast<float>(a.get_float("out_scale", 1.0)));
-  key.push_constant_bytes = static_cast<uint32_t>(push.bytes().size());
+  PushConstants common;
+  common.u32(static_cast<uint32_t>(ci)).u32(static_cast<uint32_t>(co)).u32(static_cast<uint32_t>(co_store));
+  common.u32(static_cast<uint32_t>(xs[2])).u32(static_cast<uint32_t>(xs[3]));
+  common.u32(static_cast<uint32_t>(ys[3]));
+  common.i32(static_cast<int32_t>(pad[0])).i32(static_cast<int32_t>(pad[1]));
+  common.u32(static_cast<uint32_t>(stride[0])).u32(static_cast<uint32_t>(stride[1]));
+  const size_t split_at = common.bytes().size();
+  common.u32(0);  // split: per band, patched below
+  push_strides(common, sx);
+  push_strides(common, sy);
+  push_strides(common, res == kNoValue ? std::vector<int64_t>{0, 0, 0, 0} : l.strides(res));
+  common.f32(static_cast<float>(a.get_float("acc_scale", 1.0)));
+  common.f32(static_cast<float>(a.get_float("residual_scale", 1.0)));
+  common.f32(static_cast<float>(a.get_float("out_scale", 1.0)));
+  key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + 5 * 4;  // + the band's words
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
-  std::vector<runtime::BindingDesc> bindings = {l.bind(x, runtime::Access::read), l.bind(w, runtime::Access::read)};
-  if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
-  if (res != kNoValue) bindings.push_back(l.bind(res, runtime::Access::read));
-  bindings.push_back(l.bind(y, runtime::Access::write));
-  l.dispatch(pipeline, std::move(bindings), push,
-             {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz)}, node);
+  std::vector<RowOp> row_ops;
+  if (gather == "upsample2x") row_ops.push_back(RowOp::make_upsample(2));
+  row_ops.push_back(RowOp::make_conv(k[0], pad[0], stride[0]));
+  const int64_t bands = (ys[2] + band - 1) / band;
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
+    // Pixel tiles run along x, folded into z when there are more than x allows.
+    const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(rows * ys[3]), tile.bn);
+    const uint64_t gx = std::min<uint64_t>(pixel_tiles, l.target().max_workgroup_count_x);
+    const uint64_t split = ceil_div(pixel_tiles, gx);
+    const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile.bm);
+    const uint64_t gz = static_cast<uint64_t>(xs[0]) * split;
+    constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
+    if (gy > kMaxGroups || gz > kMaxGroups)
+      return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
+
+    std::vector<runtime::BindingDesc> bindings;
+    uint32_t x_off = 0, y_base = 0, r_base = 0;
+    if (bands == 1) {
+      bindings = {l.bind(x, runtime::Access::read), l.bind(w, runtime::Access::read)};
+      if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+      if (res != kNoValue) bindings.push_back(l.bind(res, runtime::Access::read));
+      bindings.push_back(l.bind(y, runtime::Access::write));
+    } else {
+      RowRange in = needed_rows(row_ops, xs[2], RowRange{row0, row0 + rows});
+      if (in.empty()) in = RowRange{0, 1};  // every tap in the padding: bind a row, read none
+      const Lowering::ElementWindow xw = l.row_window(x, in.begin, in.end, runtime::Access::read);
+      const Lowering::ElementWindow yw = l.row_window(y, row0, row0 + rows, runtime::Access::write);
+      // Wraps modulo 2^32 on purpose (see the kernel).
+      x_off = xw.base - static_cast<uint32_t>(static_cast<uint64_t>(in.begin) * static_cast<uint64_t>(sx[2]));
+      y_base = yw.base;
+      bindings = {xw.binding, l.bind(w, runtime::Access::read)};
+      if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+      if (res != kNoValue) {
+        const Lowering::ElementWindow rw = l.row_window(res, row0, row0 + rows, runtime::Access::read);
+        r_base = rw.base;
+        bindings.push_back(rw.binding);
+      }
+      bindings.push_back(yw.binding);
+    }
+    const std::string step = bands == 1 ? "" : fmt::format("band {}/{}", b + 1, bands);
+    STRATA_RETURN_IF_ERROR(l.check_ranges(node, bindings, step));
+    PushConstants push = common;
+    push.u32(static_cast<uint32_t>(row0)).u32(static_cast<uint32_t>(rows));
+    push.u32(x_off).u32(y_base).u32(r_base);
+    std::vector<uint8_t> bytes = push.bytes();
+    const uint32_t split32 = static_cast<uint32_t>(split);
+    std::memcpy(bytes.data() + split_at, &split32, 4);
+    l.dispatch(pipeline, std::move(bindings), PushConstants::from_bytes(std::move(bytes)),
+               {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz)}, node, step);
+  }
   return Status::ok();
 }
 

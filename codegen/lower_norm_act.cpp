@@ -15,8 +15,13 @@
 // may be logical NCHW or nhwc (padded or not), f32 or f16, independently: kernels
 // address them as (image, channel, position) with the strides of each.
 //
-// Every operand is bound whole: one larger than the target's storage-buffer range is
-// an error naming the node (banding is a later pass).
+// Bands: with attr band_rows (passes/split_bands.cpp) on an image with N = 1 and
+// row-contiguous (nhwc) x and y, every pass runs over windows instead of whole
+// tensors: the statistics over windows of whole chunks (about band_rows rows each;
+// chunk boundaries do not move, so the partial sums and their merge are those of one
+// dispatch), the apply and rms passes over windows of band_rows rows. Results are
+// bit-identical to the unbanded node. γ, β and bias are bound whole. A binding above
+// the target's storage-buffer range is an error naming the node.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -67,13 +72,30 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   const std::string norm = a.get_string("norm");
   const float in_scale = static_cast<float>(a.get_float("in_scale", 1.0));
   const bool silu = a.get_int("silu", 0) != 0;
-  for (ValueId v : {x, gamma, beta, bias, y}) {
-    if (v == kNoValue) continue;
-    if (l.location(v).bytes > l.target().max_storage_buffer_range)
-      return l.fail(node, fmt::format("operand '{}' ({} bytes) exceeds the storage-buffer range {} (needs banding)",
-                                      l.graph().value(v).name, l.location(v).bytes,
-                                      l.target().max_storage_buffer_range));
-  }
+  // Windows of positions: one per band of rows (a single window covering everything
+  // when the node is not banded).
+  const int64_t frame_rows = xs.size() == 4 ? xs[2] : 1;
+  const int64_t band = Lowering::band_rows(node, frame_rows);
+  const bool banded = band < frame_rows;
+  if (banded && !(l.rows_contiguous(x) && l.rows_contiguous(y)))
+    return l.fail(node, fmt::format("band_rows needs N = 1 and row-contiguous x and y; x is {} {}, y {} {}",
+                                    shape_str(xs), layout_str(l.type(x).layout), shape_str(l.shape(y)),
+                                    layout_str(l.type(y).layout)));
+  const int64_t band_positions = banded ? band * xs[3] : spatial;
+  struct PositionWindow {
+    int64_t first, count;
+  };
+  std::vector<PositionWindow> windows;
+  for (int64_t s0 = 0; s0 < spatial; s0 += band_positions)
+    windows.push_back({s0, std::min(band_positions, spatial - s0)});
+  // Bindings of x and y for positions [first, first + count) of a banded node.
+  auto position_window = [&](ValueId v, const PositionWindow& w, Access access) {
+    const uint64_t ps = static_cast<uint64_t>(l.strides(v).back());
+    return l.element_window(v, static_cast<uint64_t>(w.first) * ps, static_cast<uint64_t>(w.count) * ps, access);
+  };
+  auto step_name = [&](const char* what, size_t i) {
+    return windows.size() == 1 ? std::string(what) : fmt::format("{} {}/{}", what, i + 1, windows.size());
+  };
   STRATA_ASSIGN_OR_RETURN(ImageStrides sx, image_strides(l, node, x));
   STRATA_ASSIGN_OR_RETURN(ImageStrides sy, image_strides(l, node, y));
 
@@ -100,20 +122,31 @@ Status lower_norm_act(Lowering& l, const Node& node) {
 
   if (norm == "rms") {
     STRATA_ASSIGN_OR_RETURN(uint32_t pipe,
-                            l.pipeline(key_for("norm_act_rms.comp", kApplyWg, 3 + optional, 13, out_defines)));
-    const uint64_t positions = static_cast<uint64_t>(xs[0] * spatial);
-    PushConstants p;
-    p.u32(static_cast<uint32_t>(positions)).u32(static_cast<uint32_t>(spatial));
-    p.u32(static_cast<uint32_t>(slots)).u32(static_cast<uint32_t>(real));
-    push(p, sx);
-    push(p, sy);
-    p.f32(in_scale).f32(static_cast<float>(a.get_float("eps", 1e-12)));
-    p.f32(static_cast<float>(std::sqrt(static_cast<double>(real))));
-    std::vector<runtime::BindingDesc> b = {l.bind(x, Access::read), l.bind(gamma, Access::read)};
-    if (beta != kNoValue) b.push_back(l.bind(beta, Access::read));
-    if (bias != kNoValue) b.push_back(l.bind(bias, Access::read));
-    b.push_back(l.bind(y, Access::write));
-    l.dispatch(pipe, std::move(b), p, l.grid_1d(positions, kApplyWg), node);
+                            l.pipeline(key_for("norm_act_rms.comp", kApplyWg, 3 + optional, 15, out_defines)));
+    for (size_t i = 0; i < windows.size(); ++i) {
+      const uint64_t positions = banded ? static_cast<uint64_t>(windows[i].count) : static_cast<uint64_t>(xs[0] * spatial);
+      const uint64_t per_image = banded ? positions : static_cast<uint64_t>(spatial);
+      Lowering::ElementWindow xw{l.bind(x, Access::read), 0}, yw{l.bind(y, Access::write), 0};
+      if (banded) {
+        xw = position_window(x, windows[i], Access::read);
+        yw = position_window(y, windows[i], Access::write);
+      }
+      PushConstants p;
+      p.u32(static_cast<uint32_t>(positions)).u32(static_cast<uint32_t>(per_image));
+      p.u32(static_cast<uint32_t>(slots)).u32(static_cast<uint32_t>(real));
+      push(p, sx);
+      push(p, sy);
+      p.f32(in_scale).f32(static_cast<float>(a.get_float("eps", 1e-12)));
+      p.f32(static_cast<float>(std::sqrt(static_cast<double>(real))));
+      p.u32(xw.base).u32(yw.base);
+      std::vector<runtime::BindingDesc> b = {xw.binding, l.bind(gamma, Access::read)};
+      if (beta != kNoValue) b.push_back(l.bind(beta, Access::read));
+      if (bias != kNoValue) b.push_back(l.bind(bias, Access::read));
+      b.push_back(yw.binding);
+      const std::string step = windows.size() == 1 ? "" : step_name("band", i);
+      STRATA_RETURN_IF_ERROR(l.check_ranges(node, b, step));
+      l.dispatch(pipe, std::move(b), p, l.grid_1d(positions, kApplyWg), node, step);
+    }
     return Status::ok();
   }
   if (norm != "group") return l.fail(node, "norm '" + norm + "' has no kernel");
@@ -134,23 +167,39 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   if (bias != kNoValue) add_type_define(stats_defines, "BI_T", l.storage(bias));
   out_defines["CH_FAST"] = ch_fast_y ? "1" : "0";
   STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe, l.pipeline(key_for("norm_act_stats.comp", kStatsWg,
-                                                                   2 + (bias != kNoValue), 10, stats_defines)));
+                                                                   2 + (bias != kNoValue), 13, stats_defines)));
   STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe,
                           l.pipeline(key_for("group_norm_reduce.comp", kStatsWg, 2, 4,
                                              {{"CHUNK", std::to_string(per_chunk * cg)}})));
   STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe,
-                          l.pipeline(key_for("norm_act_apply.comp", kApplyWg, 4 + optional, 13, out_defines)));
+                          l.pipeline(key_for("norm_act_apply.comp", kApplyWg, 4 + optional, 15, out_defines)));
 
-  PushConstants sp;
-  sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
-  sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(chunks)).u32(static_cast<uint32_t>(groups));
-  push(sp, sx);
-  sp.f32(in_scale);
-  std::vector<runtime::BindingDesc> sb = {l.bind(x, Access::read)};
-  if (bias != kNoValue) sb.push_back(l.bind(bias, Access::read));
-  sb.push_back(Lowering::bind_scratch(partial, Access::write));
-  l.dispatch(stats_pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(chunks) * kStatsWg, kStatsWg), node,
-             "stats");
+  // Statistics windows: whole chunks, about one band of positions each (at least one
+  // chunk), so a window never splits a chunk.
+  const int64_t parts_per_window = banded ? std::max<int64_t>(1, band_positions / per_chunk) : per_seg;
+  for (int64_t part0 = 0, i = 0, n = (per_seg + parts_per_window - 1) / parts_per_window; part0 < per_seg;
+       part0 += parts_per_window, ++i) {
+    const int64_t parts = std::min(parts_per_window, per_seg - part0);
+    const int64_t window_chunks = banded ? groups * parts : chunks;
+    Lowering::ElementWindow xw{l.bind(x, Access::read), 0};
+    if (banded) {
+      const int64_t first = part0 * per_chunk, last = std::min(spatial, (part0 + parts) * per_chunk);
+      xw = position_window(x, PositionWindow{first, last - first}, Access::read);
+    }
+    PushConstants sp;
+    sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
+    sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
+    push(sp, sx);
+    sp.f32(in_scale);
+    sp.u32(static_cast<uint32_t>(part0)).u32(static_cast<uint32_t>(banded ? parts : per_seg)).u32(xw.base);
+    std::vector<runtime::BindingDesc> sb = {xw.binding};
+    if (bias != kNoValue) sb.push_back(l.bind(bias, Access::read));
+    sb.push_back(Lowering::bind_scratch(partial, Access::write));
+    const std::string step = n == 1 ? std::string("stats") : fmt::format("stats {}/{}", i + 1, n);
+    STRATA_RETURN_IF_ERROR(l.check_ranges(node, sb, step));
+    l.dispatch(stats_pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(window_chunks) * kStatsWg, kStatsWg),
+               node, step);
+  }
 
   PushConstants rp;
   rp.u32(static_cast<uint32_t>(segments)).u32(static_cast<uint32_t>(spatial * cg));
@@ -158,19 +207,30 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   l.dispatch(reduce_pipe, {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)},
              rp, l.grid_1d(static_cast<uint64_t>(segments) * kStatsWg, kStatsWg), node, "reduce");
 
-  const uint64_t total = static_cast<uint64_t>(xs[0] * spatial * slots);
-  PushConstants ap;
-  ap.u32(static_cast<uint32_t>(total)).u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(slots));
-  ap.u32(static_cast<uint32_t>(real)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(groups));
-  push(ap, sx);
-  push(ap, sy);
-  ap.f32(in_scale);
-  std::vector<runtime::BindingDesc> ab = {l.bind(x, Access::read), Lowering::bind_scratch(stats, Access::read),
-                                          l.bind(gamma, Access::read)};
-  if (beta != kNoValue) ab.push_back(l.bind(beta, Access::read));
-  if (bias != kNoValue) ab.push_back(l.bind(bias, Access::read));
-  ab.push_back(l.bind(y, Access::write));
-  l.dispatch(apply_pipe, std::move(ab), ap, l.grid_1d(total, kApplyWg), node, "apply");
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const int64_t per_image = banded ? windows[i].count : spatial;
+    const uint64_t total = static_cast<uint64_t>((banded ? 1 : xs[0]) * per_image * slots);
+    Lowering::ElementWindow xw{l.bind(x, Access::read), 0}, yw{l.bind(y, Access::write), 0};
+    if (banded) {
+      xw = position_window(x, windows[i], Access::read);
+      yw = position_window(y, windows[i], Access::write);
+    }
+    PushConstants ap;
+    ap.u32(static_cast<uint32_t>(total)).u32(static_cast<uint32_t>(per_image)).u32(static_cast<uint32_t>(slots));
+    ap.u32(static_cast<uint32_t>(real)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(groups));
+    push(ap, sx);
+    push(ap, sy);
+    ap.f32(in_scale);
+    ap.u32(xw.base).u32(yw.base);
+    std::vector<runtime::BindingDesc> ab = {xw.binding, Lowering::bind_scratch(stats, Access::read),
+                                            l.bind(gamma, Access::read)};
+    if (beta != kNoValue) ab.push_back(l.bind(beta, Access::read));
+    if (bias != kNoValue) ab.push_back(l.bind(bias, Access::read));
+    ab.push_back(yw.binding);
+    const std::string step = step_name("apply", i);
+    STRATA_RETURN_IF_ERROR(l.check_ranges(node, ab, step));
+    l.dispatch(apply_pipe, std::move(ab), ap, l.grid_1d(total, kApplyWg), node, step);
+  }
   return Status::ok();
 }
 

@@ -89,6 +89,34 @@ Lowering::ElementWindow Lowering::element_window(ValueId v, uint64_t first, uint
   return {bind_window(v, start, begin + count * eb - start, access), static_cast<uint32_t>((begin - start) / eb)};
 }
 
+bool Lowering::rows_contiguous(ValueId v) const {
+  const Shape& sh = shape(v);
+  if (sh.size() != 4 || sh[0] != 1) return false;
+  const std::vector<int64_t> st = strides(v);
+  return (sh[1] - 1) * st[1] + (sh[3] - 1) * st[3] < st[2];
+}
+
+Lowering::ElementWindow Lowering::row_window(ValueId v, int64_t begin, int64_t end, runtime::Access access) const {
+  const uint64_t row = static_cast<uint64_t>(strides(v)[2]);
+  return element_window(v, static_cast<uint64_t>(begin) * row, static_cast<uint64_t>(end - begin) * row, access);
+}
+
+int64_t Lowering::band_rows(const Node& node, int64_t frame_rows) {
+  const int64_t r = node.attrs.get_int("band_rows", frame_rows);
+  return r >= 1 && r < frame_rows ? r : frame_rows;
+}
+
+Status Lowering::check_ranges(const Node& node, const std::vector<runtime::BindingDesc>& bindings,
+                              const std::string& step) const {
+  for (size_t i = 0; i < bindings.size(); ++i)
+    if (bindings[i].range > target_.max_storage_buffer_range)
+      return fail(node, fmt::format("{}binding {} is {} bytes, above the storage-buffer range {} (split_bands "
+                                    "sets band_rows so that every window fits; run it with this limit)",
+                                    step.empty() ? "" : step + ": ", i, bindings[i].range,
+                                    target_.max_storage_buffer_range));
+  return Status::ok();
+}
+
 Status Lowering::compile_pipelines() {
   // Variants are independent and shaderc's optimiser takes seconds on the unrolled
   // conv kernels, so they compile on all cores; errors are reported in pipeline order.

@@ -52,6 +52,11 @@ public:
   PushConstants& i32(int32_t v) { return put(&v); }
   PushConstants& f32(float v) { return put(&v); }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
+  static PushConstants from_bytes(std::vector<uint8_t> bytes) {
+    PushConstants p;
+    p.bytes_ = std::move(bytes);
+    return p;
+  }
 
 private:
   template <typename T>
@@ -112,6 +117,19 @@ public:
     uint32_t base = 0;
   };
   ElementWindow element_window(ValueId v, uint64_t first, uint64_t count, runtime::Access access) const;
+
+  // Bands (split_bands' attr band_rows; ir/band_math.h): whether rows [a, b) of a
+  // rank-4 [N, C, H, W] value are one contiguous run of its storage, i.e. N == 1 and
+  // every other index moves less than a row (the nhwc layouts).
+  bool rows_contiguous(ValueId v) const;
+  // The window of rows [begin, end) of such a value.
+  ElementWindow row_window(ValueId v, int64_t begin, int64_t end, runtime::Access access) const;
+  // The node's band height: attr band_rows when set, else `frame_rows` (one band).
+  static int64_t band_rows(const Node& node, int64_t frame_rows);
+  // Ok if every binding fits the target's storage-buffer range; else an error for
+  // `node` naming the step and the binding.
+  Status check_ranges(const Node& node, const std::vector<runtime::BindingDesc>& bindings,
+                      const std::string& step) const;
 
   // Scratch memory for `node`'s dispatches: `bytes` bytes at an aligned offset of the
   // plan's "scratch" buffer (BufferUsage::scratch; appended to the plan's buffers on

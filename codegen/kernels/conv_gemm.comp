@@ -10,7 +10,7 @@
 //
 // Every tensor is addressed through element strides from the push constants, so x,
 // residual and y may each be logical NCHW or NHWC (padded or not), and w may be
-// "oihw" (w[co, ci, ky, kx]) or "o_hwi" (w[co, tap·Ci + ci]). Loads convert to f32,
+// "oihw" (w[co, ci, ky, kx]) or "o_hwi" (w[co, tap·Ci + ci], define W_OHWI = 1). Loads convert to f32,
 // accumulation is f32 (fma), and the store rounds through the output's dtype (ROUND)
 // into Y_T. Channels co_store > co (padding slots of an nhwc output) are written 0.
 //
@@ -33,8 +33,20 @@
 //
 // Grid: x + (z % split)·grid x = pixel tile, y = channel tile, z / split = image n.
 //
+// Bands (split_bands, attr band_rows): a dispatch may compute only output rows
+// [row0, row0 + rows) and bind windows of x, the residual and y. Pixel indices then
+// count from the band's first row; rows, the padding test and the taps stay in frame
+// coordinates. y and the residual are addressed from the band's first row plus their
+// window's base element (a window starts at an aligned offset at or below its first
+// element); x from x_off = x's base element − (x's first bound row) · xs_y, taken
+// modulo 2^32 like every index here, so the sum is right once the frame row is added.
+// Every output element is computed by the same arithmetic from the same inputs
+// whatever the band, so banded results are identical. A whole-frame dispatch is the
+// band row0 = 0, rows = the output's height, with x_off and the bases 0.
+// (Push constants stay within the 128 bytes every Vulkan device offers.)
+//
 // Defines: BM BN BK TM TN (tile; BM channels, BN pixels), KH KW (kernel),
-//          U (0 plain, 1 upsample2x), X_CFAST (0 / 1), HAS_BIAS, HAS_RES (0 / 1),
+//          U (0 plain, 1 upsample2x), X_CFAST, W_OHWI, HAS_BIAS, HAS_RES (0 / 1),
 //          ROUND (common.glsl), X_T W_T BIAS_T R_T Y_T (float | float16_t, default float).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
@@ -47,6 +59,16 @@
 #define B_LOADS ((BK * BN) / WG)           // input elements each invocation stages
 #define B_ROW_STEP (WG / BN)               // channel rows between them
 #define TAPS (KH * KW)
+// Weight element strides (co, ci, tap) of the two layouts.
+#if W_OHWI
+#define W_CO (TAPS * pc.ci)
+#define W_CI 1u
+#define W_TAP pc.ci
+#else
+#define W_CO (pc.ci * TAPS)
+#define W_CI TAPS
+#define W_TAP 1u
+#endif
 #if X_CFAST
 // Neighbouring invocations write rows k, k + 1 of one column: shift each row by 16
 // banks so the stage stores do not conflict.
@@ -86,15 +108,17 @@ layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]
 layout(push_constant) uniform Push {
   uint ci, co, co_store;      // input channels, output channels, output channel slots written
   uint h_in, w_in;            // x's extents (before the upsample)
-  uint h_out, w_out;
+  uint w_out;
   int pad_h, pad_w;
   uint stride_h, stride_w;
   uint split;                 // grid z slices per image: pixel tiles = split · grid x
   uint xs_n, xs_c, xs_y, xs_x;  // element strides of x
-  uint ws_co, ws_ci, ws_tap;    // element strides of w
   uint ys_n, ys_c, ys_y, ys_x;  // element strides of y
   uint rs_n, rs_c, rs_y, rs_x;  // element strides of the residual
   float acc_scale, residual_scale, out_scale;
+  uint row0, rows;            // the band: output rows [row0, row0 + rows)
+  uint x_off;                 // x's base element − first bound row · xs_y (mod 2^32)
+  uint y_base, r_base;        // window base elements of y and the residual
 } pc;
 
 shared float a_tile[BK][BM + 1];      // a_tile[k][m] = w[m0 + m, tap, c0 + k]
@@ -118,13 +142,15 @@ void fetch(uint ky, uint kx, uint c0) {
     const bool ok = m < BM && o < pc.co && ca < pc.ci;
     // Indices are formed only when in range (0 otherwise), so a compiler that turns
     // the select into two loads still reads inside the buffer.
-    const uint at = ok ? o * pc.ws_co + ca * pc.ws_ci + tap * pc.ws_tap : 0u;
+    const uint at = ok ? o * W_CO + ca * W_CI + tap * W_TAP : 0u;
     a_reg[j] = ok ? float(w[at]) : 0.0;
   }
   const int vy = col_vy0 + int(ky), vx = col_vx0 + int(kx);
   const bool in_img = col_valid && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
   const uint cb = c0 + k0;
-  const uint base = in_img ? x_img + cb * pc.xs_c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+  const uint base =
+      in_img ? pc.x_off + x_img + cb * pc.xs_c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x
+             : 0u;
   const uint row_step = B_ROW_STEP * pc.xs_c;
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const bool ok = in_img && cb + j * B_ROW_STEP < pc.ci;
@@ -142,7 +168,7 @@ void stage() {
 
 void main() {
   const uint tid = gl_LocalInvocationIndex;
-  const uint pixels = pc.h_out * pc.w_out;
+  const uint pixels = pc.rows * pc.w_out;  // of the band
   const uint img = gl_WorkGroupID.z / pc.split;
   const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BN;
   if (p0 >= pixels) return;  // the whole workgroup leaves together
@@ -159,7 +185,7 @@ void main() {
 #endif
   const uint lp = p0 + load_col;
   col_valid = lp < pixels;
-  col_vy0 = int(lp / pc.w_out * pc.stride_h) - pc.pad_h;
+  col_vy0 = int((pc.row0 + lp / pc.w_out) * pc.stride_h) - pc.pad_h;
   col_vx0 = int(lp % pc.w_out * pc.stride_w) - pc.pad_w;
 
   const uint chunks = (pc.ci + BK - 1) / BK;
@@ -202,9 +228,9 @@ void main() {
     const uint p = p0 + tx + j * (BN / TN);
     const bool p_ok = p < pixels;
     const uint oy = p / pc.w_out, ox = p % pc.w_out;
-    const uint y_at = img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x;
+    const uint y_at = pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x;  // oy: row in the band
 #if HAS_RES
-    const uint r_at = img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x;
+    const uint r_at = pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x;
 #endif
     [[unroll]] for (uint i = 0; i < TM; ++i) {
       const uint o = m0 + ty + i * (BM / TM);

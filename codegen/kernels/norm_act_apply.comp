@@ -9,7 +9,10 @@
 // element order is channel-fastest when y's channels are contiguous (CH_FAST = 1,
 // NHWC), else position-fastest, so neighbouring invocations store neighbouring
 // addresses. x and y are addressed through (image, channel, position) strides (see
-// norm_act_stats.comp) and may differ in layout and storage type.
+// norm_act_stats.comp) and may differ in layout and storage type. A band (one image,
+// positions [s0, s0 + S) of a larger tensor) is a dispatch with spatial = S and x, y
+// bound as windows from position s0 (bases x_base, y_base); the statistics are the
+// whole tensor's, so each element is computed exactly as in one dispatch.
 //
 // Defines: WG, CH_FAST, SILU, HAS_BETA, HAS_BIAS (0 / 1), ROUND (common.glsl),
 //          X_T G_T BE_T BI_T Y_T (float | float16_t, default float).
@@ -55,6 +58,7 @@ layout(push_constant) uniform Push {
   uint xs_n, xs_c, xs_s;
   uint ys_n, ys_c, ys_s;
   float in_scale;
+  uint x_base, y_base;  // a window's base elements (bands); 0 for a whole tensor
 } pc;
 
 void main() {
@@ -70,7 +74,7 @@ void main() {
   float v = 0.0;
   if (c < pc.channels) {
     const vec2 st = stats[img * pc.groups + c / pc.group_channels];
-    float t = float(x[img * pc.xs_n + c * pc.xs_c + s * pc.xs_s]) * pc.in_scale;
+    float t = float(x[pc.x_base + img * pc.xs_n + c * pc.xs_c + s * pc.xs_s]) * pc.in_scale;
 #if HAS_BIAS
     t += float(bias[c]);
 #endif
@@ -82,5 +86,5 @@ void main() {
     v = silu_precise(v);
 #endif
   }
-  y[img * pc.ys_n + c * pc.ys_c + s * pc.ys_s] = Y_T(store_round(v));
+  y[pc.y_base + img * pc.ys_n + c * pc.ys_c + s * pc.ys_s] = Y_T(store_round(v));
 }

@@ -8,6 +8,8 @@
 // reassociating it away), then walks the Cs channel slots of y to store. No
 // cross-invocation reduction, so any subgroup size works. x and y are addressed
 // through (image, channel, position) strides (any layout, see norm_act_stats.comp).
+// A band (one image, positions [s0, s0 + S) of a larger tensor) is a dispatch with
+// positions = spatial = S and x, y bound as windows from position s0 (x_base, y_base).
 //
 // Defines: WG, SILU, HAS_BETA, HAS_BIAS (0 / 1), ROUND (common.glsl),
 //          X_T G_T BE_T BI_T Y_T (float | float16_t, default float).
@@ -51,6 +53,7 @@ layout(push_constant) uniform Push {
   float in_scale;
   float eps;
   float sqrt_r;    // √R
+  uint x_base, y_base;  // a window's base elements (bands); 0 for a whole tensor
 } pc;
 
 float t_at(uint x_at, uint c) {
@@ -65,7 +68,7 @@ void main() {
   const uint p = linear_index();
   if (p >= pc.positions) return;
   const uint img = p / pc.spatial, s = p % pc.spatial;
-  const uint x_at = img * pc.xs_n + s * pc.xs_s, y_at = img * pc.ys_n + s * pc.ys_s;
+  const uint x_at = pc.x_base + img * pc.xs_n + s * pc.xs_s, y_at = pc.y_base + img * pc.ys_n + s * pc.ys_s;
 
   precise float sum = 0.0, comp = 0.0;  // Kahan: sum + comp is the running Σ t²
   for (uint c = 0; c < pc.channels; ++c) {

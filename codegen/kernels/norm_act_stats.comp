@@ -15,6 +15,13 @@
 // e / npos (neighbouring invocations read neighbouring addresses either way).
 // group_norm_reduce.comp (CHUNK = P·cg) then merges the chunks of each segment.
 //
+// Windows (bands of a tensor larger than one binding): a dispatch may reduce only
+// chunks [part0, part0 + parts) of every segment, with x bound from position
+// part0·P (element x_base of the window). Chunk boundaries do not move with the
+// window, each chunk is reduced by the same workgroup arithmetic and lands in the same
+// partial slot, so windowed statistics are bit-identical to one dispatch (part0 = 0,
+// parts = chunks_per_seg, x_base = 0).
+//
 // Defines: WG (a power of two), CH_FAST (0 / 1), HAS_BIAS (0 / 1),
 //          X_T BI_T (float | float16_t, default float).
 // Bindings: x (read), [bias (read)], partial (write; (mean, M2) per global chunk).
@@ -39,10 +46,12 @@ layout(push_constant) uniform Push {
   uint group_channels;  // cg
   uint chunk_positions; // P
   uint chunks_per_seg;  // ⌈S / P⌉
-  uint chunks;          // N·G·chunks_per_seg
+  uint chunks;          // chunks this dispatch reduces: N·G·parts
   uint groups;          // G
   uint xs_n, xs_c, xs_s;
   float in_scale;
+  uint part0, parts;    // the window: chunks [part0, part0 + parts) of each segment
+  uint x_base;          // element of position part0·P, channel 0 in the window
 } pc;
 
 shared float s_n[WG];
@@ -53,7 +62,7 @@ void main() {
   const uint c = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (c >= pc.chunks) return;  // uniform per workgroup
   const uint tid = gl_LocalInvocationID.x;
-  const uint seg = c / pc.chunks_per_seg, part = c % pc.chunks_per_seg;
+  const uint seg = c / pc.parts, part = pc.part0 + c % pc.parts;
   const uint img = seg / pc.groups, ch0 = (seg % pc.groups) * pc.group_channels;
   const uint s0 = part * pc.chunk_positions;
   const uint npos = min(pc.chunk_positions, pc.spatial - s0);
@@ -67,7 +76,8 @@ void main() {
     const uint j = e / npos, s = s0 + e % npos;
 #endif
     const uint ch = ch0 + j;
-    float v = float(x[img * pc.xs_n + ch * pc.xs_c + s * pc.xs_s]) * pc.in_scale;
+    float v = float(x[pc.x_base + img * pc.xs_n + ch * pc.xs_c + (s - pc.part0 * pc.chunk_positions) * pc.xs_s]) *
+              pc.in_scale;
 #if HAS_BIAS
     v += float(bias[ch]);
 #endif
@@ -94,5 +104,5 @@ void main() {
     }
     barrier();
   }
-  if (tid == 0) partial[c] = vec2(s_mean[0], s_m2[0]);
+  if (tid == 0) partial[seg * pc.chunks_per_seg + part] = vec2(s_mean[0], s_m2[0]);
 }

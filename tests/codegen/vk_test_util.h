@@ -163,19 +163,24 @@ inline void expect_matches_interpreter(OneNode& t, const std::string& what) {
 
 // compile_plan for a custom Target (e.g. a small binding range or workgroup-count
 // limit), then one run on the test device.
-inline Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, test_device());
-  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(t.graph, t.weights, target));
+inline Expected<std::vector<Tensor>> run_for_target_graph(const Graph& graph, const WeightStore& weights,
+                                                          const std::vector<Tensor>& inputs,
+                                                          const codegen::Target& target) {
+  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, codegen::compile_plan(graph, weights, target));
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> device, test_device_for(plan.requirements));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> exec,
-                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(t.weights)));
+                          runtime::Executor::create(device, std::move(plan), codegen::weight_source(weights)));
   std::vector<Tensor> out;
-  for (ValueId v : t.graph.outputs()) out.emplace_back(t.graph.value(v).type.shape);
+  for (ValueId v : graph.outputs()) out.emplace_back(graph.value(v).type.shape);
   std::vector<std::span<const std::byte>> in_bytes;
   std::vector<std::span<std::byte>> out_bytes;
-  for (const Tensor& x : t.inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
+  for (const Tensor& x : inputs) in_bytes.push_back(std::as_bytes(std::span(x.data)));
   for (Tensor& y : out) out_bytes.push_back(std::as_writable_bytes(std::span(y.data)));
   STRATA_RETURN_IF_ERROR(exec->run(in_bytes, out_bytes));
   return out;
+}
+inline Expected<std::vector<Tensor>> run_for_target(OneNode& t, const codegen::Target& target) {
+  return run_for_target_graph(t.graph, t.weights, t.inputs, target);
 }
 
 // The test device's target with at most `max_x` workgroups along x: more tiles than
