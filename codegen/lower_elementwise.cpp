@@ -11,7 +11,10 @@
 //
 // Values larger than one binding (the target's maxStorageBufferRange) are processed
 // in windows, one dispatch each, when every operand is read element for element (or
-// is a single broadcast scalar) in row-major order; other cases bind whole operands.
+// is a single broadcast scalar) in row-major order. A unary op or conversion between
+// two views of one shape in other layouts (nhwc, padded, nhwc -> logical) runs in
+// boxes (strided.h: split_boxes) whose windows fit one binding. Other cases bind
+// whole operands.
 #include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
@@ -44,9 +47,58 @@ runtime::BindingDesc sub_window(runtime::BindingDesc b, uint64_t at, uint64_t co
   return b;
 }
 
+// The window of `b` from element `first` spanning `span` elements of `bytes` bytes,
+// its start aligned down; and `first`'s element index in it.
+std::pair<runtime::BindingDesc, uint32_t> window_in(runtime::BindingDesc b, uint64_t first, uint64_t span,
+                                                    uint32_t bytes, uint64_t align) {
+  const uint64_t begin = first * bytes, start = begin / align * align;
+  b.offset += start;
+  b.range = begin + span * bytes - start;
+  return {b, static_cast<uint32_t>((begin - start) / bytes)};
+}
+
+// unary() for x and y of one shape whose whole bindings exceed the range: one
+// dispatch per box of the joint loop.
+Status unary_boxes(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
+                   const TensorRef& y, DType out_dtype, const std::string& step) {
+  const StridedLoop loop = collapse(StridedLoop{y.shape, {x.strides, y.strides}});
+  const uint32_t xb = storage_bytes(x.storage), yb = storage_bytes(y.storage);
+  const uint64_t align = placement_alignment(l.target()), room = l.target().max_storage_buffer_range - align;
+  const std::vector<LoopBox> boxes = split_boxes(loop, {room / xb, room / yb});
+  if (boxes.empty() || loop.shape.size() > kMaxRank)
+    return l.fail(node, fmt::format("{} elements cannot be split into windows of the storage-buffer range {}",
+                                    num_elements(y.shape), l.target().max_storage_buffer_range));
+  const std::string rank = std::to_string(loop.shape.size());
+  KernelKey key{"unary.comp",
+                {{"OP", op}, {"ROUND", round_define(out_dtype)}, {"XRANK", rank}, {"YRANK", rank}},
+                2, static_cast<uint32_t>(4 * (5 + 4 * loop.shape.size())), {kLocal, 1, 1}};
+  add_type_define(key.defines, "X_T", x.storage);
+  add_type_define(key.defines, "Y_T", y.storage);
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const LoopBox& box = boxes[i];
+    const auto [xw, x_base] = window_in(x.binding, loop_offset(loop.strides[0], box.origin),
+                                        box_span(loop.strides[0], box.shape), xb, align);
+    const auto [yw, y_base] = window_in(y.binding, loop_offset(loop.strides[1], box.origin),
+                                        box_span(loop.strides[1], box.shape), yb, align);
+    const auto n = static_cast<uint64_t>(num_elements(box.shape));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(n)).f32(p0).f32(p1).u32(x_base).u32(y_base);
+    for (size_t k = 0; k < 2; ++k) {
+      for (int64_t v : box.shape) push.u32(static_cast<uint32_t>(v));
+      for (int64_t v : loop.strides[k]) push.u32(static_cast<uint32_t>(v));
+    }
+    l.dispatch(pipe, {xw, yw}, push, l.grid_1d(n, kLocal), node, step + "b" + std::to_string(i));
+  }
+  return Status::ok();
+}
+
 Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
              const TensorRef& y, DType out_dtype, const std::string& step) {
+  const uint64_t range = l.target().max_storage_buffer_range;
   StridedLoop xs = collapse_one(x), ys = collapse_one(y);
+  if (!(contiguous(xs) && contiguous(ys)) && x.shape == y.shape && (x.binding.range > range || y.binding.range > range))
+    return unary_boxes(l, node, op, p0, p1, x, y, out_dtype, step);
   if (xs.shape.size() > kMaxRank || ys.shape.size() > kMaxRank)
     return l.fail(node, fmt::format("needs {} / {} dims after merging, the kernel takes {}", xs.shape.size(),
                                     ys.shape.size(), kMaxRank));
@@ -59,14 +111,14 @@ Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, 
                  {"ROUND", round_define(out_dtype)},
                  {"XRANK", std::to_string(xs.shape.size())},
                  {"YRANK", std::to_string(ys.shape.size())}},
-                2, static_cast<uint32_t>(4 * (3 + 2 * (xs.shape.size() + ys.shape.size()))), {kLocal, 1, 1}};
+                2, static_cast<uint32_t>(4 * (5 + 2 * (xs.shape.size() + ys.shape.size()))), {kLocal, 1, 1}};
   add_type_define(key.defines, "X_T", x.storage);
   add_type_define(key.defines, "Y_T", y.storage);
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   for (uint64_t at = 0; at < n; at += step_elems) {
     const uint64_t count = std::min(step_elems, n - at);
     PushConstants push;
-    push.u32(static_cast<uint32_t>(count)).f32(p0).f32(p1);
+    push.u32(static_cast<uint32_t>(count)).f32(p0).f32(p1).u32(0).u32(0);
     for (const StridedLoop* s : {&xs, &ys}) {
       for (int64_t v : s->shape) push.u32(static_cast<uint32_t>(flat ? count : v));
       for (int64_t v : s->strides[0]) push.u32(static_cast<uint32_t>(v));

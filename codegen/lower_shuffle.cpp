@@ -106,8 +106,20 @@ Status lower_slice(Lowering& l, const Node& node) {
   const std::vector<int64_t> sx = l.strides(x);
   const StridedLoop loop = collapse(StridedLoop{l.shape(y), {sx, l.strides(y)}});
   const auto first = static_cast<uint64_t>(node.attrs.get_int("start") * sx[axis]);
-  return strided_copy(l, node, loop, window(l, x, first, first + reach(loop, 0), runtime::Access::read),
-                      window(l, y, 0, last_element(l, y), runtime::Access::write), "", l.storage(x), l.storage(y));
+  // Boxes (strided.h) whose windows fit one binding: one when the slice fits whole.
+  const uint64_t room = l.target().max_storage_buffer_range - placement_alignment(l.target());
+  const std::vector<LoopBox> boxes = split_boxes(loop, {room / l.elem_bytes(x), room / l.elem_bytes(y)});
+  if (boxes.empty()) return l.fail(node, "no window of the storage-buffer range holds one element");
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const LoopBox& box = boxes[i];
+    const uint64_t xf = first + loop_offset(loop.strides[0], box.origin), yf = loop_offset(loop.strides[1], box.origin);
+    STRATA_RETURN_IF_ERROR(strided_copy(
+        l, node, StridedLoop{box.shape, loop.strides},
+        window(l, x, xf, xf + box_span(loop.strides[0], box.shape) - 1, runtime::Access::read),
+        window(l, y, yf, yf + box_span(loop.strides[1], box.shape) - 1, runtime::Access::write),
+        boxes.size() == 1 ? "" : "b" + std::to_string(i), l.storage(x), l.storage(y)));
+  }
+  return Status::ok();
 }
 
 Status lower_concat(Lowering& l, const Node& node) {

@@ -5,6 +5,7 @@
 
 #include "ir/types.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -60,6 +61,65 @@ inline StridedLoop collapse(const StridedLoop& in) {
     for (auto& s : out.strides) s.push_back(0);
   }
   return out;
+}
+
+// A box of a loop: its origin (an index per dim) and extents.
+struct LoopBox {
+  std::vector<int64_t> origin;
+  Shape shape;
+};
+
+// Element offset of `index` under `strides`.
+inline uint64_t loop_offset(const std::vector<int64_t>& strides, const std::vector<int64_t>& index) {
+  uint64_t at = 0;
+  for (size_t d = 0; d < index.size(); ++d) at += static_cast<uint64_t>(index[d] * strides[d]);
+  return at;
+}
+
+// Elements from a box's first to its last element under `strides` (inclusive).
+inline uint64_t box_span(const std::vector<int64_t>& strides, const Shape& shape) {
+  uint64_t span = 1;
+  for (size_t d = 0; d < shape.size(); ++d) span += static_cast<uint64_t>((shape[d] - 1) * strides[d]);
+  return span;
+}
+
+// Splits `loop` into boxes in which every operand k spans at most max_span[k]
+// elements, so each box can bind windows no larger than one binding: the outermost
+// dim d whose single index (with every inner dim whole) fits is cut into runs of as
+// many indices as fit, and every dim outside d is taken one index at a time. Boxes
+// come in the loop's order and cover it exactly once. One box (the loop) when it fits
+// whole; empty when not even one element fits (max_span 0). Strides must be ≥ 0.
+inline std::vector<LoopBox> split_boxes(const StridedLoop& loop, const std::vector<uint64_t>& max_span) {
+  const size_t rank = loop.shape.size(), ops = loop.strides.size();
+  for (size_t d = 0; d < rank; ++d) {
+    uint64_t run = static_cast<uint64_t>(loop.shape[d]);  // indices of dim d per box
+    bool fits = true;
+    for (size_t k = 0; k < ops && fits; ++k) {
+      uint64_t rest = 1;  // span of one index of dim d: the inner dims whole
+      for (size_t e = d + 1; e < rank; ++e) rest += static_cast<uint64_t>((loop.shape[e] - 1) * loop.strides[k][e]);
+      if (rest > max_span[k]) fits = false;
+      else if (loop.strides[k][d] > 0)
+        run = std::min<uint64_t>(run, (max_span[k] - rest) / static_cast<uint64_t>(loop.strides[k][d]) + 1);
+    }
+    if (!fits) continue;
+    if (d == 0 && run == static_cast<uint64_t>(loop.shape[0])) return {LoopBox{std::vector<int64_t>(rank, 0), loop.shape}};
+    std::vector<LoopBox> boxes;
+    std::vector<int64_t> index(rank, 0);  // an odometer over dims 0..d
+    while (true) {
+      LoopBox box{index, loop.shape};
+      for (size_t e = 0; e < d; ++e) box.shape[e] = 1;
+      box.shape[d] = std::min<int64_t>(static_cast<int64_t>(run), loop.shape[d] - index[d]);
+      boxes.push_back(box);
+      size_t e = d;  // advance dim d by the box's extent, then carry outward
+      index[e] += box.shape[d];
+      while (index[e] >= loop.shape[e]) {
+        index[e] = 0;
+        if (e == 0) return boxes;
+        ++index[--e];
+      }
+    }
+  }
+  return {};
 }
 
 }  // namespace strata::codegen

@@ -24,12 +24,12 @@ constexpr AttrSpec kCast[] = {{"dtype", K::string, true}};
 constexpr AttrSpec kNormAct[] = {{"norm", K::string, true},     {"groups", K::int_, false},
                                  {"eps", K::float_, true},      {"silu", K::int_, false},
                                  {"in_scale", K::float_, false}, {"channels", K::int_, false},
-                                 {"dtype", K::string, false}};
+                                 {"dtype", K::string, false},   {"band_rows", K::int_, false}};
 constexpr AttrSpec kConvGemm[] = {{"kernel", K::ints, true},          {"pad", K::ints, false},
                                   {"stride", K::ints, false},         {"weight_layout", K::string, true},
                                   {"gather", K::string, false},       {"acc_scale", K::float_, false},
                                   {"residual_scale", K::float_, false}, {"out_scale", K::float_, false},
-                                  {"dtype", K::string, false}};
+                                  {"dtype", K::string, false},        {"band_rows", K::int_, false}};
 
 // Rows in the order of the Op enum (checked below).
 constexpr std::array kOps = {

@@ -41,6 +41,9 @@
 //       (acc_scale, residual_scale, out_scale default 1: range guards).
 //   Both take an optional dtype = "f16" | "f32" | "bf16" for their output (default:
 //   the input's): f16 storage in, f32 accumulation, any storage out.
+//   Both take an optional band_rows = R (set by passes/split_bands): codegen runs the
+//   node in horizontal bands of R output rows, each dispatch binding only a window of
+//   every activation operand. It changes how the work is split, not what is computed.
 #pragma once
 
 #include "ir/attrs.h"

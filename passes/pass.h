@@ -10,7 +10,8 @@
 // straight line, verifying (ir/verifier.h) and optionally dumping after each.
 //
 // Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
-// fold_upsample → pad_channels → assign_layout → lower_precision → plan_buffers.
+// fold_upsample → pad_channels → assign_layout → lower_precision → split_bands →
+// plan_buffers.
 #pragma once
 
 #include "ir/graph.h"
@@ -37,6 +38,13 @@ struct CompileOptions {
   // to f16 (x · 2^-k stored, ·2^k restored in the consumer's f32 epilogue).
   // nullopt: the pass's default from measured stream maxima.
   std::optional<int> range_guard_log2;
+  // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
+  // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
+  // every window they bind fits. 0: no limit, no banding.
+  uint64_t binding_limit = 0;
+  // Device memory the compiled graph may take, in bytes (--memory-budget). 0: none.
+  // Recorded only: no pass reads it yet.
+  uint64_t memory_budget = 0;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;
   // Called with (pass name, graph) after each pass: --dump-graph.

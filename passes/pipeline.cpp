@@ -28,7 +28,8 @@ constexpr PassEntry kPasses[] = {
     {"canonicalize", run_canonicalize},   {"fuse_norm_act", run_fuse_norm_act},
     {"fuse_residual", run_fuse_residual}, {"fold_upsample", run_fold_upsample},
     {"pad_channels", run_pad_channels},   {"assign_layout", run_assign_layout},
-    {"lower_precision", run_lower_precision}, {"plan_buffers", run_plan_buffers},
+    {"lower_precision", run_lower_precision}, {"split_bands", run_split_bands},
+    {"plan_buffers", run_plan_buffers},
 };
 
 }  // namespace

@@ -138,7 +138,10 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   bool coop_ext = has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
   VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+  VkPhysicalDeviceMaintenance4Properties p_m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   p11.pNext = &p12;
+  const bool vk13 = VK_API_VERSION_MINOR(props.apiVersion) >= 3 || VK_API_VERSION_MAJOR(props.apiVersion) > 1;
+  if (vk13) p12.pNext = &p_m4;  // core in 1.3; not chained on older devices
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p11};
   vkGetPhysicalDeviceProperties2(pd, &props2);
   d.driver_name = p12.driverName;
@@ -147,6 +150,7 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   d.subgroup_operations =
       (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? p11.subgroupSupportedOperations : 0;
   d.max_memory_allocation_size = p11.maxMemoryAllocationSize;
+  d.max_buffer_size = vk13 ? p_m4.maxBufferSize : 0;
 
   VkPhysicalDeviceCooperativeMatrixFeaturesNV fcoop{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};

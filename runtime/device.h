@@ -51,7 +51,12 @@ struct DeviceInfo {
 
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
+  // A hint: allocations above it may fail with VK_ERROR_OUT_OF_DEVICE_MEMORY (which
+  // the runtime reports), but need not — NVIDIA reports 4 GiB and allocates more.
   uint64_t max_memory_allocation_size = 0;
+  // The hard limit on one VkBuffer (VkPhysicalDeviceMaintenance4Properties, Vulkan
+  // 1.3); 0 on a 1.2 device, where max_memory_allocation_size stands in for it.
+  uint64_t max_buffer_size = 0;
   uint32_t max_compute_shared_memory_size = 0;
   uint32_t max_compute_workgroup_invocations = 0;
   std::array<uint32_t, 3> max_compute_workgroup_count{};

@@ -63,6 +63,9 @@ std::string describe(const DeviceInfo& d) {
   out += fmt::format("  maxStorageBufferRange: {}, shared memory: {}, subgroup size: {}\n",
                      bytes_str(d.max_storage_buffer_range),
                      bytes_str(d.max_compute_shared_memory_size), d.subgroup_size);
+  out += fmt::format("  maxBufferSize: {}, maxMemoryAllocationSize: {} (a hint)\n",
+                     d.max_buffer_size ? bytes_str(d.max_buffer_size) : std::string("n/a"),
+                     bytes_str(d.max_memory_allocation_size));
   out += fmt::format("  workgroup: {} invocations, size {}x{}x{}, count {}x{}x{}\n",
                      d.max_compute_workgroup_invocations, d.max_compute_workgroup_size[0],
                      d.max_compute_workgroup_size[1], d.max_compute_workgroup_size[2],

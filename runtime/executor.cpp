@@ -244,6 +244,12 @@ Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
   return Status::ok();
 }
 
+uint64_t Executor::allocated_bytes() const {
+  uint64_t total = impl_->upload.size() + impl_->readback.size();
+  for (const DeviceBuffer& b : impl_->buffers) total += b.size();
+  return total;
+}
+
 Expected<std::vector<uint8_t>> Executor::pipeline_cache_data() const {
   size_t size = 0;
   VkDevice d = impl_->vk();

@@ -39,10 +39,16 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
                                             const std::string& name) {
   std::string what = fmt::format("allocating buffer '{}' of {} bytes", name, size);
   const DeviceInfo& info = device.info();
-  if (info.max_memory_allocation_size && size > info.max_memory_allocation_size) {
-    return error("{}: above the device's maxMemoryAllocationSize of {} bytes", what,
-                 info.max_memory_allocation_size);
-  }
+  // maxBufferSize is the hard limit; maxMemoryAllocationSize only a hint (Vulkan spec,
+  // vkAllocateMemory: an allocation above it may fail, and must then return
+  // VK_ERROR_OUT_OF_DEVICE_MEMORY), so a larger one is attempted and a failure says so.
+  const uint64_t hard_limit = info.max_buffer_size ? info.max_buffer_size : info.max_memory_allocation_size;
+  if (hard_limit && size > hard_limit)
+    return error("{}: above the device's {} of {} bytes", what,
+                 info.max_buffer_size ? "maxBufferSize" : "maxMemoryAllocationSize", hard_limit);
+  if (info.max_memory_allocation_size && size > info.max_memory_allocation_size)
+    what += fmt::format(" (above maxMemoryAllocationSize {}, which this device may refuse)",
+                        info.max_memory_allocation_size);
   DeviceBuffer b;
   b.device_ = device.handle();
   b.size_ = size;

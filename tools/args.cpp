@@ -1,6 +1,8 @@
 #include "tools/args.h"
 
 #include <charconv>
+#include <cstdint>
+#include <utility>
 
 namespace strata {
 
@@ -73,6 +75,27 @@ Expected<int64_t> parse_integer(const std::string& option, const std::string& te
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size()) return error("--{} '{}' is not an integer", option, text);
   return v;
+}
+
+Expected<uint64_t> parse_byte_size(const std::string& option, const std::string& text) {
+  auto bad = [&](const char* why) {
+    return error("--{} '{}' is not a byte size: {} (an integer, optionally followed by B, KiB, MiB, GiB or TiB, "
+                 "e.g. 64KiB)",
+                 option, text, why);
+  };
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ptr == text.data()) return bad("no leading integer");
+  if (ec != std::errc()) return bad("too large");
+  const std::string unit(ptr, text.data() + text.size());
+  constexpr std::pair<const char*, int> kUnits[] = {
+      {"", 0}, {"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};  // name, log2 of its size
+  for (const auto& [name, shift] : kUnits) {
+    if (unit != name) continue;
+    if (shift > 0 && v > (UINT64_MAX >> shift)) return bad("too large");
+    return v << shift;
+  }
+  return bad(unit.find_first_of(".,") == 0 ? "fractions are not accepted" : "unknown unit");
 }
 
 std::string options_help(const std::vector<OptionSpec>& specs) {

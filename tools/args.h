@@ -42,6 +42,12 @@ Expected<Shape> parse_shape(const std::string& text);
 Expected<double> parse_number(const std::string& option, const std::string& text);
 Expected<int64_t> parse_integer(const std::string& option, const std::string& text);
 
+// A size in bytes: a non-negative integer, optionally followed (no space) by B, KiB,
+// MiB, GiB or TiB (powers of 1024): "65536", "64KiB", "8GiB". Fractions ("1.5GiB")
+// and decimal units ("64KB") are rejected, so a size is always exact. Errors name the
+// option and the text.
+Expected<uint64_t> parse_byte_size(const std::string& option, const std::string& text);
+
 // Usage lines for a command's options.
 std::string options_help(const std::vector<OptionSpec>& specs);
 

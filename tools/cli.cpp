@@ -37,8 +37,11 @@ const char* kUsage =
     "usage:\n"
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
+    "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--device N]\n"
+    "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
+    "                [--binding-limit BYTES] [--explain-bands] [--backend cpu]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
     "  strata devices [--device N]\n"
@@ -46,7 +49,14 @@ const char* kUsage =
     "\n"
     "models: --vae reads a diffusers vae/ directory (AutoencoderKL or AutoencoderKLQwenImage);\n"
     "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
-    "cases' sizes) builds one with weights generated from --seed (default 0).\n";
+    "cases' sizes) builds one with weights generated from --seed (default 0).\n"
+    "\n"
+    "compile runs the passes and codegen for the device without running anything, and prints\n"
+    "the passes' reports and the plan (dispatches, pipelines, buffers); --backend cpu stops after\n"
+    "the passes. --binding-limit caps every storage-buffer binding (default: the device's\n"
+    "maxStorageBufferRange); large conv and norm nodes then run in bands of rows, and\n"
+    "--explain-bands prints them. Byte sizes are integers with an optional B, KiB, MiB, GiB or\n"
+    "TiB suffix (64KiB, 8GiB); fractions are rejected.\n";
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
@@ -118,8 +128,8 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
       log << format_range_reports(reports);
     }
     start = std::chrono::steady_clock::now();
-    STRATA_ASSIGN_OR_RETURN(outputs, loaded.compiled->run({latent}));
-    if (r.profile) log << profile_report(loaded.compiled->plan(), loaded.compiled->executor().last_profile());
+    STRATA_ASSIGN_OR_RETURN(outputs, loaded.run({latent}));
+    if (r.profile) log << profile_report(loaded.plan(), loaded.executor->last_profile());
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -302,22 +312,50 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!g) return fail(err, g.status());
   auto loaded = load_on_device(*g, vae->weights, *settings, out);
   if (!loaded) return fail(err, loaded.status());
-  auto& compiled = loaded->compiled;
   std::vector<double> times;
   for (int64_t i = 0; i <= *reps; ++i) {
     auto start = std::chrono::steady_clock::now();
-    auto r = compiled->run({latent});
+    auto r = loaded->run({latent});
     if (!r) return fail(err, r.status());
     if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
   }
-  if (settings->profile) out << profile_report(compiled->plan(), compiled->executor().last_profile());
+  if (settings->profile) out << profile_report(loaded->plan(), loaded->executor->last_profile());
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
                      "over {} decodes (wall time, inputs and outputs included)\n",
                      vae_class_name(vae->config), shape_str(latent.shape), tflop,
-                     compiled->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
+                     loaded->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
                      times.size());
+  return 0;
+}
+
+// Passes and codegen for the device (or the passes alone with --backend cpu), no
+// executor: what a decode would run, and how big it is.
+int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"}});
+  for (const auto& spec : run_option_specs())
+    if (spec.name != "check-range" && spec.name != "profile") specs.push_back(spec);
+  auto a = parse_args(args, specs);
+  if (!a) return usage_error(err, "compile: " + a.message());
+  auto settings = run_settings(*a);
+  if (!settings) return usage_error(err, "compile: " + settings.message());
+  if (!a->has("latent-shape")) return usage_error(err, "compile needs --latent-shape CxHxW");
+  auto shape = parse_shape(*a->get("latent-shape"));
+  if (!shape) return usage_error(err, "compile: --latent-shape " + shape.message());
+  auto vae = open_model(*a);
+  if (!vae) return fail(err, vae.status());
+  Tensor latent(*shape);
+  auto g = decoder_for(*vae, latent);
+  if (!g) return fail(err, g.status());
+  if (settings->backend == "cpu") {
+    Precision precision = settings->precision.value_or(Precision::f16);
+    if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, out); !s.is_ok()) return fail(err, s);
+    return 0;
+  }
+  auto compiled = compile_for_device(*g, vae->weights, *settings, out);
+  if (!compiled) return fail(err, compiled.status());
+  out << buffer_summary(compiled->plan);
   return 0;
 }
 
@@ -338,6 +376,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (cmd == "graph") return cmd_graph(rest, out, err);
   if (cmd == "compare") return cmd_compare(rest, out, err);
   if (cmd == "bench") return cmd_bench(rest, out, err);
+  if (cmd == "compile") return cmd_compile(rest, out, err);
   if (cmd == "devices") return cmd_devices(rest, out, err);
   return usage_error(err, fmt::format("unknown command '{}'", cmd));
 }

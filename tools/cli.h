@@ -4,6 +4,7 @@
 //   strata decode --demo [--out demo.png]
 //   strata graph  --vae DIR --latent-shape 16x8x8 [--format text|dot] [--out FILE]
 //   strata graph  --arch flux|qwen|flux-small|qwen-small --latent-shape 16x128x128 ...
+//   strata compile --arch flux --latent-shape 16x512x512 [--binding-limit 1GiB] [--explain-bands]
 //   strata help
 //
 // Exit codes: 0 success, 1 a failure while working (the message says what), 2 bad

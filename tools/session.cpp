@@ -2,10 +2,13 @@
 
 #include "ir/printer.h"
 #include "passes/pass.h"
+#include "passes/split_bands.h"
 #include "runtime/device.h"
 #include "tools/environment.h"
 
+#include <algorithm>
 #include <chrono>
+#include <span>
 
 namespace strata {
 
@@ -18,6 +21,11 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"check-range", false, "report the largest |value| at every f16 site (runs the interpreter)"},
       {"profile", false, "report device time per kernel kind (timestamp queries)"},
       {"stop-after", true, "run the passes only up to PASS (to bisect a pass's effect)"},
+      {"binding-limit", true,
+       "largest storage-buffer binding, bytes or KiB/MiB/GiB (e.g. 64KiB); default and cap: the device's "
+       "maxStorageBufferRange"},
+      {"memory-budget", true, "device memory the decoder may take, bytes or KiB/MiB/GiB (recorded, not enforced yet)"},
+      {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
   };
   return specs;
 }
@@ -51,7 +59,26 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.check_range = a.has("check-range");
   r.profile = a.has("profile");
   r.stop_after = a.get_or("stop-after", "");
+  for (const char* flag : {"binding-limit", "memory-budget"}) {
+    auto text = a.get(flag);
+    if (!text) continue;
+    STRATA_ASSIGN_OR_RETURN(uint64_t bytes, parse_byte_size(flag, *text));
+    if (bytes == 0) return error("--{} '{}' must be more than 0 bytes", flag, *text);
+    (std::string(flag) == "binding-limit" ? r.binding_limit : r.memory_budget) = bytes;
+  }
+  r.explain_bands = a.has("explain-bands");
   return r;
+}
+
+CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range) {
+  CompileOptions options;
+  options.precision = precision;
+  options.stop_after = r.stop_after;
+  options.memory_budget = r.memory_budget.value_or(0);
+  options.binding_limit = device_range;
+  if (r.binding_limit)
+    options.binding_limit = device_range ? std::min(device_range, *r.binding_limit) : *r.binding_limit;
+  return options;
 }
 
 Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options, std::ostream& log) {
@@ -61,8 +88,19 @@ Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options,
   return s;
 }
 
-Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
-                                       std::ostream& log) {
+Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Precision precision,
+                      uint64_t device_range, std::ostream& log) {
+  CompileOptions options = compile_options(r, precision, device_range);
+  options.on_pass = [&](const std::string& pass, const Graph& after) {
+    if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
+  };
+  STRATA_RETURN_IF_ERROR(run_passes(g, weights, options, log));
+  if (r.explain_bands) log << explain_bands(g, options.binding_limit);
+  return Status::ok();
+}
+
+Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r,
+                                             std::ostream& log) {
   auto start = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(auto devices, runtime::list_devices());
   STRATA_ASSIGN_OR_RETURN(uint32_t index, runtime::select_device(devices, {.index = r.device}));
@@ -72,24 +110,69 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
   if (precision == Precision::f16 && !has_f16)
     return error("--precision f16: device '{}' lacks shaderFloat16 or storageBuffer16BitAccess", info.name);
 
-  CompileOptions options;
-  options.precision = precision;
-  options.stop_after = r.stop_after;
-  options.on_pass = [&](const std::string& pass, const Graph& after) {
-    if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
-  };
-  LoadedDecoder out{g, nullptr, info.name, 0};
-  STRATA_RETURN_IF_ERROR(run_passes(out.graph, weights, options, log));
+  CompiledDecoder out{g, {}, info, precision, 0};
+  STRATA_RETURN_IF_ERROR(run_passes_for(out.graph, weights, r, precision, info.max_storage_buffer_range, log));
 
-  runtime::DeviceRequirements features;
-  features.shader_float16 = features.storage_buffer_16bit_access = precision == Precision::f16;
-  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(index)}, features));
-  STRATA_ASSIGN_OR_RETURN(out.compiled, codegen::CompiledGraph::create(device, out.graph, weights, {.profile = r.profile}));
+  // Codegen checks every binding against the target's range: the same limit the
+  // passes banded for.
+  codegen::Target target = codegen::target_for(info);
+  target.max_storage_buffer_range = compile_options(r, precision, info.max_storage_buffer_range).binding_limit;
+  STRATA_ASSIGN_OR_RETURN(out.plan, codegen::compile_plan(out.graph, weights, target, {.profile = r.profile}));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log << fmt::format("compiled for {} ({} storage) in {:.0f} ms: {} dispatches, {} pipelines\n", info.name,
-                     precision == Precision::f16 ? "f16" : "f32", out.compile_ms,
-                     out.compiled->plan().dispatches.size(), out.compiled->plan().pipelines.size());
+                     precision == Precision::f16 ? "f16" : "f32", out.compile_ms, out.plan.dispatches.size(),
+                     out.plan.pipelines.size());
   return out;
+}
+
+Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
+                                       std::ostream& log) {
+  auto start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(CompiledDecoder compiled, compile_for_device(g, weights, r, log));
+  runtime::DeviceRequirements features;
+  features.shader_float16 = features.storage_buffer_16bit_access = compiled.precision == Precision::f16;
+  STRATA_ASSIGN_OR_RETURN(auto device,
+                          runtime::open_device({.index = static_cast<int>(compiled.device.index)}, features));
+  LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms};
+  runtime::ExecutorOptions executor_options;
+  executor_options.profile = r.profile;
+  STRATA_ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(device), std::move(compiled.plan),
+                                                                  codegen::weight_source(weights), executor_options));
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  log << fmt::format("loaded on {} in {:.0f} ms in all (pipelines built, weights uploaded)\n", out.device_name,
+                     out.compile_ms);
+  return out;
+}
+
+Expected<std::vector<Tensor>> LoadedDecoder::run(const std::vector<Tensor>& inputs) {
+  const runtime::Plan& p = plan();
+  if (inputs.size() != p.inputs.size()) return error("graph takes {} inputs, got {}", p.inputs.size(), inputs.size());
+  std::vector<std::span<const std::byte>> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const size_t values = static_cast<size_t>(num_elements(p.inputs[i].shape));
+    if (inputs[i].shape != p.inputs[i].shape || inputs[i].data.size() != values)
+      return error("input '{}': shape {} ({} values), the graph expects {}", p.inputs[i].name,
+                   shape_str(inputs[i].shape), inputs[i].data.size(), shape_str(p.inputs[i].shape));
+    in.push_back(std::as_bytes(std::span(inputs[i].data)));
+  }
+  std::vector<Tensor> outputs;
+  for (const runtime::TensorIO& io : p.outputs) outputs.emplace_back(io.shape);
+  std::vector<std::span<std::byte>> out;
+  for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
+  STRATA_RETURN_IF_ERROR(executor->run(in, out));
+  return outputs;
+}
+
+std::string buffer_summary(const runtime::Plan& plan) {
+  std::string s = "buffers:\n";
+  uint64_t total = 0;
+  for (const runtime::BufferDesc& b : plan.buffers) {
+    s += fmt::format("  {:<12} {:<12} {:>14} bytes ({:.1f} MiB)\n", b.name, runtime::usage_name(b.usage),
+                     b.size_bytes, static_cast<double>(b.size_bytes) / (1 << 20));
+    total += b.size_bytes;
+  }
+  return s + fmt::format("  {:<25} {:>14} bytes ({:.1f} MiB)\n", "total", total,
+                         static_cast<double>(total) / (1 << 20));
 }
 
 }  // namespace strata

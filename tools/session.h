@@ -1,14 +1,19 @@
 // How the CLI turns a model graph into a loaded, runnable decoder on a device:
-// device choice, compile options (--precision, --dump-graph), the pass pipeline,
-// codegen and the executor. Shared by `decode` and `bench`.
+// device choice, compile options (--precision, --dump-graph, --binding-limit), the
+// pass pipeline, codegen and the executor. Shared by `decode`, `bench` and `compile`.
 #pragma once
 
 #include "codegen/codegen.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "ir/weight_store.h"
 #include "passes/pass.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
 #include "tools/args.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -25,24 +30,64 @@ struct RunSettings {
   bool check_range = false;            // --check-range
   bool profile = false;                // --profile
   std::string stop_after;              // --stop-after PASS: compile the graph as it is after PASS
+  std::optional<uint64_t> binding_limit;  // --binding-limit: at most this, the device's range if lower
+  std::optional<uint64_t> memory_budget;  // --memory-budget (CompileOptions::memory_budget)
+  bool explain_bands = false;          // --explain-bands: print explain_bands() after the passes
 };
 
 // The options behind RunSettings, for commands to list.
 const std::vector<OptionSpec>& run_option_specs();
 Expected<RunSettings> run_settings(const ParsedArgs& a);
 
-struct LoadedDecoder {
+// The options the passes run with: `precision`, --stop-after, --memory-budget, and
+// binding_limit = min(device_range, --binding-limit), either one alone when the other
+// is absent (device_range 0: no device, as with --backend cpu).
+CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range);
+
+// Runs the pass pipeline on `g` with compile_options(r, precision, device_range):
+// graphs dumped to `log` as --dump-graph asks, then the passes' reports and, with
+// --explain-bands, explain_bands() for the limit used.
+Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Precision precision,
+                      uint64_t device_range, std::ostream& log);
+
+// A graph compiled for a device, not loaded (`strata compile`).
+struct CompiledDecoder {
   Graph graph;  // after the passes
-  std::unique_ptr<codegen::CompiledGraph> compiled;
-  std::string device_name;
-  double compile_ms = 0;
+  runtime::Plan plan;
+  runtime::DeviceInfo device;
+  Precision precision = Precision::f32;
+  double compile_ms = 0;  // passes and codegen
 };
 
 // Chooses the device, runs the pass pipeline on a copy of `g` (adding derived
-// weights to `weights`), compiles and loads it. Logs the device, the passes' reports
-// and the compile time to `log`; dumps graphs to `log` as --dump-graph asks.
+// weights to `weights`) and compiles it for the device's limits, with
+// maxStorageBufferRange lowered to --binding-limit when that is smaller. Logs the
+// passes' reports, the bands (--explain-bands) and the compile time to `log`; dumps
+// graphs to `log` as --dump-graph asks.
+Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r,
+                                             std::ostream& log);
+
+// A compiled graph loaded on its device (weights uploaded, dispatches recorded).
+struct LoadedDecoder {
+  Graph graph;  // after the passes
+  std::unique_ptr<runtime::Executor> executor;
+  std::string device_name;
+  double compile_ms = 0;  // passes, codegen and loading
+
+  const runtime::Plan& plan() const { return executor->plan(); }
+  // One replay: inputs in graph-input order, f32 in their logical shapes (checked;
+  // a wrong shape is an error naming the input); outputs in graph-output order.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+};
+
+// compile_for_device, then opens the device and creates the executor (--profile:
+// timestamps per dispatch).
 Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                        std::ostream& log);
+
+// The plan's device buffers, for `strata compile`: one line per buffer (name, usage,
+// bytes), then the total.
+std::string buffer_summary(const runtime::Plan& plan);
 
 // Runs the pipeline on `g` with `options` (for `strata graph --stage`).
 Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options, std::ostream& log);

@@ -39,6 +39,7 @@ layout(push_constant) uniform Push {
   uint n;
   float p0;
   float p1;
+  uint x_base, y_base;  // first element of x and y in their windows (boxes of a larger value)
   uint x_shape[XRANK];
   uint x_stride[XRANK];
   uint y_shape[YRANK];
@@ -67,13 +68,13 @@ float apply(float v) {
 void main() {
   uint i = linear_index();
   if (i >= pc.n) return;
-  uint rest = i, ix = 0u;
+  uint rest = i, ix = pc.x_base;
   for (int d = XRANK - 1; d >= 0; --d) {
     ix += (rest % pc.x_shape[d]) * pc.x_stride[d];
     rest /= pc.x_shape[d];
   }
   rest = i;
-  uint iy = 0u;
+  uint iy = pc.y_base;
   for (int d = YRANK - 1; d >= 0; --d) {
     iy += (rest % pc.y_shape[d]) * pc.y_stride[d];
     rest /= pc.y_shape[d];

@@ -7,6 +7,7 @@
 // binding limit, with split_bands choosing the bands: tests/e2e.)
 #include "tests/codegen/vk_test_util.h"
 
+#include "codegen/strided.h"
 #include "ir/band_math.h"
 
 #include <gtest/gtest.h>
@@ -197,6 +198,63 @@ TEST(CodegenBands, BandRowsNeedRowContiguousOperands) {
   ASSERT_FALSE(plan);
   EXPECT_NE(plan.message().find(t.node().name), std::string::npos) << plan.message();
   EXPECT_NE(plan.message().find("row-contiguous"), std::string::npos) << plan.message();
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(CodegenBands, SplitBoxesCoverTheLoopOnceWithinTheSpans) {
+  // An nhwc-padded [C=3 of 4 slots, H=5, W=6] read in logical order: strides (1, 24, 4).
+  const codegen::StridedLoop loop{{3, 5, 6}, {{1, 24, 4}, {30, 6, 1}}};
+  for (uint64_t room : {uint64_t{1000}, uint64_t{50}, uint64_t{21}, uint64_t{7}, uint64_t{1}}) {
+    SCOPED_TRACE(room);
+    const auto boxes = codegen::split_boxes(loop, {room, room});
+    ASSERT_FALSE(boxes.empty());
+    std::vector<int> seen(3 * 5 * 6, 0);
+    for (const auto& box : boxes) {
+      for (size_t k = 0; k < 2; ++k) EXPECT_LE(codegen::box_span(loop.strides[k], box.shape), room);
+      for (int64_t c = 0; c < box.shape[0]; ++c)
+        for (int64_t h = 0; h < box.shape[1]; ++h)
+          for (int64_t w = 0; w < box.shape[2]; ++w)
+            ++seen[static_cast<size_t>((box.origin[0] + c) * 30 + (box.origin[1] + h) * 6 + box.origin[2] + w)];
+    }
+    for (int s : seen) ASSERT_EQ(s, 1);
+    if (room == 1000) EXPECT_EQ(boxes.size(), 1u);
+  }
+  EXPECT_TRUE(codegen::split_boxes(loop, {0, 10}).empty());
+}
+
+TEST(CodegenBands, SlicesAndConversionsRunInWindowBoxes) {
+  // x (logical f32) → slice of channels 1..3 into an nhwc value → the output,
+  // converted back to a logical f32 host slot: under a range far below each tensor,
+  // the slice and the output conversion run in boxes, bit-identical to whole runs.
+  Built t;
+  ValueId x = t.input("x", {1, 6, 20, 30}, DType::f32, Layout{});
+  Builder b(t.graph, &t.weights);
+  t.y = b.op(Op::slice, {x}, {{"axis", int64_t{1}}, {"start", int64_t{1}}, {"end", int64_t{4}}});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  t.graph.value(t.y).type.layout = nhwc(4);
+  b.output(t.y);
+  codegen::Target whole_target = device_target(), narrow = device_target();
+  narrow.max_storage_buffer_range = 1024;  // x is 14 400 bytes, the output slot 7 200
+  auto whole = testing::run_for_target_graph(t.graph, t.weights, t.inputs, whole_target);
+  ASSERT_TRUE(whole) << whole.message();
+  auto plan = codegen::compile_plan(t.graph, t.weights, narrow);
+  ASSERT_TRUE(plan) << plan.message();
+  size_t slices = 0, stages = 0;
+  for (const runtime::DispatchDesc& d : plan->dispatches) {
+    for (const runtime::BindingDesc& bd : d.bindings) EXPECT_LE(bd.range, 1024u) << d.label;
+    slices += d.label.rfind(t.node().name, 0) == 0;
+    stages += d.label.rfind("output.", 0) == 0;
+  }
+  EXPECT_GT(slices, 1u);
+  EXPECT_GT(stages, 1u);
+  auto boxed = testing::run_for_target_graph(t.graph, t.weights, t.inputs, narrow);
+  ASSERT_TRUE(boxed) << boxed.message();
+  testing::expect_identical((*boxed)[0], (*whole)[0]);
 }
 
 }  // namespace
