@@ -286,6 +286,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       {"size", true, "output size N (an N x N image from an N/8 x N/8 latent)"},
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
       {"reps", true, "timed decodes after one warm-up (default 5)"},
+      {"out", true, "write the last decode's image to this .npy (to compare plans bit for bit)"},
   });
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
@@ -313,11 +314,18 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto loaded = load_on_device(*g, vae->weights, *settings, out);
   if (!loaded) return fail(err, loaded.status());
   std::vector<double> times;
+  std::vector<Tensor> last;
   for (int64_t i = 0; i <= *reps; ++i) {
     auto start = std::chrono::steady_clock::now();
     auto r = loaded->run({latent});
     if (!r) return fail(err, r.status());
     if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
+    last = std::move(*r);
+  }
+  if (auto path = a->get("out")) {
+    Tensor image = last.at(0);
+    image.shape.erase(image.shape.begin());  // [1, 3, H, W] -> [3, H, W], as decode writes it
+    if (Status s = write_npy(*path, image); !s.is_ok()) return fail(err, s);
   }
   if (settings->profile) out << profile_report(loaded->plan(), loaded->executor->last_profile());
   std::sort(times.begin(), times.end());
@@ -327,6 +335,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
                      vae_class_name(vae->config), shape_str(latent.shape), tflop,
                      loaded->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
                      times.size());
+  out << fmt::format("device memory held by the decoder: {:.3f} GiB (every plan buffer and the staging buffers)\n",
+                     static_cast<double>(loaded->executor->allocated_bytes()) / (1ull << 30));
   return 0;
 }
 
