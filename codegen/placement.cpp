@@ -7,17 +7,19 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
+#include <utility>
 
 namespace strata::codegen {
 namespace {
 
 constexpr uint32_t kUnassigned = std::numeric_limits<uint32_t>::max();
-enum Pool : uint32_t { kInput, kOutput, kWeights, kArena, kPools };
-constexpr const char* kPoolNames[kPools] = {"input", "output", "weights", "activations"};
+enum Pool : uint32_t { kInput, kOutput, kWeights, kArena, kHostArena, kPools };
+constexpr const char* kPoolNames[kPools] = {"input", "output", "weights", "activations", "activations (host)"};
 constexpr runtime::BufferUsage kPoolUsage[kPools] = {runtime::BufferUsage::input, runtime::BufferUsage::output,
-                                                     runtime::BufferUsage::weights,
-                                                     runtime::BufferUsage::activations};
+                                                     runtime::BufferUsage::weights, runtime::BufferUsage::activations,
+                                                     runtime::BufferUsage::host_activations};
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -87,44 +89,57 @@ struct Life {
   uint64_t bytes;
 };
 
-// The arena as passes/plan_buffers.cpp planned it (Value::buffer in arena "act"):
-// each value at its planned offset. Values the pass placed elsewhere (staged inputs
-// and outputs, which it keeps in its "in" / "out" arenas) follow the planned arena,
-// one after the other. The plan is checked, not trusted: offsets must be aligned for
-// the target, and no two values alive at the same time may overlap with the bytes
-// codegen stores (f16 as 2 bytes, bf16 as 4, padding slots included). Returns the
-// arena's size.
-Expected<uint64_t> place_planned(const Graph& g, const std::vector<Life>& lives, uint64_t align,
-                                 std::vector<Location>& locations) {
-  uint64_t end = 0;
+// The arenas as passes/plan_buffers.cpp planned them (Value::buffer in arena "act",
+// or "host" for values moved out of device memory under a memory budget): each value
+// at its planned offset. Values the pass placed elsewhere (staged inputs and outputs,
+// which it keeps in its "in" / "out" arenas) follow the planned "act" arena, one
+// after the other. The plan is checked, not trusted: offsets must be aligned for the
+// target, and no two values of one arena alive at the same time may overlap with the
+// bytes codegen stores (f16 as 2 bytes, bf16 as 4, padding slots included). Returns
+// the sizes of the two arenas.
+Expected<std::pair<uint64_t, uint64_t>> place_planned(const Graph& g, const std::vector<Life>& lives, uint64_t align,
+                                                      std::vector<Location>& locations) {
+  uint64_t end = 0, host_end = 0;
+  auto planned_pool = [&](const Value& v) -> std::optional<Pool> {
+    if (v.buffer && v.buffer->arena == "act") return kArena;
+    if (v.buffer && v.buffer->arena == "host") return kHostArena;
+    return std::nullopt;
+  };
   for (const Life& life : lives) {
     const Value& v = g.value(life.v);
-    if (!v.buffer || v.buffer->arena != "act") continue;
+    const std::optional<Pool> pool = planned_pool(v);
+    if (!pool) continue;
     if (v.buffer->offset % align != 0)
       return error("value %{}: planned offset {} is not a multiple of the target's alignment {}", v.name,
                    v.buffer->offset, align);
-    locations[static_cast<size_t>(life.v)] = Location{kArena, v.buffer->offset, life.bytes};
-    end = std::max(end, align_up(v.buffer->offset + life.bytes, align));
+    locations[static_cast<size_t>(life.v)] = Location{*pool, v.buffer->offset, life.bytes};
+    uint64_t& pool_end = *pool == kArena ? end : host_end;
+    pool_end = std::max(pool_end, align_up(v.buffer->offset + life.bytes, align));
   }
   for (const Life& life : lives) {
-    const Value& v = g.value(life.v);
-    if (v.buffer && v.buffer->arena == "act") continue;
+    if (planned_pool(g.value(life.v))) continue;
     locations[static_cast<size_t>(life.v)] = Location{kArena, end, life.bytes};
     end += align_up(life.bytes, align);
   }
-  // Sweep in offset order: each value against those starting before its end.
+  // Sweep in (arena, offset) order: each value against those of its arena starting
+  // before its end.
   std::vector<const Life*> by_offset;
   for (const Life& life : lives) by_offset.push_back(&life);
   auto at = [&](const Life* l) { return locations[static_cast<size_t>(l->v)].offset; };
-  std::stable_sort(by_offset.begin(), by_offset.end(), [&](const Life* a, const Life* b) { return at(a) < at(b); });
+  auto pool_of = [&](const Life* l) { return locations[static_cast<size_t>(l->v)].buffer; };
+  std::stable_sort(by_offset.begin(), by_offset.end(), [&](const Life* a, const Life* b) {
+    return std::pair(pool_of(a), at(a)) < std::pair(pool_of(b), at(b));
+  });
   for (size_t i = 0; i < by_offset.size(); ++i)
-    for (size_t j = i + 1; j < by_offset.size() && at(by_offset[j]) < at(by_offset[i]) + by_offset[i]->bytes; ++j) {
+    for (size_t j = i + 1; j < by_offset.size() && pool_of(by_offset[j]) == pool_of(by_offset[i]) &&
+                           at(by_offset[j]) < at(by_offset[i]) + by_offset[i]->bytes;
+         ++j) {
       const Life &a = *by_offset[i], &b = *by_offset[j];
       if (a.first <= b.last && b.first <= a.last)
         return error("planned buffers overlap: %{} ({} bytes at {}) and %{} ({} bytes at {}) are alive together",
                      g.value(a.v).name, a.bytes, at(&a), g.value(b.v).name, b.bytes, at(&b));
     }
-  return end;
+  return std::pair(end, host_end);
 }
 
 }  // namespace
@@ -261,7 +276,9 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   for (const Life& life : lives) out.arena_bytes_unshared += align_up(life.bytes, align);
 
   if (std::any_of(g.values().begin(), g.values().end(), [](const Value& v) { return v.buffer.has_value(); })) {
-    STRATA_ASSIGN_OR_RETURN(pool_end[kArena], place_planned(g, lives, align, out.locations));
+    STRATA_ASSIGN_OR_RETURN(auto ends, place_planned(g, lives, align, out.locations));
+    pool_end[kArena] = ends.first;
+    pool_end[kHostArena] = ends.second;
   } else {
     Arena arena;
     size_t next = 0;

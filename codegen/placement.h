@@ -26,6 +26,9 @@
 //                 same bytes (one storage type; both row major, or one layout and
 //                 shape) aliases its operand's storage (no copy) and extends that
 //                 storage's lifetime to its own readers.
+//   "activations (host)"  values plan_buffers moved out of device memory to meet a
+//                 memory budget (arena "host"), at their planned offsets, in memory
+//                 the runtime allocates host-visible (BufferUsage::host_activations).
 // When the graph carries buffer assignments (Value::buffer, from passes/plan_buffers),
 // the arena follows them instead: every arena value assigned to "act" sits at its
 // planned offset, the rest (staged inputs and outputs, which that pass keeps in its

@@ -42,8 +42,11 @@ struct CompileOptions {
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.
   uint64_t binding_limit = 0;
-  // Device memory the compiled graph may take, in bytes (--memory-budget). 0: none.
-  // Recorded only: no pass reads it yet.
+  // Device memory the compiled graph may take, in bytes (--memory-budget; 0: no
+  // limit): weights, graph inputs and outputs and the activation arena together.
+  // plan_buffers keeps the arena under what is left by moving values to the "host"
+  // arena (memory the device reads over the bus), and fails when even that is not
+  // enough.
   uint64_t memory_budget = 0;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;

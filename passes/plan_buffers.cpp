@@ -15,6 +15,16 @@
 // Sizes are buffer_bytes(type): NHWC padding and f16 storage count as stored.
 // Logs bytes before (one buffer per activation) and after (the arenas).
 //
+// Memory budget (CompileOptions::memory_budget, bytes; 0 = none): the weights every
+// node reads (4 bytes per element, as codegen uploads them, 2 for f16 constants), the
+// "in" and "out" arenas and the "act" arena must fit it. While "act" is larger than
+// what is left, one value alive at the point of the schedule with the most live
+// bytes moves to the "host" arena — the smallest whose bytes cover the excess, else
+// the largest (ties: the longer life, then the lower id) — and both arenas are
+// planned again. An error names the budget and what the fixed
+// parts take when even an empty "act" does not fit. Moving values changes where they
+// live, never what is computed: results are bit-identical.
+//
 // Requires: final shapes, dtypes and layouts (runs last).
 // Preserves: everything else; deterministic (the same graph gives the same offsets).
 #include "passes/plan_buffers.h"
@@ -24,7 +34,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <tuple>
 
 namespace strata {
 
@@ -89,6 +101,83 @@ struct Block {
 bool overlap(const Block& a, const Block& b) { return a.first <= b.last && b.first <= a.last; }
 
 std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string gib(uint64_t bytes) {
+  return bytes >= (1ull << 30) ? fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)) : mib(bytes);
+}
+
+// Places the blocks with spilled[i] == host (largest first; ties by definition order,
+// then id), each at the lowest offset where it overlaps no placed block alive at the
+// same time. Returns the arena's size.
+uint64_t pack(std::vector<Block>& blocks, const std::vector<bool>& spilled, bool host) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (spilled[i] == host) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Block &x = blocks[a], &y = blocks[b];
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.first != y.first) return x.first < y.first;
+    return x.root < y.root;
+  });
+  std::vector<size_t> placed;
+  uint64_t arena = 0;
+  for (size_t i : order) {
+    Block& b = blocks[i];
+    std::vector<const Block*> live;
+    for (size_t j : placed)
+      if (overlap(b, blocks[j])) live.push_back(&blocks[j]);
+    std::sort(live.begin(), live.end(), [](const Block* x, const Block* y) {
+      return x->offset != y->offset ? x->offset < y->offset : x->root < y->root;
+    });
+    uint64_t offset = 0;
+    for (const Block* o : live) {
+      if (offset + b.bytes <= o->offset) break;
+      offset = std::max(offset, o->offset + o->bytes);
+    }
+    b.offset = offset;
+    arena = std::max(arena, offset + b.bytes);
+    placed.push_back(i);
+  }
+  return arena;
+}
+
+// The device-resident block to move next, among those alive at the node where the
+// device-resident blocks' live bytes peak: the smallest of at least `excess` bytes,
+// else the largest (ties: longer life, then lower id).
+std::optional<size_t> victim_at_peak(const std::vector<Block>& blocks, const std::vector<bool>& spilled,
+                                     int64_t nodes, uint64_t excess) {
+  std::vector<uint64_t> live(static_cast<size_t>(std::max<int64_t>(nodes, 1)), 0);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (!spilled[i])
+      for (int64_t t = std::max<int64_t>(blocks[i].first, 0); t <= blocks[i].last && t < nodes; ++t)
+        live[static_cast<size_t>(t)] += blocks[i].bytes;
+  const auto peak = static_cast<int64_t>(std::max_element(live.begin(), live.end()) - live.begin());
+  auto rank = [&](size_t i) {
+    const Block& b = blocks[i];
+    return std::tuple(b.bytes, b.last - b.first, -static_cast<int64_t>(b.root));
+  };
+  std::optional<size_t> largest, covering;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Block& b = blocks[i];
+    if (spilled[i] || b.first > peak || b.last < peak) continue;
+    if (!largest || rank(i) > rank(*largest)) largest = i;
+    if (b.bytes >= excess && (!covering || b.bytes < blocks[*covering].bytes ||
+                              (b.bytes == blocks[*covering].bytes && rank(i) > rank(*covering))))
+      covering = i;
+  }
+  return covering ? covering : largest;
+}
+
+// Bytes of the weights the nodes read, as codegen uploads them (f32, f16 kept).
+uint64_t weight_bytes(const Graph& g) {
+  std::set<std::string> seen;
+  uint64_t total = 0;
+  for (ValueId v : g.constants()) {
+    const Value& c = g.value(v);
+    if (!seen.insert(c.weight + "/" + std::string(dtype_name(c.type.dtype))).second) continue;
+    total += static_cast<uint64_t>(c.type.elements()) * (c.type.dtype == DType::f16 ? 2 : 4);
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -120,37 +209,37 @@ Status run_plan_buffers(Graph& g, PassContext& ctx) {
     blocks.push_back(Block{v.id, buffer_bytes(v.type), first[static_cast<size_t>(v.id)], last[static_cast<size_t>(v.id)]});
     unshared += blocks.back().bytes;
   }
-  std::vector<size_t> order(blocks.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Block &x = blocks[a], &y = blocks[b];
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    if (x.first != y.first) return x.first < y.first;
-    return x.root < y.root;
-  });
-  std::vector<size_t> placed;
-  uint64_t arena = 0;
-  for (size_t i : order) {
-    Block& b = blocks[i];
-    std::vector<const Block*> live;
-    for (size_t j : placed)
-      if (overlap(b, blocks[j])) live.push_back(&blocks[j]);
-    std::sort(live.begin(), live.end(), [](const Block* x, const Block* y) {
-      return x->offset != y->offset ? x->offset < y->offset : x->root < y->root;
-    });
-    uint64_t offset = 0;
-    for (const Block* o : live) {
-      if (offset + b.bytes <= o->offset) break;
-      offset = std::max(offset, o->offset + o->bytes);
+  uint64_t in_bytes = 0, out_bytes = 0;
+  for (ValueId v : g.inputs()) in_bytes += buffer_bytes(g.value(v).type);
+  std::set<ValueId> listed;
+  for (ValueId v : g.outputs())
+    if (g.value(v).kind != ValueKind::constant && g.value(v).kind != ValueKind::input && listed.insert(v).second)
+      out_bytes += buffer_bytes(g.value(v).type);
+
+  std::vector<bool> spilled(blocks.size(), false);
+  uint64_t arena = pack(blocks, spilled, false);
+  uint64_t host_arena = 0;
+  if (const uint64_t budget = ctx.options.memory_budget) {
+    const uint64_t fixed = weight_bytes(g) + in_bytes + out_bytes;
+    if (fixed > budget)
+      return error("memory budget {} bytes ({}): the weights, inputs and outputs alone take {} bytes ({})", budget,
+                   gib(budget), fixed, gib(fixed));
+    while (arena > budget - fixed) {
+      const std::optional<size_t> victim = victim_at_peak(blocks, spilled, end, arena - (budget - fixed));
+      if (!victim) break;
+      spilled[*victim] = true;
+      arena = pack(blocks, spilled, false);
     }
-    b.offset = offset;
-    arena = std::max(arena, offset + b.bytes);
-    placed.push_back(i);
+    host_arena = pack(blocks, spilled, true);
+    if (arena > budget - fixed)
+      return error("memory budget {} bytes ({}): the activations need {} bytes of device memory beside {} bytes of "
+                   "weights, inputs and outputs", budget, gib(budget), arena, fixed);
   }
 
   for (size_t v = 0; v < nv; ++v) g.value(static_cast<ValueId>(v)).buffer.reset();
-  for (const Block& b : blocks) g.value(b.root).buffer = BufferAssignment{kActivationArena, b.offset};
-  uint64_t in_bytes = 0, out_bytes = 0;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    g.value(blocks[i].root).buffer = BufferAssignment{spilled[i] ? kHostArena : kActivationArena, blocks[i].offset};
+  in_bytes = out_bytes = 0;
   for (ValueId v : g.inputs()) {
     g.value(v).buffer = BufferAssignment{kInputArena, in_bytes};
     in_bytes += buffer_bytes(g.value(v).type);
@@ -171,6 +260,12 @@ Status run_plan_buffers(Graph& g, PassContext& ctx) {
       "plan_buffers: activations {} ({} bytes) in {} buffers unshared -> arena act {} ({} bytes), {} aliases; "
       "in {} bytes, out {} bytes",
       mib(unshared), unshared, blocks.size(), mib(arena), arena, aliases, in_bytes, out_bytes));
+  if (host_arena > 0) {
+    int64_t moved = 0;
+    for (bool s : spilled) moved += s;
+    ctx.log.push_back(fmt::format("plan_buffers: memory budget {}: {} values moved to arena host {} ({} bytes)",
+                                  gib(ctx.options.memory_budget), moved, mib(host_arena), host_arena));
+  }
   return Status::ok();
 }
 

@@ -15,8 +15,12 @@ namespace strata {
 inline constexpr uint64_t kBufferAlignment = 256;
 
 // The arenas, in this order: "act" (intermediates, shared between values whose lives
-// do not overlap), "in" (graph inputs), "out" (graph outputs; each keeps its place).
+// do not overlap), "in" (graph inputs), "out" (graph outputs; each keeps its place),
+// and "host": intermediates moved out of device memory to meet a memory budget
+// (CompileOptions::memory_budget), shared the same way, placed by codegen in
+// host-visible system memory.
 inline constexpr const char* kActivationArena = "act";
+inline constexpr const char* kHostArena = "host";
 inline constexpr const char* kInputArena = "in";
 inline constexpr const char* kOutputArena = "out";
 

@@ -83,7 +83,10 @@ Status Executor::Impl::check_device_limits() const {
 Status Executor::Impl::create_buffers() {
   for (const BufferDesc& b : plan.buffers) {
     STRATA_ASSIGN_OR_RETURN(DeviceBuffer buf,
-                            DeviceBuffer::create(*device, b.size_bytes, MemoryUse::device, b.name));
+                            DeviceBuffer::create(*device, b.size_bytes,
+                                                 b.usage == BufferUsage::host_activations ? MemoryUse::host
+                                                                                          : MemoryUse::device,
+                                                 b.name));
     buffers.push_back(std::move(buf));
   }
   auto place = [&](const std::vector<TensorIO>& ios, std::vector<IoSlot>& slots) {
@@ -244,9 +247,17 @@ Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
   return Status::ok();
 }
 
-uint64_t Executor::allocated_bytes() const {
+uint64_t Executor::device_bytes() const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < impl_->buffers.size(); ++i)
+    if (impl_->plan.buffers[i].usage != BufferUsage::host_activations) total += impl_->buffers[i].size();
+  return total;
+}
+
+uint64_t Executor::host_bytes() const {
   uint64_t total = impl_->upload.size() + impl_->readback.size();
-  for (const DeviceBuffer& b : impl_->buffers) total += b.size();
+  for (size_t i = 0; i < impl_->buffers.size(); ++i)
+    if (impl_->plan.buffers[i].usage == BufferUsage::host_activations) total += impl_->buffers[i].size();
   return total;
 }
 

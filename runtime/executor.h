@@ -124,10 +124,12 @@ public:
   Expected<std::vector<uint8_t>> pipeline_cache_data() const;
   // Whether ExecutorOptions::pipeline_cache_data was accepted (header matched).
   bool used_pipeline_cache_data() const;
-  // Bytes of memory this executor keeps allocated: every plan buffer plus the input
-  // and output staging buffers (the weight staging buffer lives only during create).
-  // Device memory on a discrete GPU; the peak a decode holds besides pipelines.
-  uint64_t allocated_bytes() const;
+  // Bytes of memory this executor keeps allocated (the weight staging buffer lives
+  // only during create): device_bytes, every plan buffer but host_activations (on a
+  // discrete GPU, its memory: what a decode holds besides pipelines); host_bytes, the
+  // host_activations buffers and the input and output staging buffers.
+  uint64_t device_bytes() const;
+  uint64_t host_bytes() const;
 
   const Plan& plan() const;
   const Device& device() const;

@@ -79,6 +79,9 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
       // System memory first: device-local host-visible memory is scarce on dGPUs.
       type = find_memory_type(mem, req.memoryTypeBits, {{kHostIo, kLocal}, {kHostIo, 0}});
       break;
+    case MemoryUse::host:
+      type = find_memory_type(mem, req.memoryTypeBits, {{kVisible, kLocal}, {kVisible, 0}, {0, 0}});
+      break;
     case MemoryUse::readback:
       type = find_memory_type(mem, req.memoryTypeBits,
                               {{kHostIo | kCached, 0}, {kHostIo, 0}});

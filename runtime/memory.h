@@ -20,6 +20,8 @@ enum class MemoryUse {
              // (on discrete GPUs that is the large VRAM heap, not the BAR window)
   upload,    // host-visible + coherent staging for host -> device copies
   readback,  // host-visible + coherent, cached if possible, for device -> host copies
+  host,      // kernels' buffers kept out of device memory: host-visible system memory
+             // first (the device reads it over the bus), else whatever memory there is
 };
 
 class DeviceBuffer {

@@ -45,6 +45,7 @@ const char* usage_name(BufferUsage u) {
     case BufferUsage::input: return "input";
     case BufferUsage::output: return "output";
     case BufferUsage::scratch: return "scratch";
+    case BufferUsage::host_activations: return "host_activations";
   }
   return "?";
 }

@@ -90,7 +90,9 @@ struct PipelineDesc {
   std::array<uint32_t, 3> workgroup_size = {0, 0, 0};  // informational; 0: unknown
 };
 
-enum class BufferUsage { weights, activations, input, output, scratch };
+// host_activations: activations kept out of device memory (a memory budget): the
+// runtime allocates them in host-visible system memory the device reads over the bus.
+enum class BufferUsage { weights, activations, input, output, scratch, host_activations };
 const char* usage_name(BufferUsage u);
 
 struct BufferDesc {

@@ -39,7 +39,7 @@ const char* kUsage =
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
-    "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--device N]\n"
+    "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--backend cpu]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
@@ -285,7 +285,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto specs = with_model_options({
       {"size", true, "output size N (an N x N image from an N/8 x N/8 latent)"},
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
-      {"reps", true, "timed decodes after one warm-up (default 5)"},
+      {"reps", true, "timed decodes after the warm-up (default 5)"},
+      {"warmup", true, "untimed decodes first (default 1)"},
       {"out", true, "write the last decode's image to this .npy (to compare plans bit for bit)"},
   });
   for (const auto& spec : run_option_specs())
@@ -296,6 +297,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!settings) return usage_error(err, "bench: " + settings.message());
   auto reps = parse_integer("reps", a->get_or("reps", "5"));
   if (!reps || *reps < 1) return usage_error(err, "bench: --reps must be a positive integer");
+  auto warmup = parse_integer("warmup", a->get_or("warmup", "1"));
+  if (!warmup || *warmup < 0) return usage_error(err, "bench: --warmup must be a non-negative integer");
   auto vae = open_model(*a);
   if (!vae) return fail(err, vae.status());
   Shape latent_shape;
@@ -315,11 +318,11 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!loaded) return fail(err, loaded.status());
   std::vector<double> times;
   std::vector<Tensor> last;
-  for (int64_t i = 0; i <= *reps; ++i) {
+  for (int64_t i = 0; i < *warmup + *reps; ++i) {
     auto start = std::chrono::steady_clock::now();
     auto r = loaded->run({latent});
     if (!r) return fail(err, r.status());
-    if (i > 0) times.push_back(ms_since(start));  // run 0 is the warm-up
+    if (i >= *warmup) times.push_back(ms_since(start));
     last = std::move(*r);
   }
   if (auto path = a->get("out")) {
@@ -335,8 +338,10 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
                      vae_class_name(vae->config), shape_str(latent.shape), tflop,
                      loaded->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
                      times.size());
-  out << fmt::format("device memory held by the decoder: {:.3f} GiB (every plan buffer and the staging buffers)\n",
-                     static_cast<double>(loaded->executor->allocated_bytes()) / (1ull << 30));
+  out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
+                     "host {:.3f} GiB (activations over the memory budget, staging)\n",
+                     static_cast<double>(loaded->executor->device_bytes()) / (1ull << 30),
+                     static_cast<double>(loaded->executor->host_bytes()) / (1ull << 30));
   return 0;
 }
 

@@ -24,7 +24,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"binding-limit", true,
        "largest storage-buffer binding, bytes or KiB/MiB/GiB (e.g. 64KiB); default and cap: the device's "
        "maxStorageBufferRange"},
-      {"memory-budget", true, "device memory the decoder may take, bytes or KiB/MiB/GiB (recorded, not enforced yet)"},
+      {"memory-budget", true,
+       "device memory the decoder may take (weights, inputs, outputs, activations), bytes or KiB/MiB/GiB; "
+       "activations beyond it live in host memory (default: the largest device-local heap)"},
       {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
   };
   return specs;
@@ -111,7 +113,13 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
     return error("--precision f16: device '{}' lacks shaderFloat16 or storageBuffer16BitAccess", info.name);
 
   CompiledDecoder out{g, {}, info, precision, 0};
-  STRATA_RETURN_IF_ERROR(run_passes_for(out.graph, weights, r, precision, info.max_storage_buffer_range, log));
+  // Without --memory-budget the budget is the device's largest device-local heap.
+  RunSettings settings = r;
+  if (!settings.memory_budget)
+    for (const runtime::MemoryHeap& h : info.heaps)
+      if (h.device_local) settings.memory_budget = std::max(settings.memory_budget.value_or(0), h.size_bytes);
+  STRATA_RETURN_IF_ERROR(
+      run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range, log));
 
   // Codegen checks every binding against the target's range: the same limit the
   // passes banded for.

@@ -27,6 +27,7 @@ std::string case_file(const std::string& model, const std::string& file) {
 
 struct Run {
   Tensor image;
+  uint64_t device_bytes = 0, host_bytes = 0;  // the executor's, after create
   int64_t banded_nodes = 0, banded_norms = 0, most_bands = 0;
   uint64_t largest_binding = 0, largest_tensor = 0;
 };
@@ -39,12 +40,14 @@ Expected<Vae> load_model(const std::string& model) {
   return load_vae_dir(case_file(model, "vae"));
 }
 
-Expected<Run> decode(const std::string& model, const Tensor& latent, Precision precision, uint64_t binding_limit) {
+Expected<Run> decode(const std::string& model, const Tensor& latent, Precision precision, uint64_t binding_limit,
+                     uint64_t memory_budget = 0) {
   STRATA_ASSIGN_OR_RETURN(Vae vae, load_model(model));
   STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = latent.shape[1], .latent_w = latent.shape[2]}));
   CompileOptions options;
   options.precision = precision;
   options.binding_limit = binding_limit;
+  options.memory_budget = memory_budget;
   PassContext ctx{options, vae.weights, {}};
   STRATA_RETURN_IF_ERROR(run_pipeline(g, ctx));
 
@@ -73,6 +76,8 @@ Expected<Run> decode(const std::string& model, const Tensor& latent, Precision p
   for (const runtime::DispatchDesc& d : plan.dispatches)
     for (const runtime::BindingDesc& b : d.bindings) r.largest_binding = std::max(r.largest_binding, b.range);
   STRATA_ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(device, std::move(plan), codegen::weight_source(vae.weights)));
+  r.device_bytes = exec->device_bytes();
+  r.host_bytes = exec->host_bytes();
   Tensor out({1, 3, latent.shape[1] * 8, latent.shape[2] * 8});
   Tensor in = latent;
   in.shape.insert(in.shape.begin(), 1);
@@ -143,6 +148,30 @@ TEST_P(BandedDecoder, BitIdenticalToUnsplitAndMatchesDiffusers) {
     EXPECT_LE(max_abs_diff(banded->image, *expected), 1e-4);
   else
     EXPECT_GE(psnr_range2(banded->image, *expected), 55.0);
+}
+
+// A memory budget below what the activations need: plan_buffers moves values to host
+// memory, the device keeps under the budget, and the output is bit-identical.
+TEST(MemoryBudget, ActivationsOverTheBudgetLiveInHostMemoryBitIdentically) {
+  for (const char* model : {"seeded flux_small", "seeded qwen_small"}) {
+    SCOPED_TRACE(model);
+    Tensor z({16, 16, 12});
+    for (size_t i = 0; i < z.data.size(); ++i) z.data[i] = std::cos(0.21 * static_cast<double>(i)) * 2.0;
+    auto whole = decode(model, z, Precision::f16, 0);
+    ASSERT_TRUE(whole) << whole.message();
+    EXPECT_EQ(whole->host_bytes, 0u);
+    // Budget: the weights, input and output (all f32 here) plus half the arena.
+    const uint64_t budget = whole->device_bytes - (whole->device_bytes - 0) / 4;
+    auto budgeted = decode(model, z, Precision::f16, 0, budget);
+    ASSERT_TRUE(budgeted) << budgeted.message();
+    EXPECT_GT(budgeted->host_bytes, 0u);
+    EXPECT_LE(budgeted->device_bytes, budget + (64 << 10)) << "device memory over the budget (+ scratch)";
+    ASSERT_EQ(budgeted->image.data.size(), whole->image.data.size());
+    EXPECT_EQ(std::memcmp(budgeted->image.data.data(), whole->image.data.data(), whole->image.data.size() * 4), 0);
+    auto impossible = decode(model, z, Precision::f16, 0, 64 << 10);
+    ASSERT_FALSE(impossible);
+    EXPECT_NE(impossible.message().find("memory budget"), std::string::npos) << impossible.message();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedCases, BandedDecoder,
