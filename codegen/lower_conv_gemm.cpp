@@ -121,6 +121,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (gather == "upsample2x") row_ops.push_back(RowOp::make_upsample(2));
   row_ops.push_back(RowOp::make_conv(k[0], pad[0], stride[0]));
   const int64_t bands = (ys[2] + band - 1) / band;
+  if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
     // Pixel tiles run along x, folded into z when there are more than x allows.

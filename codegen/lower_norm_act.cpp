@@ -82,6 +82,7 @@ Status lower_norm_act(Lowering& l, const Node& node) {
                                     shape_str(xs), layout_str(l.type(x).layout), shape_str(l.shape(y)),
                                     layout_str(l.type(y).layout)));
   const int64_t band_positions = banded ? band * xs[3] : spatial;
+  if (banded) l.record_bands(node, frame_rows, band);
   struct PositionWindow {
     int64_t first, count;
   };

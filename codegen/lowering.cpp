@@ -101,6 +101,10 @@ Lowering::ElementWindow Lowering::row_window(ValueId v, int64_t begin, int64_t e
   return element_window(v, static_cast<uint64_t>(begin) * row, static_cast<uint64_t>(end - begin) * row, access);
 }
 
+void Lowering::record_bands(const Node& node, int64_t frame_rows, int64_t band_rows) {
+  plan_.bands.push_back(runtime::BandDesc{node.name, frame_rows, band_rows, (frame_rows + band_rows - 1) / band_rows});
+}
+
 int64_t Lowering::band_rows(const Node& node, int64_t frame_rows) {
   const int64_t r = node.attrs.get_int("band_rows", frame_rows);
   return r >= 1 && r < frame_rows ? r : frame_rows;

@@ -150,6 +150,9 @@ public:
   // Errors name the kernel variant and carry the compiler's message.
   Status compile_pipelines();
 
+  // Records that `node` runs in bands (runtime::BandDesc in the plan).
+  void record_bands(const Node& node, int64_t frame_rows, int64_t band_rows);
+
   // Appends a dispatch of `pipeline` over `grid` workgroups, labelled with the node.
   void dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,
                 std::array<uint32_t, 3> grid, const Node& node, const std::string& step = "");

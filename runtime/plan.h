@@ -148,6 +148,16 @@ struct TensorIO {
   uint64_t bytes = 0;
 };
 
+// A node codegen split into bands of rows (passes/split_bands.cpp): its dispatches
+// are labelled "<node>:band i/n" (conv_gemm) or "<node>:stats|apply i/n" (norm_act).
+// Descriptive, for inspection and profiles.
+struct BandDesc {
+  std::string node;
+  int64_t frame_rows = 0;  // output rows of the whole frame
+  int64_t band_rows = 0;   // rows per band (the last may be fewer)
+  int64_t bands = 0;
+};
+
 struct Plan {
   uint32_t format_version = kPlanFormatVersion;
   std::string compiler_version;  // STRATA_VERSION of the producer
@@ -159,6 +169,7 @@ struct Plan {
   std::vector<DispatchDesc> dispatches;
   std::vector<TensorIO> inputs;
   std::vector<TensorIO> outputs;
+  std::vector<BandDesc> bands;
 };
 
 // Checks the Plan's internal consistency (everything that does not depend on the
