@@ -56,6 +56,10 @@ Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weig
 // runtime::Executor::create. `weights` must outlive
 // the returned function's use.
 runtime::WeightSource weight_source(const WeightStore& weights);
+// How many weight-table entries weight_source functions have produced (converted or
+// copied from the store) in this process; a warm start from the plan cache reads its
+// blob instead and produces none.
+uint64_t weights_prepared();
 
 // A graph compiled for and loaded on one device: the path `strata decode` takes and
 // the harness kernel tests use. run() replays the recorded command buffer.

@@ -4,12 +4,20 @@
 
 #include "ir/interpreter.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace strata::codegen {
 
+namespace {
+std::atomic<uint64_t> g_weights_prepared{0};
+}  // namespace
+
+uint64_t weights_prepared() { return g_weights_prepared.load(); }
+
 runtime::WeightSource weight_source(const WeightStore& weights) {
   return [&weights](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
+    ++g_weights_prepared;
     STRATA_ASSIGN_OR_RETURN(TensorView view, weights.get(w.source));
     // The transform reads "<stored>[-><rounding dtype>]-><upload>" or just "<stored>"
     // (uploaded as stored); the upload is f32 or f16 (codegen/placement.h,

@@ -7,6 +7,7 @@
 #include <shaderc/shaderc.hpp>
 #include <spirv-tools/libspirv.hpp>
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -54,7 +55,14 @@ Expected<std::string> kernel_source_with_prelude(std::string_view file, const De
   return src;
 }
 
+namespace {
+std::atomic<uint64_t> g_kernel_requests{0};
+}  // namespace
+
+uint64_t kernel_requests() { return g_kernel_requests.load(); }
+
 Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines) {
+  ++g_kernel_requests;
   auto key = std::make_pair(std::string(file), defines);
   {
     std::lock_guard<std::mutex> lock(memo().mutex);

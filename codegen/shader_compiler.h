@@ -34,6 +34,11 @@ Expected<std::string> kernel_source_with_prelude(std::string_view file, const De
 // "kernel 'unary.comp' (OP=SILU): <shaderc's message>".
 Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines);
 
+// How many times compile_kernel was asked for SPIR-V in this process (compiled, or
+// served from its in-process memo); the plan cache's tests check that a warm start,
+// which reads SPIR-V from the cached plan, asks for none.
+uint64_t kernel_requests();
+
 // Validates a module with SPIRV-Tools for the Vulkan 1.2 environment; the error
 // carries the validator's messages.
 Status validate_spirv(const std::vector<uint32_t>& spirv);

@@ -11,10 +11,14 @@
 #include "models/weights.h"
 #include "tools/args.h"
 #include "runtime/device.h"
+#include "runtime/plan_io.h"
 #include "tools/environment.h"
+#include "tools/cache_command.h"
+#include "tools/inspect_command.h"
 #include "passes/lower_precision.h"
 #include "tools/png_writer.h"
 #include "tools/profile_report.h"
+#include "tools/progress.h"
 #include "tools/session.h"
 
 #include <charconv>
@@ -25,6 +29,7 @@
 #include <fstream>
 #include <sstream>
 #include <functional>
+#include <iostream>
 
 namespace strata {
 namespace {
@@ -41,9 +46,10 @@ const char* kUsage =
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
-    "                [--binding-limit BYTES] [--explain-bands] [--backend cpu]\n"
+    "                [--binding-limit BYTES] [--explain-bands] [--backend cpu] [--save-plan FILE]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
+    "  strata inspect PLAN_FILE [--format text|json]\n"
     "  strata devices [--device N]\n"
     "  strata help\n"
     "\n"
@@ -56,7 +62,9 @@ const char* kUsage =
     "the passes. --binding-limit caps every storage-buffer binding (default: the device's\n"
     "maxStorageBufferRange); large conv and norm nodes then run in bands of rows, and\n"
     "--explain-bands prints them. Byte sizes are integers with an optional B, KiB, MiB, GiB or\n"
-    "TiB suffix (64KiB, 8GiB); fractions are rejected.\n";
+    "TiB suffix (64KiB, 8GiB); fractions are rejected. --save-plan writes the compiled plan to\n"
+    "FILE (docs/PLAN_FORMAT.md); inspect prints what a plan file holds: pipelines, buffers,\n"
+    "weights, dispatches by kind, bands, inputs and outputs.\n";
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
@@ -107,6 +115,17 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Progress lines (tools/progress.h) are drawn when `err` is the process's standard
+// error and that is a terminal; never into a caller's stream (tests).
+bool progress_enabled(const std::ostream& err) { return &err == &std::cerr && stderr_is_terminal(); }
+
+// --profile: device time per kernel kind and per stage, with the rates the compiled
+// graph's work gives (tools/profile_report.h).
+std::string profile_of(const LoadedDecoder& loaded) {
+  return profile_report(loaded.plan(), loaded.executor->last_profile(),
+                        {.device_name = loaded.device_name, .costs = dispatch_costs(loaded.graph, loaded.plan())});
+}
+
 Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {
   STRATA_ASSIGN_OR_RETURN(auto hw, check_latent_shape(vae.config, latent.shape));
   STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = hw.first, .latent_w = hw.second}));
@@ -115,21 +134,26 @@ Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {
   return g;
 }
 
-Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log) {
+Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log, Progress& progress) {
+  progress.stage("building the graph");
   STRATA_ASSIGN_OR_RETURN(Graph g, decoder_for(vae, latent));
   auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> outputs;
   if (r.backend == "cpu") {
+    progress.stage("decoding on the CPU");
     STRATA_ASSIGN_OR_RETURN(outputs, interpret(g, vae.weights, {latent}));
   } else {
+    progress.stage("compiling and loading");
     STRATA_ASSIGN_OR_RETURN(LoadedDecoder loaded, load_on_device(g, vae.weights, r, log));
     if (r.check_range) {
+      progress.stage("checking ranges");
       STRATA_ASSIGN_OR_RETURN(auto reports, check_ranges(loaded.graph, vae.weights, {latent}));
       log << format_range_reports(reports);
     }
+    progress.stage("decoding");
     start = std::chrono::steady_clock::now();
     STRATA_ASSIGN_OR_RETURN(outputs, loaded.run({latent}));
-    if (r.profile) log << profile_report(loaded.plan(), loaded.executor->last_profile());
+    if (r.profile) log << profile_of(loaded);
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -146,7 +170,9 @@ int usage_error(std::ostream& err, const std::string& message) {
   return 2;
 }
 
-int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std::ostream& raw_err) {
+  Progress progress(raw_err, progress_enabled(raw_err));
+  ProgressStream out(progress, raw_out), err(progress, raw_err);
   auto specs = with_model_options({
       {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w])"},
       {"out", true, "output .png or .npy (float32 [3, H, W])"},
@@ -160,24 +186,30 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   if (a->has("demo")) {
     // A small Flux-layout decoder and latent, both from a seed: works with no model.
+    progress.stage("loading the model");
     Vae vae = seeded_vae(flux_small_config(), kDemoSeed);
     Tensor latent({16, 16, 16}, seeded_normal(kDemoSeed, "demo.latent", 16 * 16 * 16, 0.0, 1.0));
-    auto image = decode(vae, std::move(latent), *settings, out);
+    auto image = decode(vae, std::move(latent), *settings, out, progress);
     if (!image) return fail(err, image.status());
     std::string path = a->get_or("out", "demo.png");
+    progress.stage("writing the image");
     if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+    progress.done();
     out << "wrote " << path << "\n";
     return 0;
   }
   if (!a->has("latent") || !a->has("out")) return usage_error(err, "decode needs --latent and --out (or --demo)");
+  progress.stage("loading the model");
   auto vae = open_model(*a);
   if (!vae) return fail(err, vae.status());
   auto latent = read_npy(*a->get("latent"));
   if (!latent) return fail(err, latent.status());
-  auto image = decode(*vae, std::move(*latent), *settings, out);
+  auto image = decode(*vae, std::move(*latent), *settings, out, progress);
   if (!image) return fail(err, image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
   std::string path = *a->get("out");
+  progress.stage("writing the image");
   if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+  progress.done();
   out << "wrote " << path << "\n";
   return 0;
 }
@@ -281,7 +313,9 @@ int cmd_devices(const std::vector<std::string>& args, std::ostream& out, std::os
   return 0;
 }
 
-int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::ostream& raw_err) {
+  Progress progress(raw_err, progress_enabled(raw_err));
+  ProgressStream out(progress, raw_out), err(progress, raw_err);
   auto specs = with_model_options({
       {"size", true, "output size N (an N x N image from an N/8 x N/8 latent)"},
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
@@ -299,6 +333,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!reps || *reps < 1) return usage_error(err, "bench: --reps must be a positive integer");
   auto warmup = parse_integer("warmup", a->get_or("warmup", "1"));
   if (!warmup || *warmup < 0) return usage_error(err, "bench: --warmup must be a non-negative integer");
+  progress.stage("loading the model");
   auto vae = open_model(*a);
   if (!vae) return fail(err, vae.status());
   Shape latent_shape;
@@ -312,13 +347,18 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     latent_shape = {latent_channels(vae->config), *n / 8, *n / 8};
   }
   Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  progress.stage("building the graph");
   auto g = decoder_for(*vae, latent);
   if (!g) return fail(err, g.status());
+  progress.stage("compiling and loading");
   auto loaded = load_on_device(*g, vae->weights, *settings, out);
   if (!loaded) return fail(err, loaded.status());
   std::vector<double> times;
   std::vector<Tensor> last;
   for (int64_t i = 0; i < *warmup + *reps; ++i) {
+    if (i == 0 && *warmup > 0) progress.stage("warm-up decodes");
+    if (i == *warmup) progress.stage("timed decodes");
+    progress.step(i < *warmup ? i + 1 : i - *warmup + 1, i < *warmup ? *warmup : *reps);
     auto start = std::chrono::steady_clock::now();
     auto r = loaded->run({latent});
     if (!r) return fail(err, r.status());
@@ -330,7 +370,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     image.shape.erase(image.shape.begin());  // [1, 3, H, W] -> [3, H, W], as decode writes it
     if (Status s = write_npy(*path, image); !s.is_ok()) return fail(err, s);
   }
-  if (settings->profile) out << profile_report(loaded->plan(), loaded->executor->last_profile());
+  progress.done();
+  if (settings->profile) out << profile_of(*loaded);
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
@@ -348,7 +389,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
 // Passes and codegen for the device (or the passes alone with --backend cpu), no
 // executor: what a decode would run, and how big it is.
 int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"}});
+  auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
+                                   {"save-plan", true, "write the plan to FILE (see `strata inspect`)"}});
   for (const auto& spec : run_option_specs())
     if (spec.name != "check-range" && spec.name != "profile") specs.push_back(spec);
   auto a = parse_args(args, specs);
@@ -364,6 +406,7 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   auto g = decoder_for(*vae, latent);
   if (!g) return fail(err, g.status());
   if (settings->backend == "cpu") {
+    if (a->has("save-plan")) return usage_error(err, "compile: --save-plan needs the vulkan backend (no plan with cpu)");
     Precision precision = settings->precision.value_or(Precision::f16);
     if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, out); !s.is_ok()) return fail(err, s);
     return 0;
@@ -371,6 +414,10 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   auto compiled = compile_for_device(*g, vae->weights, *settings, out);
   if (!compiled) return fail(err, compiled.status());
   out << buffer_summary(compiled->plan);
+  if (auto path = a->get("save-plan")) {
+    if (Status s = runtime::write_plan_file(*path, compiled->plan); !s.is_ok()) return fail(err, s);
+    out << "wrote plan " << *path << "\n";
+  }
   return 0;
 }
 
@@ -393,6 +440,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (cmd == "bench") return cmd_bench(rest, out, err);
   if (cmd == "compile") return cmd_compile(rest, out, err);
   if (cmd == "devices") return cmd_devices(rest, out, err);
+  if (cmd == "inspect") return cmd_inspect(rest, out, err);
+  if (cmd == "cache") return cmd_cache(rest, out, err);
   return usage_error(err, fmt::format("unknown command '{}'", cmd));
 }
 

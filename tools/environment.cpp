@@ -1,8 +1,11 @@
 #include "tools/environment.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <unistd.h>
 
 namespace strata {
 
@@ -16,7 +19,11 @@ Expected<Environment> read_environment() {
       return error("STRATA_DEVICE='{}' is not a device index (see `strata devices`)", s);
     env.device = index;
   }
+  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) env.default_cache_dir = std::string(v) + "/strata";
+  else if (const char* h = std::getenv("HOME"); h && *h) env.default_cache_dir = std::string(h) + "/.cache/strata";
   return env;
 }
+
+bool stderr_is_terminal() { return ::isatty(::fileno(stderr)) == 1; }
 
 }  // namespace strata

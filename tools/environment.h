@@ -3,19 +3,30 @@
 //
 //   STRATA_DEVICE   index of the Vulkan device to use (as `strata devices` lists
 //                   them); --device overrides it.
+//   XDG_CACHE_HOME  the plan cache lives in $XDG_CACHE_HOME/strata ...
+//   HOME            ... or else in $HOME/.cache/strata; --cache-dir overrides both.
+//
+// Also here, the one other fact about the process's surroundings the tools use:
+// whether standard error is a terminal.
 #pragma once
 
 #include "ir/status.h"
 
 #include <optional>
+#include <string>
 
 namespace strata {
 
 struct Environment {
   std::optional<int> device;
+  std::string default_cache_dir;  // "" when neither XDG_CACHE_HOME nor HOME is set
 };
 
 // Reads the variables; a malformed value is an error naming the variable.
 Expected<Environment> read_environment();
+
+// Whether the process's standard error is a terminal (isatty): progress lines
+// (tools/progress.h) are drawn only then.
+bool stderr_is_terminal();
 
 }  // namespace strata

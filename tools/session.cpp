@@ -5,6 +5,7 @@
 #include "passes/split_bands.h"
 #include "runtime/device.h"
 #include "tools/environment.h"
+#include "tools/plan_cache.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +29,8 @@ const std::vector<OptionSpec>& run_option_specs() {
        "device memory the decoder may take (weights, inputs, outputs, activations), bytes or KiB/MiB/GiB; "
        "activations beyond it live in host memory (default: the largest device-local heap)"},
       {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
+      {"cache-dir", true, "plan cache directory (default: $XDG_CACHE_HOME/strata, else ~/.cache/strata)"},
+      {"no-cache", false, "neither read nor write the plan cache"},
   };
   return specs;
 }
@@ -44,6 +47,8 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (r.backend != "vulkan" && r.backend != "cpu") return error("unknown --backend '{}' (vulkan, cpu)", r.backend);
   STRATA_ASSIGN_OR_RETURN(Environment env, read_environment());
   r.device = env.device;
+  r.cache_dir = a.get_or("cache-dir", env.default_cache_dir);
+  r.no_cache = a.has("no-cache");
   if (auto d = a.get("device")) {
     STRATA_ASSIGN_OR_RETURN(int64_t index, parse_integer("device", *d));
     r.device = static_cast<int>(index);
@@ -101,23 +106,49 @@ Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Prec
   return Status::ok();
 }
 
-Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r,
-                                             std::ostream& log) {
-  auto start = std::chrono::steady_clock::now();
+namespace {
+
+// The device a command runs on and the storage precision it gets there.
+struct DeviceChoice {
+  runtime::DeviceInfo info;
+  Precision precision = Precision::f32;
+};
+
+Expected<DeviceChoice> choose_device(const RunSettings& r) {
   STRATA_ASSIGN_OR_RETURN(auto devices, runtime::list_devices());
   STRATA_ASSIGN_OR_RETURN(uint32_t index, runtime::select_device(devices, {.index = r.device}));
   const runtime::DeviceInfo& info = devices[index];
-  bool has_f16 = info.shader_float16 && info.storage_buffer_16bit_access;
-  Precision precision = r.precision.value_or(has_f16 ? Precision::f16 : Precision::f32);
+  const bool has_f16 = info.shader_float16 && info.storage_buffer_16bit_access;
+  const Precision precision = r.precision.value_or(has_f16 ? Precision::f16 : Precision::f32);
   if (precision == Precision::f16 && !has_f16)
     return error("--precision f16: device '{}' lacks shaderFloat16 or storageBuffer16BitAccess", info.name);
+  return DeviceChoice{info, precision};
+}
 
-  CompiledDecoder out{g, {}, info, precision, 0};
-  // Without --memory-budget the budget is the device's largest device-local heap.
+// `r` with the device's defaults filled in: without --memory-budget the budget is
+// the device's largest device-local heap.
+RunSettings for_device(const RunSettings& r, const runtime::DeviceInfo& info) {
   RunSettings settings = r;
   if (!settings.memory_budget)
     for (const runtime::MemoryHeap& h : info.heaps)
       if (h.device_local) settings.memory_budget = std::max(settings.memory_budget.value_or(0), h.size_bytes);
+  return settings;
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r,
+                                             std::ostream& log) {
+  auto start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
+  const runtime::DeviceInfo& info = choice.info;
+  const Precision precision = choice.precision;
+  CompiledDecoder out{g, {}, info, precision, 0};
+  const RunSettings settings = for_device(r, info);
   STRATA_RETURN_IF_ERROR(
       run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range, log));
 
@@ -133,22 +164,85 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
   return out;
 }
 
+bool uses_plan_cache(const RunSettings& r) {
+  // Runs that must see the passes (dumps, bands, range checks, bisecting, the
+  // profile's per-node costs) compile afresh and leave the cache alone.
+  return !r.no_cache && !r.cache_dir.empty() && !r.profile && r.dump_graph.empty() && !r.explain_bands &&
+         r.stop_after.empty() && !r.check_range;
+}
+
 Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                        std::ostream& log) {
   auto start = std::chrono::steady_clock::now();
+  std::optional<PlanCache> cache;
+  std::string key;
+  if (uses_plan_cache(r)) {
+    STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
+    const auto key_start = std::chrono::steady_clock::now();
+    key = plan_cache_key(cache_key_parts(g, weights, compile_options(for_device(r, choice.info), choice.precision,
+                                                                     choice.info.max_storage_buffer_range),
+                                         choice.info));
+    const double key_ms = elapsed_ms(key_start);
+    cache.emplace(r.cache_dir);
+    auto hit = cache->load(key, choice.info);
+    if (!hit) {
+      log << fmt::format("plan cache: entry {} in {} is unusable: {}; rebuilding\n", key, r.cache_dir,
+                         hit.status().message());
+      if (Status s = cache->remove(key); !s.is_ok()) log << "plan cache: " << s.message() << "\n";
+    } else if (*hit) {
+      CachedPlan& cached = **hit;
+      runtime::DeviceRequirements features;
+      features.shader_float16 = cached.plan.requirements.shader_float16;
+      features.storage_buffer_16bit_access = cached.plan.requirements.storage_buffer_16bit_access;
+      STRATA_ASSIGN_OR_RETURN(auto device,
+                              runtime::open_device({.index = static_cast<int>(choice.info.index)}, features));
+      runtime::ExecutorOptions executor_options;
+      executor_options.pipeline_cache_data = cached.pipeline_cache;
+      const size_t dispatches = cached.plan.dispatches.size();
+      LoadedDecoder out{g, nullptr, choice.info.name, 0, true};
+      STRATA_ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(device), std::move(cached.plan),
+                                                                      cached.weight_source(), executor_options));
+      if (!cached.pipeline_cache_note.empty() || (!cached.pipeline_cache.empty() && !out.executor->used_pipeline_cache_data())) {
+        log << "plan cache: " << (cached.pipeline_cache_note.empty() ? "the driver rejected pipeline_cache.bin"
+                                                                     : cached.pipeline_cache_note)
+            << "; rewriting it\n";
+        auto data = out.executor->pipeline_cache_data();
+        Status s = data ? cache->store_pipeline_cache(key, *data, choice.info) : data.status();
+        if (!s.is_ok()) log << "plan cache: " << s.message() << "\n";
+      }
+      out.compile_ms = elapsed_ms(start);
+      log << fmt::format("plan cache: hit {} (key {:.0f} ms); loaded on {} in {:.0f} ms: {} dispatches\n", key, key_ms,
+                         out.device_name, out.compile_ms, dispatches);
+      return out;
+    }
+  }
+
   STRATA_ASSIGN_OR_RETURN(CompiledDecoder compiled, compile_for_device(g, weights, r, log));
   runtime::DeviceRequirements features;
   features.shader_float16 = features.storage_buffer_16bit_access = compiled.precision == Precision::f16;
   STRATA_ASSIGN_OR_RETURN(auto device,
                           runtime::open_device({.index = static_cast<int>(compiled.device.index)}, features));
-  LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms};
+  LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms, false};
   runtime::ExecutorOptions executor_options;
   executor_options.profile = r.profile;
+  const runtime::Plan* plan_for_cache = nullptr;
+  std::optional<runtime::Plan> plan_copy;
+  if (cache) plan_copy = compiled.plan, plan_for_cache = &*plan_copy;
   STRATA_ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(device), std::move(compiled.plan),
                                                                   codegen::weight_source(weights), executor_options));
-  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  out.compile_ms = elapsed_ms(start);
   log << fmt::format("loaded on {} in {:.0f} ms in all (pipelines built, weights uploaded)\n", out.device_name,
                      out.compile_ms);
+  if (cache) {
+    auto data = out.executor->pipeline_cache_data();
+    const std::string description =
+        fmt::format("{} | {} | {} dispatches", g.name, compiled.device.name, plan_for_cache->dispatches.size());
+    Status s = data ? cache->store(key, *plan_for_cache, codegen::weight_source(weights), *data, compiled.device,
+                                   description)
+                    : data.status();
+    if (!s.is_ok()) log << "plan cache: not stored: " << s.message() << "\n";
+    else log << fmt::format("plan cache: stored {} in {}\n", key, r.cache_dir);
+  }
   return out;
 }
 

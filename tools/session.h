@@ -33,6 +33,8 @@ struct RunSettings {
   std::optional<uint64_t> binding_limit;  // --binding-limit: at most this, the device's range if lower
   std::optional<uint64_t> memory_budget;  // --memory-budget (CompileOptions::memory_budget)
   bool explain_bands = false;          // --explain-bands: print explain_bands() after the passes
+  std::string cache_dir;               // --cache-dir, else $XDG_CACHE_HOME/strata or ~/.cache/strata
+  bool no_cache = false;               // --no-cache
 };
 
 // The options behind RunSettings, for commands to list.
@@ -72,7 +74,8 @@ struct LoadedDecoder {
   Graph graph;  // after the passes
   std::unique_ptr<runtime::Executor> executor;
   std::string device_name;
-  double compile_ms = 0;  // passes, codegen and loading
+  double compile_ms = 0;  // passes, codegen and loading (or reading the plan cache)
+  bool from_cache = false;  // a warm start: `graph` is the model graph, before the passes
 
   const runtime::Plan& plan() const { return executor->plan(); }
   // One replay: inputs in graph-input order, f32 in their logical shapes (checked;
@@ -81,7 +84,11 @@ struct LoadedDecoder {
 };
 
 // compile_for_device, then opens the device and creates the executor (--profile:
-// timestamps per dispatch).
+// timestamps per dispatch). With the plan cache (uses_plan_cache; tools/plan_cache.h)
+// a hit skips the passes and codegen and uploads the cached weight bytes; a miss
+// compiles and stores the entry; an unusable entry is reported in one line to `log`,
+// removed and rebuilt.
+bool uses_plan_cache(const RunSettings& r);
 Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                        std::ostream& log);
 
