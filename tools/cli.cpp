@@ -64,7 +64,14 @@ const char* kUsage =
     "--explain-bands prints them. Byte sizes are integers with an optional B, KiB, MiB, GiB or\n"
     "TiB suffix (64KiB, 8GiB); fractions are rejected. --save-plan writes the compiled plan to\n"
     "FILE (docs/PLAN_FORMAT.md); inspect prints what a plan file holds: pipelines, buffers,\n"
-    "weights, dispatches by kind, bands, inputs and outputs.\n";
+    "weights, dispatches by kind, bands, inputs and outputs.\n"
+    "\n"
+    "plan cache: decode, bench and compile keep compiled plans, prepared weights and the\n"
+    "driver's pipeline cache in --cache-dir (default $XDG_CACHE_HOME/strata, else\n"
+    "~/.cache/strata); a warm start skips the passes, kernel compilation and weight\n"
+    "repacking. compile fills it ahead of time; --no-cache bypasses it; runs with --profile,\n"
+    "--dump-graph, --explain-bands, --check-range or --stop-after compile afresh.\n"
+    "  strata cache list|clear [--cache-dir DIR]\n";
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
@@ -411,11 +418,25 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, out); !s.is_ok()) return fail(err, s);
     return 0;
   }
-  auto compiled = compile_for_device(*g, vae->weights, *settings, out);
-  if (!compiled) return fail(err, compiled.status());
-  out << buffer_summary(compiled->plan);
+  // With the plan cache, compile fills it ahead of time: load_on_device compiles (or
+  // finds the entry), builds the pipelines and stores plan, weights and pipeline cache.
+  const runtime::Plan* plan = nullptr;
+  std::optional<LoadedDecoder> loaded;
+  std::optional<CompiledDecoder> compiled;
+  if (uses_plan_cache(*settings)) {
+    auto l = load_on_device(*g, vae->weights, *settings, out);
+    if (!l) return fail(err, l.status());
+    loaded = std::move(*l);
+    plan = &loaded->plan();
+  } else {
+    auto c = compile_for_device(*g, vae->weights, *settings, out);
+    if (!c) return fail(err, c.status());
+    compiled = std::move(*c);
+    plan = &compiled->plan;
+  }
+  out << buffer_summary(*plan);
   if (auto path = a->get("save-plan")) {
-    if (Status s = runtime::write_plan_file(*path, compiled->plan); !s.is_ok()) return fail(err, s);
+    if (Status s = runtime::write_plan_file(*path, *plan); !s.is_ok()) return fail(err, s);
     out << "wrote plan " << *path << "\n";
   }
   return 0;

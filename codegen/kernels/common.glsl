@@ -23,8 +23,10 @@
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
 // maxComputeWorkGroupCount[0] groups, y counts rows of those.
+// (Formed from the workgroup and local ids; the same number as
+// gl_GlobalInvocationID.x + gl_GlobalInvocationID.y · gl_NumWorkGroups.x · WG.)
 uint linear_index() {
-  return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  return (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
 }
 
 // Values of the ROUND define: how a kernel rounds what it stores (the value's dtype;

@@ -6,6 +6,7 @@
 #include "codegen/shader_compiler.h"
 #include "models/config.h"
 #include "models/vae.h"
+#include "tools/cli.h"
 #include "tools/plan_cache.h"
 #include "tools/session.h"
 
@@ -237,6 +238,31 @@ TEST(PlanCache, ConcurrentWritersLeaveOneUsableEntry) {
   EXPECT_EQ((*hit)->plan.dispatches.size(), compiled.plan.dispatches.size());
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
+TEST(PlanCache, CompileFillsTheCacheThatBenchThenHitsAndCacheListsAndClears) {
+  TempDir dir("cli");
+  auto cli = [](std::vector<std::string> args, std::string* out_text = nullptr) {
+    std::ostringstream out, err;
+    const int code = run_cli(args, out, err);
+    if (out_text) *out_text = out.str();
+    EXPECT_EQ(code, 0) << err.str();
+    return code;
+  };
+  std::string text;
+  cli({"compile", "--arch", "flux-small", "--latent-shape", "16x8x8", "--cache-dir", dir.path.string()}, &text);
+  EXPECT_NE(text.find("plan cache: stored"), std::string::npos) << text;
+  cli({"bench", "--arch", "flux-small", "--size", "64", "--reps", "1", "--cache-dir", dir.path.string()}, &text);
+  EXPECT_NE(text.find("plan cache: hit"), std::string::npos) << text;
+  cli({"cache", "list", "--cache-dir", dir.path.string()}, &text);
+  EXPECT_NE(text.find("1 entries"), std::string::npos) << text;
+  EXPECT_NE(text.find("flux_vae_decoder"), std::string::npos) << text;
+  cli({"cache", "clear", "--cache-dir", dir.path.string()}, &text);
+  EXPECT_NE(text.find("removed 1 entries"), std::string::npos) << text;
+  cli({"cache", "list", "--cache-dir", dir.path.string()}, &text);
+  EXPECT_NE(text.find("0 entries"), std::string::npos) << text;
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cli({"cache", "prune"}, out, err), 2);
 }
 
 }  // namespace
