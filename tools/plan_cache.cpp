@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <set>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -202,7 +204,13 @@ CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, co
   k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {}", device_identity(device),
                          t.max_storage_buffer_range, t.min_storage_buffer_offset_alignment, t.max_shared_memory_bytes,
                          t.subgroup_size, t.max_workgroup_count_x, t.max_push_constants_bytes);
+  const auto start = std::chrono::steady_clock::now();
   k.weights = weights_content_hash(model, weights);
+  k.weights_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::set<std::string> seen;
+  for (ValueId v : model.constants())
+    if (seen.insert(model.value(v).weight).second)
+      if (auto view = weights.get(model.value(v).weight)) k.weight_bytes += view->bytes;
   return k;
 }
 

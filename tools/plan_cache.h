@@ -49,6 +49,8 @@ struct CacheKeyParts {
   std::string options;       // every compile option that changes the plan
   std::string device;        // vendor, device, driver version and info, cache UUID, limits
   uint64_t weights = 0;      // weights_content_hash
+  double weights_ms = 0;     // what hashing the weights took (reported, not hashed)
+  uint64_t weight_bytes = 0; // how many bytes it hashed
 };
 CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const CompileOptions& options,
                               const runtime::DeviceInfo& device);

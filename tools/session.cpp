@@ -179,10 +179,13 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
   if (uses_plan_cache(r)) {
     STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
     const auto key_start = std::chrono::steady_clock::now();
-    key = plan_cache_key(cache_key_parts(g, weights, compile_options(for_device(r, choice.info), choice.precision,
-                                                                     choice.info.max_storage_buffer_range),
-                                         choice.info));
+    const CacheKeyParts parts = cache_key_parts(
+        g, weights, compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range),
+        choice.info);
+    key = plan_cache_key(parts);
     const double key_ms = elapsed_ms(key_start);
+    log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", key, key_ms,
+                       static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
     cache.emplace(r.cache_dir);
     auto hit = cache->load(key, choice.info);
     if (!hit) {
@@ -211,8 +214,8 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
         if (!s.is_ok()) log << "plan cache: " << s.message() << "\n";
       }
       out.compile_ms = elapsed_ms(start);
-      log << fmt::format("plan cache: hit {} (key {:.0f} ms); loaded on {} in {:.0f} ms: {} dispatches\n", key, key_ms,
-                         out.device_name, out.compile_ms, dispatches);
+      log << fmt::format("plan cache: hit; loaded on {} in {:.0f} ms: {} dispatches\n", out.device_name,
+                         out.compile_ms, dispatches);
       return out;
     }
   }
