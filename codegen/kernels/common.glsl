@@ -22,12 +22,12 @@
 
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
-// maxComputeWorkGroupCount[0] groups, y counts rows of those.
-// (Formed from the workgroup and local ids; the same number as
-// gl_GlobalInvocationID.x + gl_GlobalInvocationID.y · gl_NumWorkGroups.x · WG.)
-uint linear_index() {
-  return (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-}
+// maxComputeWorkGroupCount[0] groups, y counts rows of those. A macro, not a
+// function: this file comes before a kernel's local_size declaration, and
+// gl_WorkGroupSize read here would be the default (1, 1, 1) — which made every
+// dispatch with more than maxComputeWorkGroupCount[0] groups (65535 on lavapipe)
+// index rows y > 0 wrongly. Expanded in main(), it sees the declared size.
+#define linear_index() (gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)
 
 // Values of the ROUND define: how a kernel rounds what it stores (the value's dtype;
 // storage stays f32, as in the interpreter, which rounds every node output through

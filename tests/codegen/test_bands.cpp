@@ -259,3 +259,42 @@ TEST(CodegenBands, SlicesAndConversionsRunInWindowBoxes) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// More workgroups than the target allows along x fold into grid y (grid_1d): with
+// at most 7 groups along x, conversions, a unary op and a group norm's passes all
+// run on 2-D grids and must give the bytes of 1-D grids. (Before linear_index()
+// became a macro it read gl_WorkGroupSize before the kernel declared it, and rows
+// y > 0 of such grids wrote the wrong elements.)
+TEST(CodegenBands, TwoDimensionalGridsGiveTheBytesOfOneDimensionalOnes) {
+  for (const char* what : {"silu", "group norm"}) {
+    SCOPED_TRACE(what);
+    Built t;
+    if (std::string(what) == "silu") {
+      ValueId x = t.input("x", {1, 16, 96, 40}, DType::f16, nhwc(32));
+      Builder b(t.graph, &t.weights);
+      t.y = b.op(Op::silu, {x}, {});
+      ASSERT_TRUE(b.ok());
+      t.graph.value(t.y).type.layout = nhwc(32);
+      b.output(t.y);
+    } else {
+      build_norm(t, "group", 16, 4, 96, 40, true);
+    }
+    codegen::Target narrow = device_target();
+    narrow.max_workgroup_count_x = 7;
+    auto plan = codegen::compile_plan(t.graph, t.weights, narrow);
+    ASSERT_TRUE(plan) << plan.message();
+    size_t two_d = 0;
+    for (const runtime::DispatchDesc& d : plan->dispatches) two_d += d.grid[1] > 1;
+    EXPECT_GE(two_d, 3u) << "the narrow target must fold grids into y";
+    auto wide = testing::run_for_target_graph(t.graph, t.weights, t.inputs, device_target());
+    auto folded = testing::run_for_target_graph(t.graph, t.weights, t.inputs, narrow);
+    ASSERT_TRUE(wide && folded);
+    testing::expect_identical((*folded)[0], (*wide)[0]);
+  }
+}
+
+}  // namespace
+}  // namespace strata
