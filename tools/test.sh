@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh --no-demo
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+# Tests labelled "slow" (tests/slow) are left out; run them with: ctest --test-dir build -L slow
+ctest --test-dir build --output-on-failure -LE slow -j"$(nproc)"
