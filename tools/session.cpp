@@ -20,7 +20,8 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"precision", true, "f16 (default where the device has shaderFloat16) or f32 activation storage"},
       {"dump-graph", true, "print the graph after pass STAGE, or after every pass with 'all'"},
       {"check-range", false, "report the largest |value| at every f16 site (runs the interpreter)"},
-      {"profile", false, "report device time per kernel kind (timestamp queries)"},
+      {"profile", false,
+       "device time per kernel kind and model stage, with TFLOP/s and GB/s (timestamp queries; compiles afresh)"},
       {"stop-after", true, "run the passes only up to PASS (to bisect a pass's effect)"},
       {"binding-limit", true,
        "largest storage-buffer binding, bytes or KiB/MiB/GiB (e.g. 64KiB); default and cap: the device's "
