@@ -5,8 +5,11 @@
 //       an online softmax, so no score matrix exists. The leading dims are heads.
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
-//       CodegenOptions::attention_query_chunk rows (0: as many as fit). A head's k or
-//       v larger than the range is an error naming the node.
+//       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
+//       head's k or v exceeds the range, dispatches also walk key windows (a
+//       multiple of the key block) one after another, carrying the online-softmax
+//       state in scratch memory (KEY_WINDOWS, see attention.comp): bit-identical
+//       to one dispatch over all keys.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
 //       fit the range.
 #include "codegen/lowering.h"
@@ -48,25 +51,32 @@ struct AttentionDims {
   uint64_t heads, tq, tk, d, dv;
 };
 
-// How the work is cut into dispatches: `heads_per` heads × `rows_per` query rows.
+// How the work is cut into dispatches: `heads_per` heads × `rows_per` query rows ×
+// `keys_per` keys (tk: no key windows).
 struct AttentionSplit {
-  uint64_t heads_per = 1, rows_per = 0;
+  uint64_t heads_per = 1, rows_per = 0, keys_per = 0;
+  bool key_windows = false;
 };
 
 Expected<AttentionSplit> choose_split(const Lowering& l, const Node& node, const AttentionDims& a) {
   // A window of `elems` elements starting anywhere fits when elems·4 plus the worst
   // alignment slack is within the range.
   const uint64_t room = (l.target().max_storage_buffer_range - (l.offset_alignment() - 4)) / 4;
-  if (a.tk * a.d > room || a.tk * a.dv > room)
-    return l.fail(node, fmt::format("one head's keys or values ({} x {} / {} floats) exceed the storage-buffer "
-                                    "range {} (needs a key-split attention)",
-                                    a.tk, a.d, a.dv, l.target().max_storage_buffer_range));
   AttentionSplit s;
+  s.keys_per = a.tk;
+  if (a.tk * a.d > room || a.tk * a.dv > room) {
+    s.key_windows = true;
+    s.keys_per = std::min(room / a.d, room / a.dv) / kKeys * kKeys;
+    if (s.keys_per == 0)
+      return l.fail(node, fmt::format("{} keys of {} / {} floats exceed the storage-buffer range {}", kKeys, a.d,
+                                      a.dv, l.target().max_storage_buffer_range));
+  }
   const int64_t chunk = l.options().attention_query_chunk;
   s.rows_per = chunk > 0 ? std::min<uint64_t>(a.tq, static_cast<uint64_t>(chunk)) : a.tq;
   s.rows_per = std::min({s.rows_per, room / a.d, room / a.dv});
+  if (s.key_windows) s.rows_per = std::min(s.rows_per, room / (a.dv + 2));  // the carried state
   if (s.rows_per == 0) return l.fail(node, "one query row exceeds the storage-buffer range");
-  if (s.rows_per == a.tq) {
+  if (s.rows_per == a.tq && !s.key_windows) {
     const uint64_t per_head = std::max({a.tq * a.d, a.tk * a.d, a.tk * a.dv, a.tq * a.dv});
     s.heads_per = std::clamp<uint64_t>(room / per_head, 1, a.heads);
   }
@@ -103,12 +113,17 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   add_type_define(key.defines, "V_T", l.storage(v));
   add_type_define(key.defines, "O_T", l.storage(o));
   key.defines["ROUND"] = round_define(l.type(o).dtype);
-  key.bindings = 4;
-  key.push_constant_bytes = 10 * 4;
+  key.defines["KEY_WINDOWS"] = split.key_windows ? "1" : "0";
+  key.bindings = split.key_windows ? 5 : 4;
+  key.push_constant_bytes = (split.key_windows ? 12 : 10) * 4;
   key.workgroup_size = {kAttentionWg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   const float scale = static_cast<float>(node.attrs.get_float("scale"));
+  // The carried state of one query chunk (KEY_WINDOWS): m, l and DV outputs per row.
+  const Location state =
+      split.key_windows ? l.scratch(node, split.rows_per * (a.dv + 2) * 4) : Location{};
+  const uint64_t windows = ceil_div(a.tk, split.keys_per);
   for (uint64_t h0 = 0; h0 < a.heads; h0 += split.heads_per) {
     const uint64_t heads = std::min(split.heads_per, a.heads - h0);
     for (uint64_t r0 = 0; r0 < a.tq; r0 += split.rows_per) {
@@ -117,17 +132,27 @@ Status lower_attention_op(Lowering& l, const Node& node) {
       // one head per dispatch when rows are chunked, so no window spans other rows).
       const uint64_t q_span = ((heads - 1) * a.tq + rows);
       const Lowering::ElementWindow qw = l.element_window(q, (h0 * a.tq + r0) * a.d, q_span * a.d, Access::read);
-      const Lowering::ElementWindow kw = l.element_window(k, h0 * a.tk * a.d, heads * a.tk * a.d, Access::read);
-      const Lowering::ElementWindow vw = l.element_window(v, h0 * a.tk * a.dv, heads * a.tk * a.dv, Access::read);
       const Lowering::ElementWindow ow = l.element_window(o, (h0 * a.tq + r0) * a.dv, q_span * a.dv, Access::write);
-      PushConstants push;
-      push.u32(static_cast<uint32_t>(heads)).u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(a.tk));
-      push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.d) : 0u);
-      push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.dv) : 0u);
-      push.u32(qw.base).u32(kw.base).u32(vw.base).u32(ow.base).f32(scale);
-      const uint64_t groups = heads * ceil_div(rows, kRows);
-      l.dispatch(pipe, {qw.binding, kw.binding, vw.binding, ow.binding}, push,
-                 l.grid_1d(groups * kAttentionWg, kAttentionWg), node);
+      for (uint64_t w = 0; w < windows; ++w) {
+        const uint64_t key0 = w * split.keys_per, keys = std::min(split.keys_per, a.tk - key0);
+        const uint64_t k_first = split.key_windows ? h0 * a.tk + key0 : h0 * a.tk;
+        const uint64_t k_count = split.key_windows ? keys : heads * a.tk;
+        const Lowering::ElementWindow kw = l.element_window(k, k_first * a.d, k_count * a.d, Access::read);
+        const Lowering::ElementWindow vw = l.element_window(v, k_first * a.dv, k_count * a.dv, Access::read);
+        PushConstants push;
+        push.u32(static_cast<uint32_t>(heads)).u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(keys));
+        push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.d) : 0u);
+        push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.dv) : 0u);
+        push.u32(qw.base).u32(kw.base).u32(vw.base).u32(ow.base).f32(scale);
+        std::vector<runtime::BindingDesc> bindings = {qw.binding, kw.binding, vw.binding, ow.binding};
+        if (split.key_windows) {
+          push.u32(w == 0 ? 1u : 0u).u32(w + 1 == windows ? 1u : 0u);
+          bindings.push_back(Lowering::bind_scratch(state, Access::read_write));
+        }
+        const uint64_t groups = heads * ceil_div(rows, kRows);
+        l.dispatch(pipe, std::move(bindings), push, l.grid_1d(groups * kAttentionWg, kAttentionWg), node,
+                   windows == 1 ? "" : fmt::format("keys {}/{}", w + 1, windows));
+      }
     }
   }
   return Status::ok();

@@ -19,9 +19,9 @@
 //
 // Errors (each naming the node and the sizes): a band of one row that still does not
 // fit; a conv_gemm or norm_act that cannot be banded with an operand larger than the
-// limit, or a weight of one larger than the limit; an attention whose one head's keys
-// or values exceed a window (codegen splits attention by heads and query rows itself;
-// key windows are not implemented); a linear or matmul operand larger than the limit
+// limit, or a weight of one larger than the limit; an attention whose block of 32 keys
+// or values exceeds a window (codegen splits attention by heads, query rows and key
+// windows itself); a linear or matmul operand larger than the limit
 // (bound whole). Elementwise, shuffle and norm nodes window themselves in codegen and
 // are left alone. binding_limit 0 (no limit): the pass does nothing.
 //
@@ -217,18 +217,20 @@ Expected<int64_t> band_node(const Graph& g, Node& n, const Sizes& sizes, uint64_
   return (b->out_rows + r - 1) / r;
 }
 
-// Codegen runs attention by whole heads or by query chunks of one head, so q and the
-// output window themselves; one head's keys and values are bound whole. Its window
-// room counts 4 bytes per element whatever the storage (lower_attention.cpp).
+// Codegen runs attention by whole heads or by query chunks of one head, and over key
+// windows carrying the softmax state when one head's keys or values exceed a binding
+// (lower_attention.cpp), so only one key block (32 keys) of k and of v must fit. Its
+// window room counts 4 bytes per element whatever the storage.
+constexpr int64_t kAttentionKeyBlock = 32;
 Status check_attention(const Graph& g, const Node& n, uint64_t limit) {
   for (size_t k : {size_t{1}, size_t{2}}) {
     const Shape& s = g.value(n.inputs[k]).type.shape;
     if (s.size() < 2) continue;
-    const uint64_t bytes = static_cast<uint64_t>(s[s.size() - 2] * s.back()) * 4;
+    const uint64_t bytes = static_cast<uint64_t>(std::min<int64_t>(kAttentionKeyBlock, s[s.size() - 2]) * s.back()) * 4;
     if (bytes > limit - kWindowSlack)
-      return error("{}: one head of '{}' ({} x {}) is {} bytes, above the binding limit {} bytes less {} bytes of "
-                   "alignment slack (key windows are not implemented)",
-                   node_ref(n), g.value(n.inputs[k]).name, s[s.size() - 2], s.back(), bytes, limit, kWindowSlack);
+      return error("{}: one block of {} keys of '{}' ({} floats each) is {} bytes, above the binding limit {} bytes "
+                   "less {} bytes of alignment slack",
+                   node_ref(n), kAttentionKeyBlock, g.value(n.inputs[k]).name, s.back(), bytes, limit, kWindowSlack);
   }
   return Status::ok();
 }

@@ -30,11 +30,23 @@
 // first (chunk) row; heads are q_head_stride / o_head_stride elements apart in q /
 // out (0 when a dispatch has one head) and tk·D / tk·DV in k / v.
 //
+// Key windows (KEY_WINDOWS = 1, for keys or values larger than one binding): a
+// dispatch walks only the keys of its k / v windows (tk of them, a multiple of BC
+// except in the last window) and carries the online-softmax state between dispatches
+// in `state` (per query row of the chunk: m, l, then the DV un-normalised outputs):
+// a dispatch that is not the first loads it, one that is not the last stores it
+// instead of writing out. The key blocks and every operation on them are those of
+// one dispatch over all keys, and the state is stored exactly (f32), so the result
+// is bit-identical.
+//
 // Defines: D, DV (head dims), BR, BC, DC (tiles), WG (invocations), CT (invocations
 // per output row group, WG % CT == 0), with BR·BC % WG == 0, WG % BC == 0,
 // BR % (WG/CT) == 0.
 // Q_T K_T V_T O_T: float | float16_t (default float); ROUND (common.glsl).
-// Bindings: q (read), k (read), v (read), out (write).
+// Bindings: q (read), k (read), v (read), out (write), [state (read_write), KEY_WINDOWS].
+#ifndef KEY_WINDOWS
+#define KEY_WINDOWS 0
+#endif
 
 #define RG (WG / CT)                 // row groups in step 3
 #define RPT (BR / RG)                // output rows per invocation
@@ -64,6 +76,9 @@ layout(std430, binding = 0) readonly buffer QBuf { Q_T q[]; };
 layout(std430, binding = 1) readonly buffer KBuf { K_T k[]; };
 layout(std430, binding = 2) readonly buffer VBuf { V_T v[]; };
 layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
+#if KEY_WINDOWS
+layout(std430, binding = 4) buffer StateBuf { float state[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint heads;          // heads in this dispatch
@@ -73,6 +88,9 @@ layout(push_constant) uniform Push {
   uint o_head_stride;  // ... in out (Tq·DV)
   uint q_base, k_base, v_base, o_base;
   float scale;
+#if KEY_WINDOWS
+  uint first_window, last_window;  // this dispatch's keys are the first / last window
+#endif
 } pc;
 
 shared float s_q[BR * DC];
@@ -98,6 +116,12 @@ void main() {
   if (tid < BR) {
     s_m[tid] = kNegHuge;
     s_l[tid] = 0.0;
+#if KEY_WINDOWS
+    if (pc.first_window == 0u && tid < nrows) {
+      s_m[tid] = state[(row0 + tid) * (DV + 2)];
+      s_l[tid] = state[(row0 + tid) * (DV + 2) + 1];
+    }
+#endif
   }
 
   // Step 1 mapping: key `sj`, rows sr0 + SROW·i.
@@ -107,6 +131,14 @@ void main() {
   float acc[RPT][CPT];
   for (uint i = 0; i < RPT; ++i)
     for (uint c = 0; c < CPT; ++c) acc[i][c] = 0.0;
+#if KEY_WINDOWS
+  if (pc.first_window == 0u)
+    for (uint i = 0; i < RPT; ++i)
+      for (uint c = 0; c < CPT; ++c) {
+        const uint r = rg + RG * i, col = lane + CT * c;
+        if (r < nrows && col < DV) acc[i][c] = state[(row0 + r) * (DV + 2) + 2 + col];
+      }
+#endif
 
   for (uint key0 = 0; key0 < pc.tk; key0 += BC) {
     const uint nkeys = min(uint(BC), pc.tk - key0);
@@ -171,6 +203,20 @@ void main() {
   }
 
   barrier();  // s_l is final
+#if KEY_WINDOWS
+  if (pc.last_window == 0u) {  // carry the state to the next window's dispatch
+    if (tid < nrows) {
+      state[(row0 + tid) * (DV + 2)] = s_m[tid];
+      state[(row0 + tid) * (DV + 2) + 1] = s_l[tid];
+    }
+    for (uint i = 0; i < RPT; ++i)
+      for (uint c = 0; c < CPT; ++c) {
+        const uint r = rg + RG * i, col = lane + CT * c;
+        if (r < nrows && col < DV) state[(row0 + r) * (DV + 2) + 2 + col] = acc[i][c];
+      }
+    return;
+  }
+#endif
   for (uint i = 0; i < RPT; ++i) {
     const uint r = rg + RG * i;
     if (r >= nrows) continue;

@@ -203,13 +203,34 @@ TEST(CodegenAttention, LongSequenceWideHead) {
   EXPECT_LE(max_abs_diff(got->front(), want->front()), 2e-5);
 }
 
-// A head whose keys alone exceed the binding range is an error naming the node.
-TEST(CodegenAttention, KeysAboveBindingRangeAreAnError) {
+// Keys and values larger than one binding: dispatches walk key windows (32 keys, a
+// multiple of the key block) carrying the softmax state; the result is the bytes of
+// one dispatch over all keys.
+TEST(CodegenAttention, KeyWindowsAreBitIdentical) {
   OneNode t;
-  const AttentionCase c{{1, 8, 64}, {1, 100, 64}, {1, 100, 64}};
+  const AttentionCase c{{1, 70, 64}, {1, 300, 64}, {1, 300, 48}};
+  build_attention(t, c, 61);
+  ASSERT_TRUE(t.b.ok());
+  size_t whole_dispatches = 0, windowed_dispatches = 0;
+  auto whole = run_with(t, {}, 0, &whole_dispatches);
+  auto windowed = run_with(t, {}, 16 << 10, &windowed_dispatches);  // k is 76.8 KB
+  ASSERT_TRUE(whole.has_value()) << whole.message();
+  ASSERT_TRUE(windowed.has_value()) << windowed.message();
+  EXPECT_EQ(whole_dispatches, 1u);
+  EXPECT_EQ(windowed_dispatches, 2u * 10u);  // 2 query chunks × 10 key windows
+  testing::expect_identical(windowed->front(), whole->front());
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want.has_value()) << want.message();
+  EXPECT_LE(max_abs_diff(windowed->front(), want->front()), 2e-5);
+}
+
+// One key block alone larger than the binding range is an error naming the node.
+TEST(CodegenAttention, KeyBlockAboveBindingRangeIsAnError) {
+  OneNode t;
+  const AttentionCase c{{1, 8, 256}, {1, 100, 256}, {1, 100, 256}};
   build_attention(t, c, 61);
   codegen::Target target;
-  target.max_storage_buffer_range = 16 << 10;
+  target.max_storage_buffer_range = 16 << 10;  // 32 keys × 256 floats = 32 KiB
   auto plan = codegen::compile_plan(t.graph, t.weights, target);
   ASSERT_FALSE(plan.has_value());
   EXPECT_NE(plan.message().find("attention"), std::string::npos) << plan.message();
