@@ -509,7 +509,11 @@ Status write_plan_file(const std::string& path, const Plan& plan) {
   const std::vector<uint8_t> bytes = serialize_plan(plan);
   if (bytes.size() > kMaxPlanFileBytes)
     return error("{}: not written, {} bytes is over the {}-byte limit", context, bytes.size(), kMaxPlanFileBytes);
+  return write_file_atomic(path, {bytes}, context);
+}
 
+Status write_file_atomic(const std::string& path, std::initializer_list<std::span<const uint8_t>> parts,
+                         const std::string& context) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -534,12 +538,14 @@ Status write_plan_file(const std::string& path, const Plan& plan) {
     ::unlink(tmp.c_str());
     return error("{}: {} '{}': {}", context, what, tmp, errno_text(e));
   };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return abandon("cannot write", errno);
-    done += static_cast<size_t>(n);
+  for (std::span<const uint8_t> bytes : parts) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return abandon("cannot write", errno);
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fsync(fd) != 0) return abandon("cannot fsync", errno);
   if (::close(fd) != 0) {

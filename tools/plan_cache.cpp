@@ -60,26 +60,10 @@ Expected<std::vector<uint8_t>> read_file(const fs::path& path) {
   return bytes;
 }
 
-// Writes `bytes` to a unique temporary file beside `path`, flushes it to disk and
-// renames it over `path`: readers see the old file or the new one, never a part.
+// runtime::write_file_atomic for the cache's files: a header, then a body.
 Status write_file_atomic(const fs::path& path, std::span<const uint8_t> head, std::span<const std::byte> body = {}) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}.{}", ::getpid(), counter++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return error("cannot create '{}'", tmp.string());
-    f.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
-    f.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
-    f.flush();
-    if (!f) return error("cannot write '{}'", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return error("cannot rename '{}' to '{}'", tmp.string(), path.string());
-  }
-  return Status::ok();
+  const std::span<const uint8_t> tail(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  return runtime::write_file_atomic(path.string(), {head, tail}, fmt::format("plan cache file '{}'", path.string()));
 }
 
 std::string device_identity(const runtime::DeviceInfo& d) {

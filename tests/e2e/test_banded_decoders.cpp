@@ -6,6 +6,7 @@
 // the f32 flux_small cases reach ≥ 3 bands; seeded decoders of the same
 // architectures at a larger latent give ≥ 3 bands in f16 as well.
 #include "codegen/codegen.h"
+#include "tests/e2e/cases.h"
 #include "ir/npy.h"
 #include "models/vae.h"
 #include "passes/pass.h"
@@ -21,9 +22,8 @@
 namespace strata {
 namespace {
 
-std::string case_file(const std::string& model, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
-}
+using e2e::case_file;
+using e2e::psnr_range2;
 
 struct Run {
   Tensor image;
@@ -85,15 +85,6 @@ Expected<Run> decode(const std::string& model, const Tensor& latent, Precision p
   out.shape.erase(out.shape.begin());
   r.image = std::move(out);
   return r;
-}
-
-double psnr_range2(const Tensor& a, const Tensor& b) {
-  double se = 0;
-  for (size_t i = 0; i < a.data.size(); ++i) {
-    const double d = double(a.data[i]) - double(b.data[i]);
-    se += d * d;
-  }
-  return 10.0 * std::log10(4.0 / (se / static_cast<double>(a.data.size())));
 }
 
 struct Param {

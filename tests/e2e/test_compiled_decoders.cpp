@@ -2,6 +2,7 @@
 // → codegen → Vulkan (lavapipe in CI). f32 storage stays within 1e-4 of diffusers;
 // f16 storage reaches PSNR ≥ 55 dB (peak-to-peak 2) with no NaN.
 #include "codegen/codegen.h"
+#include "tests/e2e/cases.h"
 #include "ir/npy.h"
 #include "models/vae.h"
 #include "passes/pass.h"
@@ -14,18 +15,8 @@
 namespace strata {
 namespace {
 
-std::string case_file(const std::string& model, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
-}
-
-double psnr_range2(const Tensor& a, const Tensor& b) {
-  double se = 0;
-  for (size_t i = 0; i < a.data.size(); ++i) {
-    double d = double(a.data[i]) - double(b.data[i]);
-    se += d * d;
-  }
-  return 10.0 * std::log10(4.0 / (se / static_cast<double>(a.data.size())));
-}
+using e2e::case_file;
+using e2e::psnr_range2;
 
 struct Param {
   std::string model, size;

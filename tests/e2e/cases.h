@@ -1,0 +1,25 @@
+// Helpers the e2e tests share: paths of the shared diffusers cases and the PSNR the
+// f16 bound is stated in (peak-to-peak 2, the [-1, 1] image range).
+#pragma once
+
+#include "ir/tensor.h"
+
+#include <cmath>
+#include <string>
+
+namespace strata::e2e {
+
+inline std::string case_file(const std::string& model, const std::string& file) {
+  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
+}
+
+inline double psnr_range2(const Tensor& a, const Tensor& b) {
+  double se = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    const double d = double(a.data[i]) - double(b.data[i]);
+    se += d * d;
+  }
+  return 10.0 * std::log10(4.0 / (se / static_cast<double>(a.data.size())));
+}
+
+}  // namespace strata::e2e
