@@ -144,7 +144,20 @@ Target target_for(const runtime::DeviceInfo& d) {
   t.max_shared_memory_bytes = d.max_compute_shared_memory_size;
   t.max_workgroup_count_x = d.max_compute_workgroup_count[0];
   t.max_push_constants_bytes = d.max_push_constants_size;
+  const auto& shapes = d.cooperative_matrix_shapes;
+  if (d.cooperative_matrix_nv && d.vulkan_memory_model &&
+      std::find(shapes.begin(), shapes.end(), kCoopShape16) != shapes.end())
+    t.tensor_cores = TensorCores::nv_coopmat;
   return t;
+}
+
+const char* tensor_cores_name(TensorCores t) {
+  switch (t) {
+    case TensorCores::none: return "none";
+    case TensorCores::nv_coopmat: return "nv_coopmat";
+    case TensorCores::emulated: return "emulated";
+  }
+  return "?";
 }
 
 Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weights, const Target& target,

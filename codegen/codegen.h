@@ -21,8 +21,19 @@
 #include "runtime/plan.h"
 
 #include <cstdint>
+#include <string>
 
 namespace strata::codegen {
+
+// Which kernels run the GEMM-shaped work (conv_gemm, attention): the portable ones,
+// or the tensor-core ones (codegen/kernels/coopmat.glsl) on GL_NV_cooperative_matrix
+// or, for tests on devices without it, on that file's plain-GLSL emulation.
+enum class TensorCores { none, nv_coopmat, emulated };
+const char* tensor_cores_name(TensorCores t);  // "none", "nv_coopmat", "emulated"
+
+// The one cooperative-matrix shape the tensor-core kernels use.
+inline const runtime::CoopMatShape kCoopShape16{16, 16, 16, runtime::CoopType::f16, runtime::CoopType::f16,
+                                                runtime::CoopType::f32, runtime::CoopType::f32};
 
 // What codegen must respect on the device it compiles for (runtime::DeviceInfo's
 // limits; a default Target fits lavapipe and every desktop GPU).
@@ -33,6 +44,9 @@ struct Target {
   uint32_t max_shared_memory_bytes = 32 << 10;
   uint32_t max_workgroup_count_x = 65535;
   uint32_t max_push_constants_bytes = 128;
+  // target_for() picks nv_coopmat when the device offers kCoopShape16 (f16 plans use
+  // them; f32 plans keep the portable kernels).
+  TensorCores tensor_cores = TensorCores::none;
 };
 
 Target target_for(const runtime::DeviceInfo& device);
@@ -44,6 +58,9 @@ struct CodegenOptions {
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.
   bool profile = false;
+  // The tensor-core conv kernel's tile, "WPxWCxFPxFC" (codegen/lower_conv_gemm.cpp);
+  // empty: the default. For measuring tiles (`strata bench --conv-tile`).
+  std::string conv_tile;
 };
 
 // Compiles `graph` (verified) into a Plan. Errors name the node or value that cannot

@@ -12,6 +12,13 @@
 // 3-channel conv_out does not pay for 64 rows of zero weights), BK = 16 input
 // channels per step, 256 invocations.
 //
+// Tensor cores: on a target with them (Target::tensor_cores) an f16 conv_gemm whose
+// x is NHWC with 16-byte aligned pixels, Ci % 8 == 0, o_hwi weights and at least 16
+// output channels runs kernels/conv_gemm_coop.comp instead (same push constants,
+// bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
+// subgroup) is CoopTile below (2x2x4x4; 2x2x1x1 for the emulation) unless
+// CodegenOptions::conv_tile names another.
+//
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
 // rows of x those read (ir/band_math.h: needed_rows through the upsample gather and
@@ -24,6 +31,7 @@
 #include "ir/band_math.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -44,6 +52,29 @@ GemmTile choose_tile(int64_t channels) {
   if (channels <= 32) return {32, 128, 16, 2, 8};
   return {64, 128, 16, 4, 8};
 }
+
+// The tensor-core kernel's tile: WP × WC subgroups of FP × FC 16×16 fragments,
+// BK input channels per step.
+struct CoopTile {
+  uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32;
+  uint32_t pixels() const { return wp * fp * 16; }
+  uint32_t channels() const { return wc * fc * 16; }
+  uint32_t shared_bytes() const { return (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4; }
+};
+
+// "WPxWCxFPxFC" (e.g. "2x2x4x4"), or an error.
+Expected<CoopTile> parse_coop_tile(const std::string& text) {
+  CoopTile t;
+  if (std::sscanf(text.c_str(), "%ux%ux%ux%u", &t.wp, &t.wc, &t.fp, &t.fc) != 4 || t.wp == 0 || t.wc == 0 ||
+      t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 || t.fp * t.fc > 32)
+    return error("conv tile '{}' is not WPxWCxFPxFC (subgroups and 16x16 fragments per subgroup, e.g. 2x2x4x4)",
+                 text);
+  return t;
+}
+
+// Channels per fragment row a small conv would waste: below 16 output channels the
+// portable kernel's narrow tiles do better.
+constexpr int64_t kCoopMinChannels = 16;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -79,26 +110,69 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
   const bool x_cfast = sx[1] == 1;
-  const GemmTile tile = choose_tile(co_store);
-  if (tile.shared_bytes(x_cfast) > l.target().max_shared_memory_bytes)
-    return l.fail(node, fmt::format("conv_gemm tile needs {} bytes of shared memory, the target has {}",
-                                    tile.shared_bytes(x_cfast), l.target().max_shared_memory_bytes));
+  const Target& target = l.target();
 
+  // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
+  // 16-byte load: every such group must start 16-byte aligned in its binding.
+  const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
+                    l.storage(w) == DType::f16 && layout == "o_hwi" && x_cfast && ci % 8 == 0 &&
+                    sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 && co >= kCoopMinChannels &&
+                    l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
+                    l.location(w).offset % 16 == 0;
   KernelKey key;
-  key.file = "conv_gemm.comp";
-  key.defines = {{"BM", std::to_string(tile.bm)},     {"BN", std::to_string(tile.bn)},
-                 {"BK", std::to_string(tile.bk)},     {"TM", std::to_string(tile.tm)},
-                 {"TN", std::to_string(tile.tn)},     {"KH", std::to_string(k[0])},
-                 {"KW", std::to_string(k[1])},        {"U", gather == "upsample2x" ? "1" : "0"},
-                 {"X_CFAST", x_cfast ? "1" : "0"}, {"W_OHWI", layout == "o_hwi" ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
-                 {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
-  add_type_define(key.defines, "X_T", l.storage(x));
-  add_type_define(key.defines, "W_T", l.storage(w));
+  uint32_t tile_pixels = 0, tile_channels = 0;
+  if (coop) {
+    // The emulation keeps whole fragments per lane: few of them (see
+    // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
+    CoopTile tile;
+    if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
+    if (!l.options().conv_tile.empty()) {
+      auto parsed = parse_coop_tile(l.options().conv_tile);
+      if (!parsed) return l.fail(node, parsed.status().message());
+      tile = *parsed;
+    }
+    const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size, loads_per_row = tile.bk / 8;
+    if ((tile.pixels() * loads_per_row) % invocations != 0 || (tile.channels() * loads_per_row) % invocations != 0)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}: {} invocations cannot share its loads evenly",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, invocations));
+    if (tile.shared_bytes() > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{} needs {} bytes of shared memory, the target has {}",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.shared_bytes(),
+                                      target.max_shared_memory_bytes));
+    tile_pixels = tile.pixels();
+    tile_channels = tile.channels();
+    key.file = "conv_gemm_coop.comp";
+    key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
+                   {"CM_SG", std::to_string(target.subgroup_size)},
+                   {"WP", std::to_string(tile.wp)},  {"WC", std::to_string(tile.wc)},
+                   {"FP", std::to_string(tile.fp)},  {"FC", std::to_string(tile.fc)},
+                   {"BK", std::to_string(tile.bk)},  {"KH", std::to_string(k[0])},
+                   {"KW", std::to_string(k[1])},     {"U", gather == "upsample2x" ? "1" : "0"},
+                   {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
+                   {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
+    key.workgroup_size = {invocations, 1, 1};
+  } else {
+    const GemmTile tile = choose_tile(co_store);
+    if (tile.shared_bytes(x_cfast) > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm tile needs {} bytes of shared memory, the target has {}",
+                                      tile.shared_bytes(x_cfast), target.max_shared_memory_bytes));
+    tile_pixels = tile.bn;
+    tile_channels = tile.bm;
+    key.file = "conv_gemm.comp";
+    key.defines = {{"BM", std::to_string(tile.bm)},     {"BN", std::to_string(tile.bn)},
+                   {"BK", std::to_string(tile.bk)},     {"TM", std::to_string(tile.tm)},
+                   {"TN", std::to_string(tile.tn)},     {"KH", std::to_string(k[0])},
+                   {"KW", std::to_string(k[1])},        {"U", gather == "upsample2x" ? "1" : "0"},
+                   {"X_CFAST", x_cfast ? "1" : "0"}, {"W_OHWI", layout == "o_hwi" ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                   {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
+    add_type_define(key.defines, "X_T", l.storage(x));
+    add_type_define(key.defines, "W_T", l.storage(w));
+    key.workgroup_size = {tile.invocations(), 1, 1};
+  }
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
   if (res != kNoValue) add_type_define(key.defines, "R_T", l.storage(res));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.bindings = 3 + (bias != kNoValue) + (res != kNoValue);
-  key.workgroup_size = {tile.invocations(), 1, 1};
 
   PushConstants common;
   common.u32(static_cast<uint32_t>(ci)).u32(static_cast<uint32_t>(co)).u32(static_cast<uint32_t>(co_store));
@@ -125,10 +199,10 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
     // Pixel tiles run along x, folded into z when there are more than x allows.
-    const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(rows * ys[3]), tile.bn);
-    const uint64_t gx = std::min<uint64_t>(pixel_tiles, l.target().max_workgroup_count_x);
+    const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels);
+    const uint64_t gx = std::min<uint64_t>(pixel_tiles, target.max_workgroup_count_x);
     const uint64_t split = ceil_div(pixel_tiles, gx);
-    const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile.bm);
+    const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile_channels);
     const uint64_t gz = static_cast<uint64_t>(xs[0]) * split;
     constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
     if (gy > kMaxGroups || gz > kMaxGroups)

@@ -72,6 +72,22 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
     plan_.requirements.shader_float16 = true;
     plan_.requirements.storage_buffer_16bit_access = true;
   }
+  if (auto it = key.defines.find("COOPMAT"); it != key.defines.end()) {
+    // coopmat.glsl: f16 arithmetic and subgroup ids in both forms, and the kernels
+    // tile by CM_SG lanes, so the subgroup size is fixed.
+    runtime::DeviceRequirements& q = plan_.requirements;
+    q.shader_float16 = true;
+    q.storage_buffer_16bit_access = true;
+    q.subgroup_operations |= runtime::subgroup_ops::basic;
+    q.min_subgroup_size = q.max_subgroup_size = target_.subgroup_size;
+    if (it->second == "1") {
+      q.cooperative_matrix_nv = true;
+      q.vulkan_memory_model = true;
+      if (std::find(q.cooperative_matrix_shapes.begin(), q.cooperative_matrix_shapes.end(), kCoopShape16) ==
+          q.cooperative_matrix_shapes.end())
+        q.cooperative_matrix_shapes.push_back(kCoopShape16);
+    }
+  }
   const auto index = static_cast<uint32_t>(plan_.pipelines.size());
   plan_.pipelines.push_back(std::move(p));
   pipelines_.emplace(key, index);

@@ -15,6 +15,9 @@ namespace strata::codegen {
 namespace {
 
 constexpr std::string_view kCommon = "common.glsl";
+// Put after common.glsl in kernels compiled with the COOPMAT define (the
+// tensor-core kernels and their emulation).
+constexpr std::string_view kCoopmat = "coopmat.glsl";
 
 // Compiled modules by (file, defines); compile_plan calls come from any thread.
 struct Memo {
@@ -50,6 +53,12 @@ Expected<std::string> kernel_source_with_prelude(std::string_view file, const De
   for (const auto& [name, value] : defines) src += "#define " + name + " " + value + "\n";
   src += "#line 1 \"" + std::string(kCommon) + "\"\n";
   src += common;
+  if (defines.count("COOPMAT")) {
+    const std::string_view coopmat = kernel_source(kCoopmat);
+    if (coopmat.empty()) return error("kernel '{}': codegen/kernels/{} is not embedded", file, kCoopmat);
+    src += "\n#line 1 \"" + std::string(kCoopmat) + "\"\n";
+    src += coopmat;
+  }
   src += "\n#line 1 \"" + std::string(file) + "\"\n";
   src += body;
   return src;

@@ -170,7 +170,7 @@ uint64_t weights_content_hash(const Graph& model, const WeightStore& weights) {
 }
 
 CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const CompileOptions& options,
-                              const runtime::DeviceInfo& device) {
+                              const runtime::DeviceInfo& device, const std::string& codegen_options) {
   CacheKeyParts k;
   uint64_t kernels = 0;
   for (std::string_view file : codegen::kernel_files()) {
@@ -184,10 +184,12 @@ CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, co
                           options.precision == Precision::f16 ? "f16" : "f32", options.channel_tile,
                           options.range_guard_log2 ? std::to_string(*options.range_guard_log2) : "default",
                           options.binding_limit, options.memory_budget, options.stop_after);
+  k.options += " codegen '" + codegen_options + "'";
   const codegen::Target t = codegen::target_for(device);
-  k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {}", device_identity(device),
-                         t.max_storage_buffer_range, t.min_storage_buffer_offset_alignment, t.max_shared_memory_bytes,
-                         t.subgroup_size, t.max_workgroup_count_x, t.max_push_constants_bytes);
+  k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {} tensor_cores {}",
+                         device_identity(device), t.max_storage_buffer_range, t.min_storage_buffer_offset_alignment,
+                         t.max_shared_memory_bytes, t.subgroup_size, t.max_workgroup_count_x,
+                         t.max_push_constants_bytes, codegen::tensor_cores_name(t.tensor_cores));
   const auto start = std::chrono::steady_clock::now();
   k.weights = weights_content_hash(model, weights);
   k.weights_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -52,8 +52,9 @@ struct CacheKeyParts {
   double weights_ms = 0;     // what hashing the weights took (reported, not hashed)
   uint64_t weight_bytes = 0; // how many bytes it hashed
 };
+// `codegen_options`: the codegen choices of the run (kernel set, tiles) as text.
 CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const CompileOptions& options,
-                              const runtime::DeviceInfo& device);
+                              const runtime::DeviceInfo& device, const std::string& codegen_options = "");
 // 32 hex digits.
 std::string plan_cache_key(const CacheKeyParts& parts);
 

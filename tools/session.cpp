@@ -32,6 +32,11 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
       {"cache-dir", true, "plan cache directory (default: $XDG_CACHE_HOME/strata, else ~/.cache/strata)"},
       {"no-cache", false, "neither read nor write the plan cache"},
+      {"kernels", true,
+       "auto (default: tensor-core kernels where the device has GL_NV_cooperative_matrix) or portable"},
+      {"conv-tile", true,
+       "tensor-core conv tile WPxWCxFPxFC: subgroups along pixels x channels, 16x16 fragments per subgroup "
+       "(default 2x2x4x4; for measuring tiles)"},
   };
   return specs;
 }
@@ -75,7 +80,15 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     (std::string(flag) == "binding-limit" ? r.binding_limit : r.memory_budget) = bytes;
   }
   r.explain_bands = a.has("explain-bands");
+  const std::string kernels = a.get_or("kernels", "auto");
+  if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
+  r.portable_kernels = kernels == "portable";
+  r.conv_tile = a.get_or("conv-tile", "");
   return r;
+}
+
+std::string codegen_options_text(const RunSettings& r) {
+  return fmt::format("kernels {} conv_tile '{}'", r.portable_kernels ? "portable" : "auto", r.conv_tile);
 }
 
 CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range) {
@@ -157,10 +170,13 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
   // passes banded for.
   codegen::Target target = codegen::target_for(info);
   target.max_storage_buffer_range = compile_options(r, precision, info.max_storage_buffer_range).binding_limit;
-  STRATA_ASSIGN_OR_RETURN(out.plan, codegen::compile_plan(out.graph, weights, target, {.profile = r.profile}));
+  if (r.portable_kernels) target.tensor_cores = codegen::TensorCores::none;
+  STRATA_ASSIGN_OR_RETURN(out.plan, codegen::compile_plan(out.graph, weights, target,
+                                                          {.profile = r.profile, .conv_tile = r.conv_tile}));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  log << fmt::format("compiled for {} ({} storage) in {:.0f} ms: {} dispatches, {} pipelines\n", info.name,
-                     precision == Precision::f16 ? "f16" : "f32", out.compile_ms, out.plan.dispatches.size(),
+  log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines\n",
+                     info.name, precision == Precision::f16 ? "f16" : "f32",
+                     codegen::tensor_cores_name(target.tensor_cores), out.compile_ms, out.plan.dispatches.size(),
                      out.plan.pipelines.size());
   return out;
 }
@@ -182,7 +198,7 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
     const auto key_start = std::chrono::steady_clock::now();
     const CacheKeyParts parts = cache_key_parts(
         g, weights, compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range),
-        choice.info);
+        choice.info, codegen_options_text(r));
     key = plan_cache_key(parts);
     const double key_ms = elapsed_ms(key_start);
     log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", key, key_ms,
@@ -195,11 +211,8 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
       if (Status s = cache->remove(key); !s.is_ok()) log << "plan cache: " << s.message() << "\n";
     } else if (*hit) {
       CachedPlan& cached = **hit;
-      runtime::DeviceRequirements features;
-      features.shader_float16 = cached.plan.requirements.shader_float16;
-      features.storage_buffer_16bit_access = cached.plan.requirements.storage_buffer_16bit_access;
-      STRATA_ASSIGN_OR_RETURN(auto device,
-                              runtime::open_device({.index = static_cast<int>(choice.info.index)}, features));
+      STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(choice.info.index)},
+                                                                cached.plan.requirements));
       runtime::ExecutorOptions executor_options;
       executor_options.pipeline_cache_data = cached.pipeline_cache;
       const size_t dispatches = cached.plan.dispatches.size();
@@ -222,10 +235,9 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
   }
 
   STRATA_ASSIGN_OR_RETURN(CompiledDecoder compiled, compile_for_device(g, weights, r, log));
-  runtime::DeviceRequirements features;
-  features.shader_float16 = features.storage_buffer_16bit_access = compiled.precision == Precision::f16;
-  STRATA_ASSIGN_OR_RETURN(auto device,
-                          runtime::open_device({.index = static_cast<int>(compiled.device.index)}, features));
+  // The plan says which features its kernels use (f16, cooperative matrices, ...).
+  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(compiled.device.index)},
+                                                            compiled.plan.requirements));
   LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms, false};
   runtime::ExecutorOptions executor_options;
   executor_options.profile = r.profile;

@@ -35,7 +35,12 @@ struct RunSettings {
   bool explain_bands = false;          // --explain-bands: print explain_bands() after the passes
   std::string cache_dir;               // --cache-dir, else $XDG_CACHE_HOME/strata or ~/.cache/strata
   bool no_cache = false;               // --no-cache
+  bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
+  std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
 };
+
+// The codegen choices of `r` as text, for the plan-cache key.
+std::string codegen_options_text(const RunSettings& r);
 
 // The options behind RunSettings, for commands to list.
 const std::vector<OptionSpec>& run_option_specs();

@@ -1,0 +1,217 @@
+// conv_gemm_coop.comp: the fused conv_gemm op (ir/ops.h) as an implicit GEMM on
+// 16×16×16 cooperative matrices (coopmat.glsl: GL_NV_cooperative_matrix, or its
+// emulation for tests), f16 operands, f32 accumulation, with conv_gemm.comp's
+// epilogue and band semantics (read that file's header: the op, the push constants,
+// bands and windows are the same; lower_conv_gemm.cpp fills both alike).
+//
+// GEMM view per image: C[p, co] = Σ_k A[p, k] · B[k, co], p = output pixel of the
+// band, k = (tap (ky, kx), input channel ci), taps outer, channels in chunks of BK.
+// Pixels are the rows so that a C fragment stored row-major has the channels of a
+// pixel contiguous, as the NHWC output wants. A is the implicit im2col of x through
+// the gather (upsample2x) and the padding; B comes from the o_hwi weights
+// (w[co, tap·Ci + ci]).
+//
+// Layout requirements (the lowering checks them; the portable kernel takes the rest):
+// x, w f16; x NHWC (channel stride 1) with every pixel's channels 16-byte aligned
+// (xs_x % 8 == 0, window bases too), Ci % 8 == 0; w "o_hwi". Then every 8 channels
+// of one pixel (or of one weight row) are one 16-byte load.
+//
+// Tiling: a workgroup of WP × WC subgroups computes BP = WP·FP·16 pixels × BC =
+// WC·FC·16 output channels; each subgroup FP × FC accumulator fragments (its 16·FP
+// pixels × 16·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
+// transposed) in shared memory as f16 rows of BK + 8 (the pad spreads rows over the
+// banks), k contiguous; A fragments load row-major, B fragments column-major. The
+// next step's tiles are fetched into registers (uvec4, 8 halfs each) while the
+// current ones are multiplied. Epilogue: each subgroup writes one fragment at a time
+// to its own 16×16 f32 ep_at of shared memory, then its lanes apply
+// acc_scale / bias / residual / out_scale and store, channel-contiguous.
+//
+// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, KH KW, U (0 | 1), HAS_BIAS,
+//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
+// Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
+#extension GL_EXT_control_flow_attributes : enable
+
+#define BP (WP * FP * 16)
+#define BC (WC * FC * 16)
+#define WG (WP * WC * CM_SG)
+#define ROW (BK + 8)            // halfs per staged row
+#define VECS_PER_ROW (BK / 8)   // uvec4 loads per staged row
+#if (BK % 16) != 0 || ((BP * VECS_PER_ROW) % WG) != 0 || ((BC * VECS_PER_ROW) % WG) != 0
+#error "conv_gemm_coop.comp: BK must be a multiple of 16 and each tile a whole number of loads per invocation"
+#endif
+#define A_LOADS ((BP * VECS_PER_ROW) / WG)
+#define B_LOADS ((BC * VECS_PER_ROW) / WG)
+#define TAPS (KH * KW)
+
+#ifndef BIAS_T
+#define BIAS_T float
+#endif
+#ifndef R_T
+#define R_T float
+#endif
+#ifndef Y_T
+#define Y_T float
+#endif
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+// x and w are read 8 halfs at a time.
+layout(std430, binding = 0) readonly buffer XBuf { uvec4 xv[]; };
+layout(std430, binding = 1) readonly buffer WBuf { uvec4 wv[]; };
+#if HAS_BIAS
+layout(std430, binding = 2) readonly buffer BiasBuf { BIAS_T bias[]; };
+#endif
+#if HAS_RES
+layout(std430, binding = 2 + HAS_BIAS) readonly buffer RBuf { R_T res[]; };
+#endif
+layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]; };
+
+layout(push_constant) uniform Push {
+  uint ci, co, co_store;
+  uint h_in, w_in;
+  uint w_out;
+  int pad_h, pad_w;
+  uint stride_h, stride_w;
+  uint split;
+  uint xs_n, xs_c, xs_y, xs_x;
+  uint ys_n, ys_c, ys_y, ys_x;
+  uint rs_n, rs_c, rs_y, rs_x;
+  float acc_scale, residual_scale, out_scale;
+  uint row0, rows;
+  uint x_off;
+  uint y_base, r_base;
+} pc;
+
+shared float16_t a_sh[BP * ROW];  // a_sh[p · ROW + k]  = A[p0 + p, step k]
+shared float16_t b_sh[BC * ROW];  // b_sh[c · ROW + k]  = B[step k, c0 + c]
+shared float ep_sh[WP * WC * 256];  // one 16×16 ep_at per subgroup (epilogue)
+
+uvec4 a_reg[A_LOADS];
+uvec4 b_reg[B_LOADS];
+// Per A load j: the staged pixel row, whether it is a pixel of the band, and its
+// virtual-image origin (tap (0, 0)).
+bool a_valid[A_LOADS];
+int a_vy0[A_LOADS], a_vx0[A_LOADS];
+uint x_img, c_tile0, load_k;
+
+void fetch(uint ky, uint kx, uint c0) {
+  const uint c = c0 + load_k;  // first of this invocation's 8 channels
+  const bool c_ok = c < pc.ci;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const int vy = a_vy0[j] + int(ky), vx = a_vx0[j] + int(kx);
+    const bool ok = c_ok && a_valid[j] && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 &&
+                    vx < int(pc.w_in << U);
+    const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+  }
+  const uint tap = ky * KW + kx;
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint o = c_tile0 + (gl_LocalInvocationIndex / VECS_PER_ROW) + j * (WG / VECS_PER_ROW);
+    const bool ok = c_ok && o < pc.co;
+    const uint at = ok ? o * (TAPS * pc.ci) + tap * pc.ci + c : 0u;
+    b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
+  }
+}
+
+// A macro: shared arrays cannot be passed to functions.
+#define STAGE8(arr, at, v)                        \
+  {                                               \
+    const f16vec2 h0 = unpackFloat2x16(v.x);      \
+    const f16vec2 h1 = unpackFloat2x16(v.y);      \
+    const f16vec2 h2 = unpackFloat2x16(v.z);      \
+    const f16vec2 h3 = unpackFloat2x16(v.w);      \
+    arr[(at) + 0] = h0.x; arr[(at) + 1] = h0.y;   \
+    arr[(at) + 2] = h1.x; arr[(at) + 3] = h1.y;   \
+    arr[(at) + 4] = h2.x; arr[(at) + 5] = h2.y;   \
+    arr[(at) + 6] = h3.x; arr[(at) + 7] = h3.y;   \
+  }
+
+void stage() {
+  const uint row = gl_LocalInvocationIndex / VECS_PER_ROW;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) STAGE8(a_sh, (row + j * (WG / VECS_PER_ROW)) * ROW + load_k, a_reg[j]);
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) STAGE8(b_sh, (row + j * (WG / VECS_PER_ROW)) * ROW + load_k, b_reg[j]);
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationIndex;
+  const uint pixels = pc.rows * pc.w_out;  // of the band
+  const uint img = gl_WorkGroupID.z / pc.split;
+  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
+  if (p0 >= pixels) return;  // the whole workgroup leaves together
+  c_tile0 = gl_WorkGroupID.y * BC;
+  x_img = img * pc.xs_n;
+  load_k = (tid % VECS_PER_ROW) * 8;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint p = p0 + tid / VECS_PER_ROW + j * (WG / VECS_PER_ROW);
+    a_valid[j] = p < pixels;
+    a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
+    a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
+  }
+
+  const uint sg = gl_SubgroupID;
+  const uint sg_p = sg % WP, sg_c = sg / WP;  // this subgroup's fragment block
+  CM_ACC acc[FP][FC];
+  [[unroll]] for (uint i = 0; i < FP; ++i)
+    [[unroll]] for (uint j = 0; j < FC; ++j) CM_FILL(acc[i][j], 0.0);
+
+  const uint chunks = (pc.ci + BK - 1) / BK;
+  const uint steps = TAPS * chunks;
+  uint ky = 0, kx = 0, c0 = 0;
+  fetch(ky, kx, c0);
+  for (uint s = 0; s < steps; ++s) {
+    barrier();  // everyone is done reading the previous tiles
+    stage();
+    barrier();
+    if (s + 1 < steps) {
+      if (++kx == KW) {
+        kx = 0;
+        if (++ky == KH) {
+          ky = 0;
+          c0 += BK;
+        }
+      }
+      fetch(ky, kx, c0);
+    }
+    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+      CM_A a[FP];
+      CM_B b[FC];
+      [[unroll]] for (uint i = 0; i < FP; ++i) CM_LOAD(a[i], a_sh, ((sg_p * FP + i) * 16) * ROW + kk, ROW, false);
+      [[unroll]] for (uint j = 0; j < FC; ++j) CM_LOAD(b[j], b_sh, ((sg_c * FC + j) * 16) * ROW + kk, ROW, true);
+      [[unroll]] for (uint i = 0; i < FP; ++i)
+        [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
+    }
+  }
+
+  // Epilogue, one fragment at a time through this subgroup's ep_at: lane l takes
+  // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
+  // store neighbouring channels.
+  const uint ep_at = sg * 256u, lane = gl_SubgroupInvocationID;
+  [[unroll]] for (uint i = 0; i < FP; ++i) {
+    [[unroll]] for (uint j = 0; j < FC; ++j) {
+      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, 16, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
+        const uint e = lane + t * CM_SG;
+        const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        if (p < pixels && o < pc.co_store) {
+          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+          float v = 0.0;
+          if (o < pc.co) {
+            v = ep_sh[ep_at + e] * pc.acc_scale;
+#if HAS_BIAS
+            v += float(bias[o]);
+#endif
+#if HAS_RES
+            v += float(res[pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o * pc.rs_c]) * pc.residual_scale;
+#endif
+            v *= pc.out_scale;
+          }
+          y[pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o * pc.ys_c] = Y_T(store_round(v));
+        }
+      }
+      subgroupBarrier();  // the ep_at is free for the next fragment
+    }
+  }
+}

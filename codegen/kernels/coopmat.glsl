@@ -1,0 +1,94 @@
+// coopmat.glsl: 16×16×16 cooperative-matrix operations for the tensor-core kernels,
+// behind macros with two implementations, chosen by the COOPMAT define:
+//
+//   COOPMAT = 1  GL_NV_cooperative_matrix (f16 A and B, f32 accumulator, subgroup
+//                scope). The device must offer the 16x16x16 f16*f16+f32->f32 shape,
+//                vulkanMemoryModel, shaderFloat16 and storageBuffer16BitAccess.
+//   COOPMAT = 2  an emulation in plain GLSL, so the same kernels run on a device
+//                without cooperative matrices (lavapipe in CI): what it checks is the
+//                kernels' tiling, indexing, staging and epilogues; it is slow and only
+//                tests use it. A and B matrices are whole 16×16 f16 copies in every
+//                lane; lane i of the subgroup owns accumulator elements e ≡ i
+//                (mod CM_SG), e = row·16 + column, and stores only those.
+//
+// Both need CM_SG = the subgroup size (compile-time; the lowering passes the target's).
+// Like the native operations, every macro must be reached by the whole subgroup with
+// the same arguments. Loads and stores take an array (shared or buffer) of scalar
+// elements, an element offset and a stride in elements between rows (colmajor false)
+// or columns (colmajor true), as coopMatLoadNV / coopMatStoreNV do.
+//
+//   CM_A a; CM_B b; CM_ACC c;          matrix types (A: M×K, B: K×N, C: M×N; 16 each)
+//   CM_FILL(c, v)                      c = v everywhere
+//   CM_LOAD(m, arr, off, stride, cm)   A or B from f16 (or f32) elements
+//   CM_LOAD_ACC(c, arr, off, stride, cm)
+//   CM_STORE_ACC(c, arr, off, stride, cm)   f32 elements
+//   CM_MAD(a, b, c)                    c = a·b + c (f32 accumulation)
+//   CM_SCALE(c, s)                     c = c · s
+//   CM_ACC_LENGTH(c), CM_ACC_AT(c, i)  the accumulator elements this lane holds; which
+//                                      (row, column) each is, is not specified: learn it
+//                                      by loading a matrix of row (or column) numbers
+//                                      with CM_LOAD_ACC and reading the same elements
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+#ifndef CM_SG
+#error "coopmat.glsl: define CM_SG (the subgroup size)"
+#endif
+
+#if COOPMAT == 1
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_NV_cooperative_matrix : require
+
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define CM_FILL(c, v) c = CM_ACC(v)
+#define CM_LOAD(m, arr, off, stride, cm) coopMatLoadNV(m, arr, off, stride, cm)
+#define CM_LOAD_ACC(c, arr, off, stride, cm) coopMatLoadNV(c, arr, off, stride, cm)
+#define CM_STORE_ACC(c, arr, off, stride, cm) coopMatStoreNV(c, arr, off, stride, cm)
+#define CM_MAD(a, b, c) c = coopMatMulAddNV(a, b, c)
+#define CM_SCALE(c, s) c = c * float(s)
+#define CM_ACC_LENGTH(c) (c).length()
+#define CM_ACC_AT(c, i) (c)[i]
+
+#elif COOPMAT == 2
+#define CM_OWNED (256 / CM_SG)  // accumulator elements per lane
+struct CmAB { float16_t e[256]; };
+struct CmAcc { float e[CM_OWNED]; };
+#define CM_A CmAB
+#define CM_B CmAB
+#define CM_ACC CmAcc
+// Element (r, c) of a 16×16 matrix at offset `off` with the given stride / major order.
+#define CM_AT_(off, stride, cm, r, c) ((off) + ((cm) ? (c) * (stride) + (r) : (r) * (stride) + (c)))
+#define CM_FILL(c, v)                                     \
+  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] = float(v)
+#define CM_LOAD(m, arr, off, stride, cm)                                          \
+  for (uint cm_i_ = 0u; cm_i_ < 256u; ++cm_i_)                                    \
+  m.e[cm_i_] = float16_t(arr[CM_AT_(off, stride, cm, cm_i_ >> 4u, cm_i_ & 15u)])
+#define CM_LOAD_ACC(c, arr, off, stride, cm)                                            \
+  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                                    \
+    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                         \
+    c.e[cm_t_] = float(arr[CM_AT_(off, stride, cm, cm_e_ >> 4u, cm_e_ & 15u)]);         \
+  }
+#define CM_STORE_ACC(c, arr, off, stride, cm)                                   \
+  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                            \
+    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                 \
+    arr[CM_AT_(off, stride, cm, cm_e_ >> 4u, cm_e_ & 15u)] = c.e[cm_t_];        \
+  }
+#define CM_MAD(a, b, c)                                                          \
+  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                             \
+    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                  \
+    const uint cm_r_ = cm_e_ >> 4u, cm_c_ = cm_e_ & 15u;                         \
+    float cm_s_ = c.e[cm_t_];                                                    \
+    for (uint cm_k_ = 0u; cm_k_ < 16u; ++cm_k_)                                  \
+      cm_s_ = fma(float(a.e[cm_r_ * 16u + cm_k_]), float(b.e[cm_k_ * 16u + cm_c_]), cm_s_); \
+    c.e[cm_t_] = cm_s_;                                                          \
+  }
+#define CM_SCALE(c, s)                                    \
+  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] *= float(s)
+#define CM_ACC_LENGTH(c) int(CM_OWNED)
+#define CM_ACC_AT(c, i) (c).e[i]
+
+#else
+#error "coopmat.glsl: COOPMAT must be 1 (GL_NV_cooperative_matrix) or 2 (emulated)"
+#endif

@@ -1,0 +1,276 @@
+// Codegen: the tensor-core conv_gemm kernel (kernels/conv_gemm_coop.comp) against the
+// interpreter. Lavapipe has no cooperative matrices, so these run its plain-GLSL
+// emulation (Target::tensor_cores = emulated, kernels/coopmat.glsl COOPMAT = 2): the
+// same tiling, staging, im2col gather, bands and epilogue as on the H200, with the
+// 16×16×16 products done by ordinary arithmetic. The native variant (COOPMAT = 1) is
+// compiled and validated here; it runs on the H200 (docs/PERFORMANCE.md).
+//
+// The emulation's default tile is 2x2x1x1 (lower_conv_gemm.cpp): lavapipe runs a
+// workgroup with barriers on a coroutine whose stack the emulated fragments of the
+// native 2x2x4x4 tile overflow on long K loops (all-zero output, seen with Ci = 40 and
+// 3×3). The native default tile is still run here on a short K loop (OtherTiles...).
+//
+// Tolerances: x, w, the residual and y are f16; the products of f16 values are exact
+// in f32, so kernel and interpreter differ by f32 accumulation order only, then by at
+// most one f16 rounding of the output: ≤ 1e-3 relative (about one half ULP of f16)
+// plus 1e-5 of the largest |output| — the same bound as the portable kernel's f16 test.
+#include "codegen/shader_compiler.h"
+#include "codegen/vk_test_util.h"
+
+#include "ir/builder.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace strata {
+namespace {
+
+using testing::random_tensor;
+
+struct CoopCase {
+  int64_t ci = 32, co = 64, h = 9, w = 7;
+  int64_t k = 3, pad = 1, stride = 1;
+  bool upsample = false, bias = true, residual = false;
+  double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
+  int64_t band_rows = 0;           // attr band_rows (0: one band)
+  int64_t x_padded = 0;            // x's NHWC channel slots (0: exactly ci)
+  Layout x_layout{LayoutKind::nhwc, 0};
+  std::string conv_tile;           // CodegenOptions::conv_tile
+};
+
+std::string describe(const CoopCase& c) {
+  return fmt::format("x[1,{},{},{}] -> {} ch, k{} pad {} stride {}{}{}{} bands of {} tile '{}'", c.ci, c.h, c.w,
+                     c.co, c.k, c.pad, c.stride, c.upsample ? " upsample2x" : "", c.bias ? " +bias" : "",
+                     c.residual ? " +residual" : "", c.band_rows, c.conv_tile);
+}
+
+struct Built {
+  Graph graph;
+  WeightStore weights;
+  std::vector<Tensor> inputs;
+};
+
+// x, w, the residual and y in f16, NHWC, o_hwi weights: what the passes hand codegen.
+Built build(const CoopCase& c) {
+  Built t;
+  Builder b(t.graph, &t.weights);
+  uint64_t seed = 11;
+  auto input = [&](const std::string& name, Shape shape, Layout layout) {
+    t.inputs.push_back(random_tensor(shape, seed++, -2.0f, 2.0f));
+    ValueId v = b.input(name, std::move(shape), DType::f16);
+    t.graph.value(v).type.layout = layout;
+    return v;
+  };
+  auto constant = [&](const std::string& name, Shape shape, float range, DType dtype) {
+    Tensor v = random_tensor(shape, seed++, -range, range);
+    EXPECT_TRUE(t.weights.add_owned(name, shape, std::move(v.data)));
+    return b.constant(name, TensorType{std::move(shape), dtype, {}});
+  };
+  const int64_t up = c.upsample ? 2 : 1;
+  const int64_t ho = (c.h * up + 2 * c.pad - c.k) / c.stride + 1, wo = (c.w * up + 2 * c.pad - c.k) / c.stride + 1;
+  ValueId x = input("x", {1, c.ci, c.h, c.w}, c.x_layout);
+  const float wr = 1.0f / std::sqrt(static_cast<float>(c.ci * c.k * c.k));
+  ValueId w = constant("w", {c.co, c.k * c.k * c.ci}, wr, DType::f16);
+  std::vector<ValueId> operands = {x, w, c.bias ? constant("b", {c.co}, 1.0f, DType::f32) : kNoValue};
+  if (c.residual) operands.push_back(input("r", {1, c.co, ho, wo}, Layout{LayoutKind::nhwc, 0}));
+  Attrs a = {{"kernel", std::vector<int64_t>{c.k, c.k}},
+             {"pad", std::vector<int64_t>{c.pad, c.pad}},
+             {"stride", std::vector<int64_t>{c.stride, c.stride}},
+             {"weight_layout", std::string("o_hwi")},
+             {"gather", std::string(c.upsample ? "upsample2x" : "plain")}};
+  if (c.acc_scale != 1.0) a.set("acc_scale", c.acc_scale);
+  if (c.residual_scale != 1.0) a.set("residual_scale", c.residual_scale);
+  if (c.out_scale != 1.0) a.set("out_scale", c.out_scale);
+  if (c.band_rows > 0) a.set("band_rows", c.band_rows);
+  ValueId y = b.op(Op::conv_gemm, operands, a);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  t.graph.value(y).type.layout = Layout{LayoutKind::nhwc, 0};
+  b.output(y);
+  return t;
+}
+
+codegen::Target emulated_target() {
+  auto device = testing::test_device_f16();
+  EXPECT_TRUE(device) << device.message();
+  codegen::Target target = device ? codegen::target_for((*device)->info()) : codegen::Target{};
+  target.tensor_cores = codegen::TensorCores::emulated;
+  return target;
+}
+
+// The names of the plan's pipelines, joined.
+std::string pipeline_names(const runtime::Plan& plan) {
+  std::string out;
+  for (const auto& p : plan.pipelines) out += p.name + "\n";
+  return out;
+}
+
+struct Ran {
+  std::vector<Tensor> outputs;
+  std::string pipelines;
+};
+
+Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "") {
+  Ran r;
+  codegen::CodegenOptions options;
+  options.conv_tile = conv_tile;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
+  EXPECT_TRUE(plan) << plan.message();
+  if (!plan) return r;
+  r.pipelines = pipeline_names(*plan);
+  auto device = testing::test_device_for(plan->requirements);
+  EXPECT_TRUE(device) << device.message();
+  if (!device) return r;
+  auto exec = runtime::Executor::create(*device, std::move(*plan), codegen::weight_source(t.weights));
+  EXPECT_TRUE(exec) << exec.message();
+  if (!exec) return r;
+  for (ValueId v : t.graph.outputs()) r.outputs.emplace_back(t.graph.value(v).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  std::vector<std::span<std::byte>> out;
+  for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
+  for (Tensor& y : r.outputs) out.push_back(std::as_writable_bytes(std::span(y.data)));
+  Status s = (*exec)->run(in, out);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return r;
+}
+
+void check(const CoopCase& c) {
+  SCOPED_TRACE(describe(c));
+  const Built t = build(c);
+  const Ran got = run(t, emulated_target(), c.conv_tile);
+  ASSERT_EQ(got.outputs.size(), 1u);
+  EXPECT_NE(got.pipelines.find("conv_gemm_coop.comp"), std::string::npos) << got.pipelines;
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  double scale = 0.0;
+  for (float v : (*want)[0].data) scale = std::max(scale, double(std::fabs(v)));
+  testing::expect_close(got.outputs[0], (*want)[0], 1e-3, 1e-5 * scale);
+}
+
+TEST(CodegenConvGemmCoop, TapsChannelsAndPartialTiles) {
+  check({});  // 63 pixels: one partial pixel tile; 64 of 128 channel rows
+  CoopCase odd;  // Ci = 40: the second chunk of 32 holds one load of 8; 3 pixel tiles
+  odd.ci = 40, odd.co = 48, odd.h = 20, odd.w = 14;
+  check(odd);
+  CoopCase wide;  // two channel tiles, the second partial
+  wide.ci = 16, wide.co = 144, wide.h = 6, wide.w = 5;
+  check(wide);
+  CoopCase one;  // 1×1
+  one.k = 1, one.pad = 0, one.ci = 24, one.co = 40, one.h = 7, one.w = 12;
+  check(one);
+  CoopCase strided;
+  strided.stride = 2, strided.ci = 16, strided.co = 32, strided.h = 11, strided.w = 9;
+  check(strided);
+  CoopCase padded_x;  // x with channel slots beyond Ci (read as zeros' neighbours, never used)
+  padded_x.ci = 24, padded_x.co = 16, padded_x.x_layout = Layout{LayoutKind::nhwc, 32};
+  check(padded_x);
+}
+
+TEST(CodegenConvGemmCoop, UpsampleResidualAndScales) {
+  CoopCase c;
+  c.upsample = true, c.ci = 32, c.co = 32, c.h = 5, c.w = 6, c.residual = true;
+  c.acc_scale = 4.0, c.residual_scale = 0.25, c.out_scale = 0.5;
+  check(c);
+  c.bias = false, c.upsample = false, c.k = 1, c.pad = 0;
+  check(c);
+}
+
+TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
+  // Tiles chosen by measurement (CodegenOptions::conv_tile) change the work split,
+  // not the arithmetic of one output: same bytes as the default tile.
+  CoopCase c;
+  c.ci = 32, c.co = 48, c.h = 10, c.w = 9;
+  const Built t = build(c);
+  const Ran base = run(t, emulated_target());
+  ASSERT_EQ(base.outputs.size(), 1u);
+  for (const char* tile : {"1x1x1x1", "2x1x2x3", "1x2x4x1", "2x2x4x4"}) {
+    SCOPED_TRACE(tile);
+    const Ran other = run(t, emulated_target(), tile);
+    ASSERT_EQ(other.outputs.size(), 1u);
+    testing::expect_identical(other.outputs[0], base.outputs[0]);
+  }
+  codegen::CodegenOptions bad;
+  bad.conv_tile = "2x2";
+  auto plan = codegen::compile_plan(t.graph, t.weights, emulated_target(), bad);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find("WPxWCxFPxFC"), std::string::npos) << plan.message();
+}
+
+TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
+  // Bands of 3 and 1 output rows (with halos through the upsample and the conv) give
+  // the bytes of one whole-frame dispatch.
+  CoopCase c;
+  c.upsample = true, c.ci = 16, c.co = 32, c.h = 5, c.w = 4, c.residual = true;
+  const Ran whole = run(build(c), emulated_target());
+  ASSERT_EQ(whole.outputs.size(), 1u);
+  for (int64_t rows : {3, 1}) {
+    c.band_rows = rows;
+    SCOPED_TRACE(describe(c));
+    const Ran banded = run(build(c), emulated_target());
+    ASSERT_EQ(banded.outputs.size(), 1u);
+    testing::expect_identical(banded.outputs[0], whole.outputs[0]);
+  }
+}
+
+TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
+  const CoopCase ok;
+  CoopCase nchw = ok;
+  nchw.x_layout = Layout{};  // logical NCHW x: no 16-byte channel groups
+  CoopCase few = ok;
+  few.ci = 12;  // Ci % 8 != 0
+  for (const CoopCase& c : {nchw, few}) {
+    SCOPED_TRACE(describe(c));
+    auto plan = codegen::compile_plan(build(c).graph, build(c).weights, emulated_target());
+    ASSERT_TRUE(plan) << plan.message();
+    EXPECT_EQ(pipeline_names(*plan).find("conv_gemm_coop.comp"), std::string::npos) << pipeline_names(*plan);
+    EXPECT_NE(pipeline_names(*plan).find("conv_gemm.comp"), std::string::npos) << pipeline_names(*plan);
+  }
+  codegen::Target none = emulated_target();
+  none.tensor_cores = codegen::TensorCores::none;
+  auto plan = codegen::compile_plan(build(ok).graph, build(ok).weights, none);
+  ASSERT_TRUE(plan) << plan.message();
+  EXPECT_EQ(pipeline_names(*plan).find("conv_gemm_coop.comp"), std::string::npos);
+}
+
+TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
+  // GL_NV_cooperative_matrix, as on the H200 (subgroup 32), the variants the
+  // decoders use: 3×3 with upsample gather and residual, 1×1.
+  for (const char* k : {"1", "3"}) {
+    codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
+                          {"FP", "4"},      {"FC", "4"},     {"BK", "32"},      {"KH", k},
+                          {"KW", k},        {"U", "1"},      {"HAS_BIAS", "1"}, {"HAS_RES", "1"},
+                          {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
+    auto spirv = codegen::compile_kernel("conv_gemm_coop.comp", d);
+    ASSERT_TRUE(spirv) << spirv.message();
+    Status valid = codegen::validate_spirv(*spirv);
+    EXPECT_TRUE(valid.is_ok()) << valid.message();
+  }
+}
+
+TEST(CodegenConvGemmCoop, NativePlanRequiresCooperativeMatrices) {
+  codegen::Target nv = emulated_target();
+  nv.tensor_cores = codegen::TensorCores::nv_coopmat;
+  nv.subgroup_size = 32;
+  const Built t = build(CoopCase{});
+  auto plan = codegen::compile_plan(t.graph, t.weights, nv);
+  ASSERT_TRUE(plan) << plan.message();
+  const runtime::DeviceRequirements& q = plan->requirements;
+  EXPECT_TRUE(q.cooperative_matrix_nv);
+  EXPECT_TRUE(q.vulkan_memory_model);
+  EXPECT_TRUE(q.shader_float16 && q.storage_buffer_16bit_access);
+  EXPECT_EQ(q.min_subgroup_size, 32u);
+  EXPECT_EQ(q.max_subgroup_size, 32u);
+  ASSERT_EQ(q.cooperative_matrix_shapes.size(), 1u);
+  EXPECT_EQ(q.cooperative_matrix_shapes[0], codegen::kCoopShape16);
+  // lavapipe has none: opening a device for this plan names what is missing.
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  Status s = runtime::check_requirements((*device)->info(), q);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("cooperative"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace strata
