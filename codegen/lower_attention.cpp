@@ -1,22 +1,32 @@
-// lower_attention: attention -> kernels/attention.comp, softmax -> kernels/softmax.comp.
+// lower_attention: attention -> kernels/attention_coop.comp (tensor cores) or
+// kernels/attention.comp (portable), softmax -> kernels/softmax.comp.
 //
-//   attention(q[..., Tq, D], k[..., Tk, D], v[..., Tk, Dv])  flash style (see
-//       attention.comp): a workgroup per 16 query rows of a head walks all keys with
-//       an online softmax, so no score matrix exists. The leading dims are heads.
+//   attention(q[..., Tq, D], k[..., Tk, D], v[..., Tk, Dv])  flash style: no score
+//       matrix exists. The leading dims are heads.
+//       Kernel choice: attention_coop.comp (16×16×16 cooperative matrices through
+//       coopmat.glsl; COOPMAT 1 = GL_NV_cooperative_matrix, 2 = its plain-GLSL
+//       emulation) when the target has tensor cores (Target::tensor_cores), q, k and
+//       v are stored f16, D and Dv are multiples of 16, no key windows are needed
+//       and a tile configuration fits the target's shared memory (coop_tiles: BR
+//       query rows × BC keys per step, D in chunks of DC, NSG subgroups of the
+//       target's subgroup size); otherwise attention.comp: a workgroup per 16 query
+//       rows of a head walks all keys with an online softmax.
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
 //       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
 //       head's k or v exceeds the range, dispatches also walk key windows (a
 //       multiple of the key block) one after another, carrying the online-softmax
 //       state in scratch memory (KEY_WINDOWS, see attention.comp): bit-identical
-//       to one dispatch over all keys.
+//       to one dispatch over all keys. Only the portable kernel walks key windows.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
 //       fit the range.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace strata::codegen {
 namespace {
@@ -83,6 +93,55 @@ Expected<AttentionSplit> choose_split(const Lowering& l, const Node& node, const
   return s;
 }
 
+// attention_coop.comp tiles (see its header for the shared-memory formula).
+struct CoopTiles {
+  uint32_t br = 0, bc = 0, dc = 0, nsg = 0;
+  uint64_t shared_bytes = 0;
+};
+
+uint64_t coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t dc, uint64_t dv, uint64_t nsg, uint64_t wg) {
+  const uint64_t parts = wg >= 2 * br && bc % (wg / br) == 0 ? wg / br : 1;  // softmax invocations per row
+  const uint64_t halves = std::max((br + bc) * (dc + 8), bc * (dv + 8)) + br * (bc + 8);
+  const uint64_t floats = std::max(br * (bc + 4), nsg * 256) + br + (parts > 1 ? wg : 2 * br);
+  return halves * 2 + floats * 4;
+}
+
+// The largest tiles that fit the target's shared memory: BR × BC from (64, 32) down
+// to (16, 16), then the widest D chunk DC (a multiple of 16 dividing D, at most 256).
+// NSG subgroups: up to 8, no more than Dv's column tiles (each subgroup owns whole
+// 16-column tiles of the output) nor 1024 invocations. A subgroup holds at most 16
+// output accumulators (BR/16 row tiles × its column tiles) where BR > 16: 128 f32
+// registers per lane at subgroup size 32.
+std::optional<CoopTiles> coop_tiles(const Lowering& l, const AttentionDims& a) {
+  const uint32_t sg = l.target().subgroup_size;
+  if (sg == 0 || sg > 1024) return std::nullopt;
+  const uint32_t nsg = static_cast<uint32_t>(std::min<uint64_t>({8, a.dv / 16, 1024 / sg}));
+  if (nsg == 0) return std::nullopt;
+  const uint64_t column_tiles = ceil_div(a.dv / 16, nsg);
+  constexpr std::pair<uint32_t, uint32_t> kShapes[] = {{64, 32}, {64, 16}, {32, 32}, {32, 16}, {16, 16}};
+  for (const auto& [br, bc] : kShapes) {
+    if (br > 16 && column_tiles * (br / 16) > 16) continue;
+    for (uint64_t dc = std::min<uint64_t>(a.d, 256) / 16 * 16; dc >= 16; dc -= 16) {
+      if (a.d % dc != 0) continue;
+      const uint64_t bytes = coop_shared_bytes(br, bc, dc, a.dv, nsg, uint64_t(nsg) * sg);
+      if (bytes <= l.target().max_shared_memory_bytes)
+        return CoopTiles{br, bc, static_cast<uint32_t>(dc), nsg, bytes};
+    }
+  }
+  return std::nullopt;
+}
+
+// Whether attention_coop.comp can run this node, and its tiles.
+std::optional<CoopTiles> choose_coop(const Lowering& l, ValueId q, ValueId k, ValueId v, const AttentionDims& a,
+                                     const AttentionSplit& split) {
+  if (l.target().tensor_cores == TensorCores::none) return std::nullopt;
+  // f16 operands read 8 halves at a time: with D, Dv multiples of 16 every row start
+  // and window base is a multiple of 8 halves.
+  if (l.storage(q) != DType::f16 || l.storage(k) != DType::f16 || l.storage(v) != DType::f16) return std::nullopt;
+  if (a.d % 16 != 0 || a.dv % 16 != 0 || split.key_windows) return std::nullopt;
+  return coop_tiles(l, a);
+}
+
 Status lower_attention_op(Lowering& l, const Node& node) {
   const ValueId q = node.inputs[0], k = node.inputs[1], v = node.inputs[2], o = node.outputs[0];
   const Shape& qs = l.shape(q);
@@ -94,29 +153,44 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
-
-  const uint32_t dc = static_cast<uint32_t>(std::min<uint64_t>(a.d, kDChunk));
-  const uint32_t ct = std::clamp<uint32_t>(next_pow2(a.dv), kAttentionWg / kRows, kAttentionWg);
-  const uint32_t shared_bytes = (kRows * dc + kKeys * (dc + 1) + kRows * (kKeys + 1) + 3 * kRows) * 4;
-  if (shared_bytes > l.target().max_shared_memory_bytes)
-    return l.fail(node, fmt::format("attention tile needs {} bytes of shared memory, the target has {}", shared_bytes,
-                                    l.target().max_shared_memory_bytes));
+  const std::optional<CoopTiles> coop = choose_coop(l, q, k, v, a, split);
 
   KernelKey key;
-  key.file = "attention.comp";
-  key.defines = {{"D", std::to_string(a.d)},         {"DV", std::to_string(a.dv)},
-                 {"BR", std::to_string(kRows)},      {"BC", std::to_string(kKeys)},
-                 {"DC", std::to_string(dc)},         {"WG", std::to_string(kAttentionWg)},
-                 {"CT", std::to_string(ct)}};
-  add_type_define(key.defines, "Q_T", l.storage(q));
-  add_type_define(key.defines, "K_T", l.storage(k));
-  add_type_define(key.defines, "V_T", l.storage(v));
-  add_type_define(key.defines, "O_T", l.storage(o));
+  uint32_t rows_per_group = kRows, wg = kAttentionWg;
+  if (coop) {
+    rows_per_group = coop->br;
+    wg = coop->nsg * l.target().subgroup_size;
+    key.file = "attention_coop.comp";
+    key.defines = {{"D", std::to_string(a.d)},        {"DV", std::to_string(a.dv)},
+                   {"BR", std::to_string(coop->br)},  {"BC", std::to_string(coop->bc)},
+                   {"DC", std::to_string(coop->dc)},  {"WG", std::to_string(wg)},
+                   {"CM_SG", std::to_string(l.target().subgroup_size)},
+                   {"COOPMAT", l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2"}};
+    add_type_define(key.defines, "O_T", l.storage(o));
+    key.bindings = 4;
+    key.push_constant_bytes = 10 * 4;
+  } else {
+    const uint32_t dc = static_cast<uint32_t>(std::min<uint64_t>(a.d, kDChunk));
+    const uint32_t ct = std::clamp<uint32_t>(next_pow2(a.dv), kAttentionWg / kRows, kAttentionWg);
+    const uint32_t shared_bytes = (kRows * dc + kKeys * (dc + 1) + kRows * (kKeys + 1) + 3 * kRows) * 4;
+    if (shared_bytes > l.target().max_shared_memory_bytes)
+      return l.fail(node, fmt::format("attention tile needs {} bytes of shared memory, the target has {}",
+                                      shared_bytes, l.target().max_shared_memory_bytes));
+    key.file = "attention.comp";
+    key.defines = {{"D", std::to_string(a.d)},         {"DV", std::to_string(a.dv)},
+                   {"BR", std::to_string(kRows)},      {"BC", std::to_string(kKeys)},
+                   {"DC", std::to_string(dc)},         {"WG", std::to_string(kAttentionWg)},
+                   {"CT", std::to_string(ct)}};
+    add_type_define(key.defines, "Q_T", l.storage(q));
+    add_type_define(key.defines, "K_T", l.storage(k));
+    add_type_define(key.defines, "V_T", l.storage(v));
+    add_type_define(key.defines, "O_T", l.storage(o));
+    key.defines["KEY_WINDOWS"] = split.key_windows ? "1" : "0";
+    key.bindings = split.key_windows ? 5 : 4;
+    key.push_constant_bytes = (split.key_windows ? 12 : 10) * 4;
+  }
   key.defines["ROUND"] = round_define(l.type(o).dtype);
-  key.defines["KEY_WINDOWS"] = split.key_windows ? "1" : "0";
-  key.bindings = split.key_windows ? 5 : 4;
-  key.push_constant_bytes = (split.key_windows ? 12 : 10) * 4;
-  key.workgroup_size = {kAttentionWg, 1, 1};
+  key.workgroup_size = {wg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   const float scale = static_cast<float>(node.attrs.get_float("scale"));
@@ -139,6 +213,10 @@ Status lower_attention_op(Lowering& l, const Node& node) {
         const uint64_t k_count = split.key_windows ? keys : heads * a.tk;
         const Lowering::ElementWindow kw = l.element_window(k, k_first * a.d, k_count * a.d, Access::read);
         const Lowering::ElementWindow vw = l.element_window(v, k_first * a.dv, k_count * a.dv, Access::read);
+        // attention_coop.comp reads q, k, v 8 halves at a time from the window base.
+        if (coop && (qw.base % 8 != 0 || kw.base % 8 != 0 || vw.base % 8 != 0))
+          return l.fail(node, fmt::format("attention_coop: window bases {} / {} / {} are not multiples of 8 halves",
+                                          qw.base, kw.base, vw.base));
         PushConstants push;
         push.u32(static_cast<uint32_t>(heads)).u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(keys));
         push.u32(heads > 1 ? static_cast<uint32_t>(a.tq * a.d) : 0u);
@@ -149,8 +227,8 @@ Status lower_attention_op(Lowering& l, const Node& node) {
           push.u32(w == 0 ? 1u : 0u).u32(w + 1 == windows ? 1u : 0u);
           bindings.push_back(Lowering::bind_scratch(state, Access::read_write));
         }
-        const uint64_t groups = heads * ceil_div(rows, kRows);
-        l.dispatch(pipe, std::move(bindings), push, l.grid_1d(groups * kAttentionWg, kAttentionWg), node,
+        const uint64_t groups = heads * ceil_div(rows, rows_per_group);
+        l.dispatch(pipe, std::move(bindings), push, l.grid_1d(groups * wg, wg), node,
                    windows == 1 ? "" : fmt::format("keys {}/{}", w + 1, windows));
       }
     }
