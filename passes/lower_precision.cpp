@@ -10,6 +10,10 @@
 //     f32), and graph outputs stay f32: a conv_gemm / norm_act whose result reaches an
 //     output through reshape / permute / slice / clamp / scale / cast keeps dtype "f32";
 //     any other f16 output gets a cast to f32 (keeping the output's name).
+//   - Weights: a constant read only as conv_gemm's weight (operand 1) gets dtype
+//     "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
+//     f32 accumulator), the portable one converts on load; the interpreter rounds the
+//     constant the same way. Biases stay f32 (added in the f32 epilogue).
 //   - Range guards: every f16 conv_gemm result (an un-normalised stream: conv_in's
 //     output, the resnets' residual sums, the mid-block stream, the inputs of 1×1
 //     shortcut and upsample convs, conv1's output before norm2) is stored as y · 2^-k
@@ -305,11 +309,29 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   if (k < 0 || k > 24) return error("range_guard_log2 {} outside 0..24", k);
   Guards guards(g, k);
   STRATA_RETURN_IF_ERROR(guards.run(output_producers(g), unguarded_convs(g)));
+  // Conv weights to f16: only constants every reader takes as conv_gemm's weight.
+  std::vector<int> conv_weight_reads(g.values().size(), 0), reads(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      if (n.inputs[s] == kNoValue) continue;
+      ++reads[static_cast<size_t>(n.inputs[s])];
+      if (n.op == Op::conv_gemm && s == 1) ++conv_weight_reads[static_cast<size_t>(n.inputs[s])];
+    }
+  int64_t f16_weights = 0;
+  for (ValueId c : g.constants()) {
+    Value& v = g.value(c);
+    const size_t i = static_cast<size_t>(c);
+    if (v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i]) {
+      v.type.dtype = DType::f16;
+      ++f16_weights;
+    }
+  }
   int64_t f16_values = 0;
-  for (const Value& v : g.values()) f16_values += v.type.dtype == DType::f16;
+  for (const Value& v : g.values()) f16_values += v.type.dtype == DType::f16 && v.kind != ValueKind::constant;
   ctx.log.push_back(fmt::format(
-      "lower_precision: {} values f16, range guard 2^-{} on {} conv results, {} rescales, {} unguards, {} output casts",
-      f16_values, k, guards.guarded, guards.rescales, guards.unguards, guards.output_casts));
+      "lower_precision: {} values f16, {} conv weights f16, range guard 2^-{} on {} conv results, {} rescales, {} "
+      "unguards, {} output casts",
+      f16_values, f16_weights, k, guards.guarded, guards.rescales, guards.unguards, guards.output_casts));
   return Status::ok();
 }
 
