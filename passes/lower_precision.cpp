@@ -10,8 +10,8 @@
 //     f32), and graph outputs stay f32: a conv_gemm / norm_act whose result reaches an
 //     output through reshape / permute / slice / clamp / scale / cast keeps dtype "f32";
 //     any other f16 output gets a cast to f32 (keeping the output's name).
-//   - Weights: a constant read only as conv_gemm's weight (operand 1) gets dtype
-//     "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
+//   - Weights: a constant read only as conv_gemm's weight (operand 1), whose values
+//     are all within f16's range, gets dtype "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
 //     f32 accumulator), the portable one converts on load; the interpreter rounds the
 //     constant the same way. Biases stay f32 (added in the f32 epilogue).
 //   - Range guards: every f16 conv_gemm result (an un-normalised stream: conv_in's
@@ -301,6 +301,16 @@ private:
   bool guard_this_ = true;  // the current node may be guarded (unguarded_convs)
 };
 
+// Whether every value of weight `name` is finite and within f16's range (a weight
+// that is not stays f32: rounding it to f16 would make it infinite).
+bool fits_f16(const WeightStore& weights, const std::string& name) {
+  auto view = weights.get(name);
+  if (!view) return false;
+  for (float x : view->to_f32())
+    if (!(std::fabs(x) <= kF16Max)) return false;
+  return true;
+}
+
 }  // namespace
 
 Status run_lower_precision(Graph& g, PassContext& ctx) {
@@ -321,7 +331,8 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   for (ValueId c : g.constants()) {
     Value& v = g.value(c);
     const size_t i = static_cast<size_t>(c);
-    if (v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i]) {
+    if (v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i] &&
+        fits_f16(ctx.weights, v.weight)) {
       v.type.dtype = DType::f16;
       ++f16_weights;
     }

@@ -41,14 +41,15 @@ constexpr const char* kBefore = R"(graph @prec(%x: f32[1,4,4,4]) {
 // residual_scale, in_scale); norm_act results are not guarded, so the add brings %n to
 // the stream's 2^-4 with a scale node; the guard travels through reshape / permute /
 // upsample; softmax is not linear, so it reads an f32 copy scaled back; the conv
-// feeding the clamped output stores f32 (no guard).
+// feeding the clamped output stores f32 (no guard). The conv weights (read only by
+// conv_gemm, all within f16's range) become f16; the bias and the norm gain stay f32.
 constexpr const char* kAfter = R"(graph @prec(%x: f32[1,4,4,4]) {
-  %w1: f32[8,4,3,3] = weight "w1"
+  %w1: f16[8,4,3,3] = weight "w1"
   %b1: f32[8] = weight "b1"
   %c1: f16[1,8,4,4] = conv_gemm "c1" (%x, %w1, %b1) {dtype = "f16", kernel = [3, 3], out_scale = 0.0625, pad = [1, 1], weight_layout = "oihw"}
   %g: f32[8] = weight "g"
   %n: f16[1,8,4,4] = norm_act "n" (%c1, %g) {dtype = "f16", eps = 1e-12, in_scale = 16.0, norm = "rms", silu = 1}
-  %w2: f32[8,8,3,3] = weight "w2"
+  %w2: f16[8,8,3,3] = weight "w2"
   %c2: f16[1,8,4,4] = conv_gemm "c2" (%n, %w2, _, %c1) {dtype = "f16", kernel = [3, 3], out_scale = 0.0625, pad = [1, 1], residual_scale = 16.0, weight_layout = "oihw"}
   %n.guard: f16[1,8,4,4] = scale "n.guard" (%n) {mul = 0.0625}
   %a: f16[1,8,4,4] = add "a" (%c2, %n.guard)
@@ -58,7 +59,7 @@ constexpr const char* kAfter = R"(graph @prec(%x: f32[1,4,4,4]) {
   %t.unguard: f32[16,8] = scale "t.unguard" (%t.f32) {mul = 16.0}
   %sm: f32[16,8] = softmax "sm" (%t.unguard)
   %u: f16[1,8,8,8] = upsample_nearest "u" (%c2) {factors = [2, 2]}
-  %w3: f32[3,8,3,3] = weight "w3"
+  %w3: f16[3,8,3,3] = weight "w3"
   %y: f32[1,3,8,8] = conv_gemm "y" (%u, %w3) {acc_scale = 16.0, dtype = "f32", kernel = [3, 3], pad = [1, 1], weight_layout = "oihw"}
   %yc: f32[1,3,8,8] = clamp "yc" (%y) {max = 1.0, min = -1.0}
   return %yc, %sm
