@@ -14,6 +14,7 @@
 //     are all within f16's range, gets dtype "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
 //     f32 accumulator), the portable one converts on load; the interpreter rounds the
 //     constant the same way. Biases stay f32 (added in the f32 epilogue).
+//     CompileOptions::f16_conv_weights = false keeps every weight f32.
 //   - Range guards: every f16 conv_gemm result (an un-normalised stream: conv_in's
 //     output, the resnets' residual sums, the mid-block stream, the inputs of 1×1
 //     shortcut and upsample convs, conv1's output before norm2) is stored as y · 2^-k
@@ -331,7 +332,7 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   for (ValueId c : g.constants()) {
     Value& v = g.value(c);
     const size_t i = static_cast<size_t>(c);
-    if (v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i] &&
+    if (ctx.options.f16_conv_weights && v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i] &&
         fits_f16(ctx.weights, v.weight)) {
       v.type.dtype = DType::f16;
       ++f16_weights;

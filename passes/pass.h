@@ -38,6 +38,10 @@ struct CompileOptions {
   // to f16 (x · 2^-k stored, ·2^k restored in the consumer's f32 epilogue).
   // nullopt: the pass's default from measured stream maxima.
   std::optional<int> range_guard_log2;
+  // lower_precision stores conv_gemm weights as f16 too (those within f16's range):
+  // what the tensor-core conv kernel multiplies. false keeps them f32 (tests that
+  // isolate the activations' rounding).
+  bool f16_conv_weights = true;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

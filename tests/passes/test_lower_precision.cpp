@@ -97,11 +97,13 @@ TEST(LowerPrecisionTest, F32LeavesGraphUnchanged) {
 }
 
 // The decoder-shaped graph through pad → layout → precision, against itself in f32.
-Graph lowered(WeightStore& store, const DecoderLikeOptions& d, std::optional<int> k, bool pad_and_layout = true) {
+Graph lowered(WeightStore& store, const DecoderLikeOptions& d, std::optional<int> k, bool pad_and_layout = true,
+              bool f16_conv_weights = true) {
   Graph g = testing::decoder_like(store, d);
   CompileOptions options;
   options.precision = Precision::f16;
   options.range_guard_log2 = k;
+  options.f16_conv_weights = f16_conv_weights;
   PassContext ctx = context(options, store);
   if (pad_and_layout) {
     EXPECT_TRUE(run_pad_channels(g, ctx).is_ok());
@@ -169,7 +171,10 @@ TEST(LowerPrecisionTest, RangeGuardKeepsLargeStreamFinite) {
   for (const RangeReport& r : *bad_report) overflowing += r.overflow();
   EXPECT_GT(overflowing, 0) << format_range_reports(*bad_report);
 
-  Graph guarded = lowered(store, d, 4);
+  // The stream's relative error below is that of f16 activations: weights stay f32
+  // here (rounding conv_in's 3e5-gain weights too adds their own error, which
+  // cancellation in the dot products turns into more than 2e-3 on small outputs).
+  Graph guarded = lowered(store, d, 4, true, false);
   auto good = testing::run_graph(guarded, store, in);
   EXPECT_TRUE(all_finite(good));
   EXPECT_GE(testing::psnr(good[0], (*want)[0]), 55.0);
