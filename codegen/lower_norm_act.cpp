@@ -1,13 +1,35 @@
 // lower_norm_act: norm_act -> kernels/norm_act_*.comp.
 //
-//   norm = "group"  three passes with exact statistics, like group_norm:
-//                   norm_act_stats (Welford per chunk of one (image, group): P
-//                   positions × the group's cg channels, ≈ 4096 values, (mean, M2) to
-//                   scratch), group_norm_reduce (Chan merge per (image, group),
-//                   (mean, rstd) to scratch), norm_act_apply (one invocation per stored
-//                   output element: normalise, γ, β, SiLU, zeros in padding slots).
-//   norm = "rms"    norm_act_rms, one invocation per position (Kahan sum of t² over the
-//                   real channels, then every channel slot stored).
+//   norm = "group"  three passes with exact statistics, like group_norm: per-chunk
+//                   (mean, M2) to scratch, group_norm_reduce (Chan merge per (image,
+//                   group), (mean, rstd) to scratch), then the apply pass (normalise,
+//                   γ, β, SiLU, zeros in padding slots).
+//   norm = "rms"    one pass (sum of t² over the real channels, then every channel slot
+//                   stored).
+//
+// Each pass has a vector variant (norm_act_{stats,apply,rms}_vec.comp) and the portable
+// scalar one (norm_act_{stats,apply,rms}.comp):
+//
+//   vector   taken when the operands the pass reads and writes are channel-contiguous
+//            (nhwc) with R real channels and every position stride a multiple of 8, the
+//            value's offset 16-byte aligned, and (apply, rms) γ, β, bias stored f32 at
+//            aligned offsets (`vector_layout` below), so that 8 channel slots of a
+//            position are one 16-byte load or store (f16: one uvec4; f32: two vec4).
+//            stats: one workgroup per chunk of P ≈ 16384 / R positions × all channels
+//            of one image (a contiguous run of rows), each invocation owning 8 channels
+//            and Chan-merging whole rows of its groups, a fixed tree per column and per
+//            group (group size CG a multiple of 8 or a divisor of 8, R ≤ 8·WG). apply:
+//            U vectors per invocation, loaded before any is computed. rms: Cs / 8
+//            invocations per position and a fixed shared-memory tree for Σ t².
+//   scalar   any layout and storage: norm_act_stats (Welford per chunk of one (image,
+//            group): P positions × the group's cg channels, ≈ 4096 values),
+//            norm_act_apply (one invocation per stored element), norm_act_rms (one
+//            invocation per position, Kahan sum).
+//
+// The choice depends on the node's types and placement only, never on bands, so a
+// banded node runs the same variant and the same arithmetic as an unbanded one. Both
+// statistics variants write (mean, M2) per (image, group, chunk) in the layout that
+// group_norm_reduce reads (CHUNK = P·cg values).
 //
 // t = x · in_scale + bias[c] is formed on read in every pass. Statistics use the
 // first `channels` (R) channels only; output slots c >= R (the padding channels of
@@ -37,6 +59,13 @@ using runtime::Access;
 constexpr uint32_t kStatsWg = 256;    // norm_act_stats / group_norm_reduce invocations
 constexpr uint32_t kChunkValues = 4096;  // values per statistics chunk (about)
 constexpr uint32_t kApplyWg = 64;     // norm_act_apply / norm_act_rms invocations
+// Vector variants (*_vec.comp), sizes measured on an H200 (Flux and Qwen-Image 1024²).
+constexpr uint32_t kVecStatsWg = 128;        // norm_act_stats_vec invocations (R <= 8·WG)
+constexpr uint32_t kVecStatsRows = 2;        // rows in flight per invocation (U)
+constexpr int64_t kVecChunkValues = 16384;   // values per statistics chunk (about)
+constexpr uint32_t kVecApplyWg = 256;        // norm_act_apply_vec invocations
+constexpr uint32_t kVecApplyVectors = 2;     // 8-slot vectors per invocation (U)
+constexpr uint32_t kVecRmsWg = 256;          // norm_act_rms_vec invocations (Cs <= 8·WG)
 
 // (image, channel, position) element strides of a value x[N, C, spatial...] whose
 // spatial dims are contiguous among themselves (true of the logical and nhwc layouts).
@@ -56,6 +85,30 @@ Expected<ImageStrides> image_strides(const Lowering& l, const Node& node, ValueI
 }
 
 void push(PushConstants& p, const ImageStrides& s) { p.u32(s.n).u32(s.c).u32(s.s); }
+
+// The largest power of two below n (0 for n <= 1): the first stride of the kernels'
+// shared-memory trees over n entries.
+uint32_t tree_stride(uint64_t n) {
+  if (n <= 1) return 0;
+  uint32_t s = 1;
+  while (2 * uint64_t{s} < n) s <<= 1;
+  return s;
+}
+
+// Whether `v` (an activation x or y) can be read or written in 8-slot vectors of 16
+// bytes (f16) or 32 bytes (f32): channel-contiguous, position stride a multiple of 8
+// and 16-byte aligned. Windows of whole positions then start on a vector too: their
+// first element is a multiple of 8, so the binding offset (the aligned offset at or
+// below it, Lowering::element_window) is 16-byte aligned and the base a multiple of 8
+// (f16) or 4 (f32) elements, which is all the vector kernels need.
+bool vector_layout(const Lowering& l, ValueId v, const ImageStrides& s) {
+  return s.c == 1 && s.s % 8 == 0 && s.n % 8 == 0 && l.location(v).offset % 16 == 0;
+}
+
+// Whether a parameter (γ, β, bias) can be read as vec4: f32 and 16-byte aligned.
+bool vector_param(const Lowering& l, ValueId v) {
+  return v == kNoValue || (l.storage(v) == DType::f32 && l.location(v).offset % 16 == 0);
+}
 
 }  // namespace
 
@@ -100,6 +153,19 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   STRATA_ASSIGN_OR_RETURN(ImageStrides sx, image_strides(l, node, x));
   STRATA_ASSIGN_OR_RETURN(ImageStrides sy, image_strides(l, node, y));
 
+  // Vector variants (see the header): x readable and y writable as 8-slot vectors.
+  const bool x16 = l.storage(x) == DType::f16, y16 = l.storage(y) == DType::f16;
+  const bool x_vec = real > 0 && real % 8 == 0 && vector_layout(l, x, sx);
+  const bool out_vec = x_vec && slots % 8 == 0 && vector_layout(l, y, sy) && vector_param(l, gamma) &&
+                       vector_param(l, beta) && vector_param(l, bias);
+  Defines vec_out = {{"HAS_BETA", beta == kNoValue ? "0" : "1"},
+                     {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                     {"SILU", silu ? "1" : "0"},
+                     {"ROUND", round_define(l.type(y).dtype)},
+                     {"X16", x16 ? "1" : "0"},
+                     {"Y16", y16 ? "1" : "0"}};
+  if (x16 || y16) vec_out["F16"] = "1";
+
   Defines types = {{"HAS_BETA", beta == kNoValue ? "0" : "1"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
   add_type_define(types, "X_T", l.storage(x));
   add_type_define(types, "G_T", l.storage(gamma));
@@ -120,41 +186,67 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   out_defines["ROUND"] = round_define(l.type(y).dtype);
   add_type_define(out_defines, "Y_T", l.storage(y));
   const uint32_t optional = (beta != kNoValue) + (bias != kNoValue);
+  // Bindings of x and y for window i (the whole values when not banded).
+  auto xy_windows = [&](size_t i) {
+    std::pair<Lowering::ElementWindow, Lowering::ElementWindow> w{{l.bind(x, Access::read), 0},
+                                                                  {l.bind(y, Access::write), 0}};
+    if (banded) {
+      w.first = position_window(x, windows[i], Access::read);
+      w.second = position_window(y, windows[i], Access::write);
+    }
+    return w;
+  };
+  auto params = [&](std::vector<runtime::BindingDesc>& b) {
+    b.push_back(l.bind(gamma, Access::read));
+    if (beta != kNoValue) b.push_back(l.bind(beta, Access::read));
+    if (bias != kNoValue) b.push_back(l.bind(bias, Access::read));
+  };
 
   if (norm == "rms") {
-    STRATA_ASSIGN_OR_RETURN(uint32_t pipe,
-                            l.pipeline(key_for("norm_act_rms.comp", kApplyWg, 3 + optional, 15, out_defines)));
+    const bool vec = out_vec && slots <= int64_t{8} * kVecRmsWg;
+    const uint32_t wg = vec ? kVecRmsWg : kApplyWg;
+    const uint32_t yvecs = static_cast<uint32_t>(slots / 8), per_group = vec ? wg / yvecs : 0;
+    Defines vec_rms = vec_out;
+    vec_rms["YV"] = std::to_string(yvecs);
+    vec_rms["YS"] = std::to_string(tree_stride(yvecs));
+    const KernelKey key = vec ? key_for("norm_act_rms_vec.comp", wg, 3 + optional, 12, vec_rms)
+                              : key_for("norm_act_rms.comp", wg, 3 + optional, 15, out_defines);
+    STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
     for (size_t i = 0; i < windows.size(); ++i) {
       const uint64_t positions = banded ? static_cast<uint64_t>(windows[i].count) : static_cast<uint64_t>(xs[0] * spatial);
       const uint64_t per_image = banded ? positions : static_cast<uint64_t>(spatial);
-      Lowering::ElementWindow xw{l.bind(x, Access::read), 0}, yw{l.bind(y, Access::write), 0};
-      if (banded) {
-        xw = position_window(x, windows[i], Access::read);
-        yw = position_window(y, windows[i], Access::write);
-      }
+      auto [xw, yw] = xy_windows(i);
       PushConstants p;
       p.u32(static_cast<uint32_t>(positions)).u32(static_cast<uint32_t>(per_image));
-      p.u32(static_cast<uint32_t>(slots)).u32(static_cast<uint32_t>(real));
-      push(p, sx);
-      push(p, sy);
+      if (vec) {
+        p.u32(static_cast<uint32_t>(real / 8)).u32(sx.n).u32(sx.s).u32(sy.n).u32(sy.s);
+      } else {
+        p.u32(static_cast<uint32_t>(slots)).u32(static_cast<uint32_t>(real));
+        push(p, sx);
+        push(p, sy);
+      }
       p.f32(in_scale).f32(static_cast<float>(a.get_float("eps", 1e-12)));
       p.f32(static_cast<float>(std::sqrt(static_cast<double>(real))));
       p.u32(xw.base).u32(yw.base);
-      std::vector<runtime::BindingDesc> b = {xw.binding, l.bind(gamma, Access::read)};
-      if (beta != kNoValue) b.push_back(l.bind(beta, Access::read));
-      if (bias != kNoValue) b.push_back(l.bind(bias, Access::read));
+      std::vector<runtime::BindingDesc> b = {xw.binding};
+      params(b);
       b.push_back(yw.binding);
       const std::string step = windows.size() == 1 ? "" : step_name("band", i);
       STRATA_RETURN_IF_ERROR(l.check_ranges(node, b, step));
-      l.dispatch(pipe, std::move(b), p, l.grid_1d(positions, kApplyWg), node, step);
+      const uint64_t invocations = vec ? (positions + per_group - 1) / per_group * wg : positions;
+      l.dispatch(pipe, std::move(b), p, l.grid_1d(invocations, wg), node, step);
     }
     return Status::ok();
   }
   if (norm != "group") return l.fail(node, "norm '" + norm + "' has no kernel");
 
-  // Chunks of P positions × cg channels per (image, group) segment.
+  // Chunks of P positions per (image, group) segment: × cg channels in the scalar
+  // statistics pass, × all R channels (all groups at once) in the vector pass.
   const int64_t groups = a.get_int("groups"), cg = real / groups;
-  const int64_t per_chunk = std::max<int64_t>(1, kChunkValues / cg);
+  const bool stats_vec =
+      x_vec && cg > 0 && real / 8 <= int64_t{kVecStatsWg} && (cg % 8 == 0 || 8 % cg == 0);
+  const int64_t per_chunk =
+      stats_vec ? std::max<int64_t>(1, kVecChunkValues / real) : std::max<int64_t>(1, kChunkValues / cg);
   const int64_t per_seg = (spatial + per_chunk - 1) / per_chunk, segments = xs[0] * groups;
   const int64_t chunks = segments * per_seg;
   if (static_cast<uint64_t>(spatial * cg) > UINT32_MAX)
@@ -163,34 +255,62 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   const Location stats = l.scratch(node, static_cast<uint64_t>(segments) * 8);  // (mean, rstd) per segment
   const bool ch_fast_x = sx.c == 1, ch_fast_y = sy.c == 1;
 
-  Defines stats_defines = {{"CH_FAST", ch_fast_x ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
-  add_type_define(stats_defines, "X_T", l.storage(x));
+  Defines stats_defines = {{"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
   if (bias != kNoValue) add_type_define(stats_defines, "BI_T", l.storage(bias));
+  if (stats_vec) {
+    stats_defines["CG"] = std::to_string(cg);
+    stats_defines["U"] = std::to_string(kVecStatsRows);
+    stats_defines["X16"] = x16 ? "1" : "0";
+    if (x16) stats_defines["F16"] = "1";
+  } else {
+    stats_defines["CH_FAST"] = ch_fast_x ? "1" : "0";
+    add_type_define(stats_defines, "X_T", l.storage(x));
+  }
   out_defines["CH_FAST"] = ch_fast_y ? "1" : "0";
-  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe, l.pipeline(key_for("norm_act_stats.comp", kStatsWg,
-                                                                   2 + (bias != kNoValue), 13, stats_defines)));
+  const uint32_t stats_wg = stats_vec ? kVecStatsWg : kStatsWg;
+  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe,
+                          l.pipeline(key_for(stats_vec ? "norm_act_stats_vec.comp" : "norm_act_stats.comp", stats_wg,
+                                             2 + (bias != kNoValue), stats_vec ? 14 : 13, stats_defines)));
   STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe,
                           l.pipeline(key_for("group_norm_reduce.comp", kStatsWg, 2, 4,
                                              {{"CHUNK", std::to_string(per_chunk * cg)}})));
-  STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe,
-                          l.pipeline(key_for("norm_act_apply.comp", kApplyWg, 4 + optional, 15, out_defines)));
+  Defines vec_apply = vec_out;
+  vec_apply["CG"] = std::to_string(cg);
+  vec_apply["U"] = std::to_string(kVecApplyVectors);
+  vec_apply["YV"] = std::to_string(slots / 8);
+  // Dense: x and y have the same slots and no gaps, so vector i is at element 8·i of both.
+  const bool dense = int64_t{sx.s} == slots && int64_t{sy.s} == slots && int64_t{sx.n} == spatial * slots &&
+                     int64_t{sy.n} == spatial * slots;
+  vec_apply["DENSE"] = dense ? "1" : "0";
+  const KernelKey apply_key = out_vec ? key_for("norm_act_apply_vec.comp", kVecApplyWg, 4 + optional, 11, vec_apply)
+                                      : key_for("norm_act_apply.comp", kApplyWg, 4 + optional, 15, out_defines);
+  STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe, l.pipeline(apply_key));
 
   // Statistics windows: whole chunks, about one band of positions each (at least one
   // chunk), so a window never splits a chunk.
   const int64_t parts_per_window = banded ? std::max<int64_t>(1, band_positions / per_chunk) : per_seg;
+  const uint32_t cols = static_cast<uint32_t>(real / 8), lanes = stats_vec ? kVecStatsWg / cols : 0;
   for (int64_t part0 = 0, i = 0, n = (per_seg + parts_per_window - 1) / parts_per_window; part0 < per_seg;
        part0 += parts_per_window, ++i) {
     const int64_t parts = std::min(parts_per_window, per_seg - part0);
-    const int64_t window_chunks = banded ? groups * parts : chunks;
+    // Workgroups: one per (image, chunk) in the vector pass, per (image, group, chunk)
+    // in the scalar one.
+    const int64_t window_chunks = (banded ? 1 : xs[0]) * (stats_vec ? 1 : groups) * (banded ? parts : per_seg);
     Lowering::ElementWindow xw{l.bind(x, Access::read), 0};
     if (banded) {
       const int64_t first = part0 * per_chunk, last = std::min(spatial, (part0 + parts) * per_chunk);
       xw = position_window(x, PositionWindow{first, last - first}, Access::read);
     }
     PushConstants sp;
-    sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
-    sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
-    push(sp, sx);
+    if (stats_vec) {
+      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(per_chunk)).u32(static_cast<uint32_t>(per_seg));
+      sp.u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
+      sp.u32(cols).u32(lanes).u32(tree_stride(lanes)).u32(sx.n).u32(sx.s);
+    } else {
+      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
+      sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
+      push(sp, sx);
+    }
     sp.f32(in_scale);
     sp.u32(static_cast<uint32_t>(part0)).u32(static_cast<uint32_t>(banded ? parts : per_seg)).u32(xw.base);
     std::vector<runtime::BindingDesc> sb = {xw.binding};
@@ -198,7 +318,7 @@ Status lower_norm_act(Lowering& l, const Node& node) {
     sb.push_back(Lowering::bind_scratch(partial, Access::write));
     const std::string step = n == 1 ? std::string("stats") : fmt::format("stats {}/{}", i + 1, n);
     STRATA_RETURN_IF_ERROR(l.check_ranges(node, sb, step));
-    l.dispatch(stats_pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(window_chunks) * kStatsWg, kStatsWg),
+    l.dispatch(stats_pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(window_chunks) * stats_wg, stats_wg),
                node, step);
   }
 
@@ -211,26 +331,29 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   for (size_t i = 0; i < windows.size(); ++i) {
     const int64_t per_image = banded ? windows[i].count : spatial;
     const uint64_t total = static_cast<uint64_t>((banded ? 1 : xs[0]) * per_image * slots);
-    Lowering::ElementWindow xw{l.bind(x, Access::read), 0}, yw{l.bind(y, Access::write), 0};
-    if (banded) {
-      xw = position_window(x, windows[i], Access::read);
-      yw = position_window(y, windows[i], Access::write);
-    }
+    auto [xw, yw] = xy_windows(i);
     PushConstants ap;
-    ap.u32(static_cast<uint32_t>(total)).u32(static_cast<uint32_t>(per_image)).u32(static_cast<uint32_t>(slots));
-    ap.u32(static_cast<uint32_t>(real)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(groups));
-    push(ap, sx);
-    push(ap, sy);
+    if (out_vec) {
+      ap.u32(static_cast<uint32_t>(total / 8)).u32(static_cast<uint32_t>(per_image));
+      ap.u32(cols).u32(static_cast<uint32_t>(groups)).u32(sx.n).u32(sx.s).u32(sy.n).u32(sy.s);
+    } else {
+      ap.u32(static_cast<uint32_t>(total)).u32(static_cast<uint32_t>(per_image)).u32(static_cast<uint32_t>(slots));
+      ap.u32(static_cast<uint32_t>(real)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(groups));
+      push(ap, sx);
+      push(ap, sy);
+    }
     ap.f32(in_scale);
     ap.u32(xw.base).u32(yw.base);
-    std::vector<runtime::BindingDesc> ab = {xw.binding, Lowering::bind_scratch(stats, Access::read),
-                                            l.bind(gamma, Access::read)};
-    if (beta != kNoValue) ab.push_back(l.bind(beta, Access::read));
-    if (bias != kNoValue) ab.push_back(l.bind(bias, Access::read));
+    std::vector<runtime::BindingDesc> ab = {xw.binding, Lowering::bind_scratch(stats, Access::read)};
+    params(ab);
     ab.push_back(yw.binding);
     const std::string step = step_name("apply", i);
     STRATA_RETURN_IF_ERROR(l.check_ranges(node, ab, step));
-    l.dispatch(apply_pipe, std::move(ab), ap, l.grid_1d(total, kApplyWg), node, step);
+    if (out_vec)
+      l.dispatch(apply_pipe, std::move(ab), ap,
+                 l.grid_1d((total / 8 + kVecApplyVectors - 1) / kVecApplyVectors, kVecApplyWg), node, step);
+    else
+      l.dispatch(apply_pipe, std::move(ab), ap, l.grid_1d(total, kApplyWg), node, step);
   }
   return Status::ok();
 }

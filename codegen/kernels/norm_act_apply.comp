@@ -14,6 +14,9 @@
 // bound as windows from position s0 (bases x_base, y_base); the statistics are the
 // whole tensor's, so each element is computed exactly as in one dispatch.
 //
+// The portable variant: the lowering uses it where norm_act_apply_vec.comp (nhwc x and
+// y in 16-byte vectors of 8 channel slots) does not apply.
+//
 // Defines: WG, CH_FAST, SILU, HAS_BETA, HAS_BIAS (0 / 1), ROUND (common.glsl),
 //          X_T G_T BE_T BI_T Y_T (float | float16_t, default float).
 // Bindings: x (read), stats (read), gamma (read), [beta (read)], [bias (read)],

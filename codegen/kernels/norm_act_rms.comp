@@ -11,6 +11,10 @@
 // A band (one image, positions [s0, s0 + S) of a larger tensor) is a dispatch with
 // positions = spatial = S and x, y bound as windows from position s0 (x_base, y_base).
 //
+// The portable variant: the lowering uses it where norm_act_rms_vec.comp (Cs / 8
+// invocations per position, 16-byte vectors, a shared-memory tree for Σ t²) does not
+// apply.
+//
 // Defines: WG, SILU, HAS_BETA, HAS_BIAS (0 / 1), ROUND (common.glsl),
 //          X_T G_T BE_T BI_T Y_T (float | float16_t, default float).
 // Bindings: x (read), gamma (read), [beta (read)], [bias (read)], y (write).

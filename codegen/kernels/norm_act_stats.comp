@@ -22,6 +22,9 @@
 // partial slot, so windowed statistics are bit-identical to one dispatch (part0 = 0,
 // parts = chunks_per_seg, x_base = 0).
 //
+// The portable variant: the lowering uses it where norm_act_stats_vec.comp (nhwc x read
+// in 16-byte vectors, all groups of a chunk of positions per workgroup) does not apply.
+//
 // Defines: WG (a power of two), CH_FAST (0 / 1), HAS_BIAS (0 / 1),
 //          X_T BI_T (float | float16_t, default float).
 // Bindings: x (read), [bias (read)], partial (write; (mean, M2) per global chunk).
