@@ -13,11 +13,11 @@
 // channels per step, 256 invocations.
 //
 // Tensor cores: on a target with them (Target::tensor_cores) an f16 conv_gemm whose
-// x is NHWC with 16-byte aligned pixels, Ci % 8 == 0, o_hwi weights and at least 16
-// output channels runs kernels/conv_gemm_coop.comp instead (same push constants,
+// x is NHWC with 16-byte aligned pixels, Ci % 8 == 0 and o_hwi weights runs
+// kernels/conv_gemm_coop.comp instead (same push constants,
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
-// subgroup) is CoopTile below (2x2x4x4; 2x2x1x1 for the emulation) unless
-// CodegenOptions::conv_tile names another.
+// subgroup, BK input channels per step) is default_coop_tile() below (one fragment
+// per subgroup for the emulation) unless CodegenOptions::conv_tile names another.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
@@ -62,19 +62,28 @@ struct CoopTile {
   uint32_t shared_bytes() const { return (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4; }
 };
 
-// "WPxWCxFPxFC" (e.g. "2x2x4x4"), or an error.
+// "WPxWCxFPxFC[xBK]" (e.g. "2x2x4x4" or "2x2x4x4x64"), or an error.
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
-  if (std::sscanf(text.c_str(), "%ux%ux%ux%u", &t.wp, &t.wc, &t.fp, &t.fc) != 4 || t.wp == 0 || t.wc == 0 ||
-      t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 || t.fp * t.fc > 32)
-    return error("conv tile '{}' is not WPxWCxFPxFC (subgroups and 16x16 fragments per subgroup, e.g. 2x2x4x4)",
+  char end = 0;
+  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &end);
+  if ((n != 4 && n != 5) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64))
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK] (subgroups and 16x16 fragments per subgroup, input "
+                 "channels per step 16, 32 or 64; e.g. 2x2x4x4)",
                  text);
   return t;
 }
 
-// Channels per fragment row a small conv would waste: below 16 output channels the
-// portable kernel's narrow tiles do better.
-constexpr int64_t kCoopMinChannels = 16;
+// The default tile: 128 pixels × 128 channels (measured best on the H200 among
+// 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
+// channel tiles for convs with few output channels (conv_out's 3), so the fragments
+// are not mostly zero rows.
+CoopTile default_coop_tile(int64_t channels) {
+  if (channels <= 16) return {4, 1, 2, 1};
+  if (channels <= 32) return {4, 1, 2, 2};
+  return {};
+}
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -116,7 +125,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   // 16-byte load: every such group must start 16-byte aligned in its binding.
   const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
                     l.storage(w) == DType::f16 && layout == "o_hwi" && x_cfast && ci % 8 == 0 &&
-                    sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 && co >= kCoopMinChannels &&
+                    sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
                     l.location(w).offset % 16 == 0;
   KernelKey key;
@@ -124,17 +133,18 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
-    CoopTile tile;
+    CoopTile tile = default_coop_tile(co_store);
     if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
     if (!l.options().conv_tile.empty()) {
       auto parsed = parse_coop_tile(l.options().conv_tile);
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }
-    const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size, loads_per_row = tile.bk / 8;
-    if ((tile.pixels() * loads_per_row) % invocations != 0 || (tile.channels() * loads_per_row) % invocations != 0)
-      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}: {} invocations cannot share its loads evenly",
-                                      tile.wp, tile.wc, tile.fp, tile.fc, invocations));
+    const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
+    if (invocations % (tile.bk / 8) != 0)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
+                                      "{} input channels",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
     if (tile.shared_bytes() > target.max_shared_memory_bytes)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{} needs {} bytes of shared memory, the target has {}",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.shared_bytes(),

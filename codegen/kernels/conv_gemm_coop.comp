@@ -20,13 +20,15 @@
 // WC·FC·16 output channels; each subgroup FP × FC accumulator fragments (its 16·FP
 // pixels × 16·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
 // transposed) in shared memory as f16 rows of BK + 8 (the pad spreads rows over the
-// banks), k contiguous; A fragments load row-major, B fragments column-major. The
+// banks), k contiguous; A fragments load row-major, B fragments column-major (native:
+// from uvec4 arrays, one 16-byte shared store per global load). The
 // next step's tiles are fetched into registers (uvec4, 8 halfs each) while the
 // current ones are multiplied. Epilogue: each subgroup writes one fragment at a time
 // to its own 16×16 f32 ep_at of shared memory, then its lanes apply
 // acc_scale / bias / residual / out_scale and store, channel-contiguous.
 //
 // Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, KH KW, U (0 | 1), HAS_BIAS,
+//          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
@@ -36,11 +38,18 @@
 #define WG (WP * WC * CM_SG)
 #define ROW (BK + 8)            // halfs per staged row
 #define VECS_PER_ROW (BK / 8)   // uvec4 loads per staged row
-#if (BK % 16) != 0 || ((BP * VECS_PER_ROW) % WG) != 0 || ((BC * VECS_PER_ROW) % WG) != 0
-#error "conv_gemm_coop.comp: BK must be a multiple of 16 and each tile a whole number of loads per invocation"
+#if (BK % 16) != 0
+#error "conv_gemm_coop.comp: BK must be a multiple of 16"
 #endif
-#define A_LOADS ((BP * VECS_PER_ROW) / WG)
-#define B_LOADS ((BC * VECS_PER_ROW) / WG)
+// 16-byte loads each invocation stages per step (the last may fall past the tile).
+#define A_LOADS ((BP * VECS_PER_ROW + WG - 1) / WG)
+#define B_LOADS ((BC * VECS_PER_ROW + WG - 1) / WG)
+// Native kernels stage through uvec4 arrays (one 16-byte store per load; the
+// cooperative-matrix loads then count offsets and strides in uvec4s of 8 halfs);
+// the emulation reads elements one by one, so it stages scalar halfs.
+#ifndef SMEM_VEC
+#define SMEM_VEC (COOPMAT == 1)
+#endif
 #define TAPS (KH * KW)
 
 #ifndef BIAS_T
@@ -82,8 +91,15 @@ layout(push_constant) uniform Push {
   uint y_base, r_base;
 } pc;
 
+#if SMEM_VEC
+shared uvec4 a_sh[BP * ROW / 8];  // halfs as below, 8 per element
+shared uvec4 b_sh[BC * ROW / 8];
+#define SH_UNIT 8u                // halfs per shared element
+#else
 shared float16_t a_sh[BP * ROW];  // a_sh[p · ROW + k]  = A[p0 + p, step k]
 shared float16_t b_sh[BC * ROW];  // b_sh[c · ROW + k]  = B[step k, c0 + c]
+#define SH_UNIT 1u
+#endif
 shared float ep_sh[WP * WC * 256];  // one 16×16 ep_at per subgroup (epilogue)
 
 uvec4 a_reg[A_LOADS];
@@ -106,14 +122,18 @@ void fetch(uint ky, uint kx, uint c0) {
   }
   const uint tap = ky * KW + kx;
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
-    const uint o = c_tile0 + (gl_LocalInvocationIndex / VECS_PER_ROW) + j * (WG / VECS_PER_ROW);
-    const bool ok = c_ok && o < pc.co;
+    const uint row = gl_LocalInvocationIndex / VECS_PER_ROW + j * (WG / VECS_PER_ROW);
+    const uint o = c_tile0 + row;
+    const bool ok = c_ok && row < BC && o < pc.co;
     const uint at = ok ? o * (TAPS * pc.ci) + tap * pc.ci + c : 0u;
     b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
   }
 }
 
-// A macro: shared arrays cannot be passed to functions.
+// A macro: shared arrays cannot be passed to functions. `at` counts halfs.
+#if SMEM_VEC
+#define STAGE8(arr, at, v) arr[(at) / 8u] = v
+#else
 #define STAGE8(arr, at, v)                        \
   {                                               \
     const f16vec2 h0 = unpackFloat2x16(v.x);      \
@@ -125,11 +145,18 @@ void fetch(uint ky, uint kx, uint c0) {
     arr[(at) + 4] = h2.x; arr[(at) + 5] = h2.y;   \
     arr[(at) + 6] = h3.x; arr[(at) + 7] = h3.y;   \
   }
+#endif
 
 void stage() {
   const uint row = gl_LocalInvocationIndex / VECS_PER_ROW;
-  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) STAGE8(a_sh, (row + j * (WG / VECS_PER_ROW)) * ROW + load_k, a_reg[j]);
-  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) STAGE8(b_sh, (row + j * (WG / VECS_PER_ROW)) * ROW + load_k, b_reg[j]);
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint r = row + j * (WG / VECS_PER_ROW);
+    if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, r * ROW + load_k, a_reg[j]);
+  }
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint r = row + j * (WG / VECS_PER_ROW);
+    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, r * ROW + load_k, b_reg[j]);
+  }
 }
 
 void main() {
@@ -142,8 +169,8 @@ void main() {
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
-    const uint p = p0 + tid / VECS_PER_ROW + j * (WG / VECS_PER_ROW);
-    a_valid[j] = p < pixels;
+    const uint r = tid / VECS_PER_ROW + j * (WG / VECS_PER_ROW), p = p0 + r;
+    a_valid[j] = r < BP && p < pixels;
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
   }
@@ -175,8 +202,10 @@ void main() {
     [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
       CM_A a[FP];
       CM_B b[FC];
-      [[unroll]] for (uint i = 0; i < FP; ++i) CM_LOAD(a[i], a_sh, ((sg_p * FP + i) * 16) * ROW + kk, ROW, false);
-      [[unroll]] for (uint j = 0; j < FC; ++j) CM_LOAD(b[j], b_sh, ((sg_c * FC + j) * 16) * ROW + kk, ROW, true);
+      [[unroll]] for (uint i = 0; i < FP; ++i)
+        CM_LOAD(a[i], a_sh, (((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+      [[unroll]] for (uint j = 0; j < FC; ++j)
+        CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
       [[unroll]] for (uint i = 0; i < FP; ++i)
         [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
     }

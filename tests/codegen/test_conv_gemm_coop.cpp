@@ -163,6 +163,9 @@ TEST(CodegenConvGemmCoop, TapsChannelsAndPartialTiles) {
   CoopCase strided;
   strided.stride = 2, strided.ci = 16, strided.co = 32, strided.h = 11, strided.w = 9;
   check(strided);
+  CoopCase three;  // conv_out: 3 output channels, a 16-channel tile
+  three.ci = 32, three.co = 3, three.h = 12, three.w = 11;
+  check(three);
   CoopCase padded_x;  // x with channel slots beyond Ci (read as zeros' neighbours, never used)
   padded_x.ci = 24, padded_x.co = 16, padded_x.x_layout = Layout{LayoutKind::nhwc, 32};
   check(padded_x);
@@ -179,7 +182,7 @@ TEST(CodegenConvGemmCoop, UpsampleResidualAndScales) {
 
 TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
   // Tiles chosen by measurement (CodegenOptions::conv_tile) change the work split,
-  // not the arithmetic of one output: same bytes as the default tile.
+  // not the arithmetic of one output: same bytes as the default tile (same BK).
   CoopCase c;
   c.ci = 32, c.co = 48, c.h = 10, c.w = 9;
   const Built t = build(c);
@@ -191,11 +194,22 @@ TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
     ASSERT_EQ(other.outputs.size(), 1u);
     testing::expect_identical(other.outputs[0], base.outputs[0]);
   }
+  // Another BK sums the taps and channel chunks in another order: the test's f16
+  // tolerance against the default tile, not the same bytes.
+  for (const char* tile : {"1x1x2x2x16", "2x2x1x1x64"}) {
+    SCOPED_TRACE(tile);
+    const Ran other = run(t, emulated_target(), tile);
+    ASSERT_EQ(other.outputs.size(), 1u);
+    testing::expect_close(other.outputs[0], base.outputs[0], 1e-3, 1e-5);
+  }
   codegen::CodegenOptions bad;
   bad.conv_tile = "2x2";
   auto plan = codegen::compile_plan(t.graph, t.weights, emulated_target(), bad);
   ASSERT_FALSE(plan);
   EXPECT_NE(plan.message().find("WPxWCxFPxFC"), std::string::npos) << plan.message();
+  bad.conv_tile = "2x2x4x4x48";  // BK must be 16, 32 or 64
+  plan = codegen::compile_plan(t.graph, t.weights, emulated_target(), bad);
+  ASSERT_FALSE(plan);
 }
 
 TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
@@ -239,7 +253,7 @@ TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // decoders use: 3×3 with upsample gather and residual, 1×1.
   for (const char* k : {"1", "3"}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", "4"},     {"BK", "32"},      {"KH", k},
+                          {"FP", "4"},      {"FC", "4"},     {"BK", k[0] == '1' ? "64" : "32"}, {"KH", k},
                           {"KW", k},        {"U", "1"},      {"HAS_BIAS", "1"}, {"HAS_RES", "1"},
                           {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
     auto spirv = codegen::compile_kernel("conv_gemm_coop.comp", d);
