@@ -16,8 +16,9 @@
 // x is NHWC with 16-byte aligned pixels, Ci % 8 == 0 and o_hwi weights runs
 // kernels/conv_gemm_coop.comp instead (same push constants,
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
-// subgroup, BK input channels per step) is default_coop_tile() below (one fragment
-// per subgroup for the emulation) unless CodegenOptions::conv_tile names another.
+// subgroup, BK input channels per step, shared buffers: two where they fit) is
+// default_coop_tile() below (one fragment per subgroup for the emulation) unless
+// CodegenOptions::conv_tile names another.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
@@ -57,20 +58,24 @@ GemmTile choose_tile(int64_t channels) {
 // BK input channels per step.
 struct CoopTile {
   uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32;
+  uint32_t stages = 0;  // shared-memory buffers: 2, or 1; 0 = 2 where they fit
   uint32_t pixels() const { return wp * fp * 16; }
   uint32_t channels() const { return wc * fc * 16; }
-  uint32_t shared_bytes() const { return (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4; }
+  uint32_t shared_bytes(uint32_t buffers) const {
+    return buffers * (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
+  }
 };
 
-// "WPxWCxFPxFC[xBK]" (e.g. "2x2x4x4" or "2x2x4x4x64"), or an error.
+// "WPxWCxFPxFC[xBK[xSTAGES]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1"), or an error.
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
-  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &end);
-  if ((n != 4 && n != 5) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
-      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64))
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK] (subgroups and 16x16 fragments per subgroup, input "
-                 "channels per step 16, 32 or 64; e.g. 2x2x4x4)",
+  const int n =
+      std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages, &end);
+  if ((n < 4 || n > 6) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages > 2)
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES]] (subgroups and 16x16 fragments per subgroup, "
+                 "input channels per step 16, 32 or 64, 1 or 2 shared buffers; e.g. 2x2x4x4)",
                  text);
   return t;
 }
@@ -145,10 +150,12 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes() > target.max_shared_memory_bytes)
-      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{} needs {} bytes of shared memory, the target has {}",
-                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.shared_bytes(),
-                                      target.max_shared_memory_bytes));
+    if (tile.stages == 0) tile.stages = tile.shared_bytes(2) <= target.max_shared_memory_bytes ? 2 : 1;
+    if (tile.shared_bytes(tile.stages) > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} needs {} bytes of shared memory, the "
+                                      "target has {}",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages,
+                                      tile.shared_bytes(tile.stages), target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
     tile_channels = tile.channels();
     key.file = "conv_gemm_coop.comp";
@@ -156,11 +163,21 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"CM_SG", std::to_string(target.subgroup_size)},
                    {"WP", std::to_string(tile.wp)},  {"WC", std::to_string(tile.wc)},
                    {"FP", std::to_string(tile.fp)},  {"FC", std::to_string(tile.fc)},
-                   {"BK", std::to_string(tile.bk)},  {"KH", std::to_string(k[0])},
+                   {"BK", std::to_string(tile.bk)},  {"STAGES", std::to_string(tile.stages)},
+                   {"KH", std::to_string(k[0])},
                    {"KW", std::to_string(k[1])},     {"U", gather == "upsample2x" ? "1" : "0"},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
                    {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
     key.workgroup_size = {invocations, 1, 1};
+    // 16-byte stores of 8 channels (and residual loads) where y and the residual are
+    // f16 NHWC with aligned pixels.
+    auto vector_rows = [&](ValueId v) {
+      const std::vector<int64_t> sv = l.strides(v);
+      return l.storage(v) == DType::f16 && sv[1] == 1 && sv[0] % 8 == 0 && sv[2] % 8 == 0 && sv[3] % 8 == 0 &&
+             l.location(v).offset % 16 == 0;
+    };
+    const bool vec_out = co_store % 8 == 0 && vector_rows(y) && (res == kNoValue || vector_rows(res));
+    key.defines["VEC_OUT"] = vec_out ? "1" : "0";
   } else {
     const GemmTile tile = choose_tile(co_store);
     if (tile.shared_bytes(x_cfast) > target.max_shared_memory_bytes)

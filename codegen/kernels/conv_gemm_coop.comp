@@ -27,7 +27,14 @@
 // to its own 16×16 f32 ep_at of shared memory, then its lanes apply
 // acc_scale / bias / residual / out_scale and store, channel-contiguous.
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, KH KW, U (0 | 1), HAS_BIAS,
+// VEC_OUT = 1 (f16 NHWC y with 16-byte aligned pixels and Co_store % 8 == 0, the
+// residual likewise or absent): each lane finishes 8 channels of one pixel and stores
+// them (and loads their residual) as one 16-byte access.
+//
+// STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
+// of step s + 1 are in flight while step s multiplies).
+//
+// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
@@ -51,6 +58,9 @@
 #define SMEM_VEC (COOPMAT == 1)
 #endif
 #define TAPS (KH * KW)
+#ifndef VEC_OUT
+#define VEC_OUT 0
+#endif
 
 #ifndef BIAS_T
 #define BIAS_T float
@@ -72,8 +82,14 @@ layout(std430, binding = 2) readonly buffer BiasBuf { BIAS_T bias[]; };
 #endif
 #if HAS_RES
 layout(std430, binding = 2 + HAS_BIAS) readonly buffer RBuf { R_T res[]; };
+#if VEC_OUT
+layout(std430, binding = 2 + HAS_BIAS) readonly buffer RBufV { uvec4 resv[]; };
+#endif
 #endif
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]; };
+#if VEC_OUT
+layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { uvec4 yv[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint ci, co, co_store;
@@ -91,13 +107,18 @@ layout(push_constant) uniform Push {
   uint y_base, r_base;
 } pc;
 
+#ifndef STAGES
+#define STAGES 1
+#endif
 #if SMEM_VEC
-shared uvec4 a_sh[BP * ROW / 8];  // halfs as below, 8 per element
-shared uvec4 b_sh[BC * ROW / 8];
+shared uvec4 a_sh[STAGES * BP * ROW / 8];  // halfs as below, 8 per element
+shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
-shared float16_t a_sh[BP * ROW];  // a_sh[p · ROW + k]  = A[p0 + p, step k]
-shared float16_t b_sh[BC * ROW];  // b_sh[c · ROW + k]  = B[step k, c0 + c]
+// Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k],
+//           b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
+shared float16_t a_sh[STAGES * BP * ROW];
+shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
 shared float ep_sh[WP * WC * 256];  // one 16×16 ep_at per subgroup (epilogue)
@@ -147,15 +168,34 @@ void fetch(uint ky, uint kx, uint c0) {
   }
 #endif
 
-void stage() {
+void stage(uint buf) {
   const uint row = gl_LocalInvocationIndex / VECS_PER_ROW;
+  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = row + j * (WG / VECS_PER_ROW);
-    if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, r * ROW + load_k, a_reg[j]);
+    if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
   }
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const uint r = row + j * (WG / VECS_PER_ROW);
-    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, r * ROW + load_k, b_reg[j]);
+    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, b0 + r * ROW + load_k, b_reg[j]);
+  }
+}
+
+CM_ACC acc[FP][FC];
+uint sg_p, sg_c;  // this subgroup's fragment block
+
+// acc += the staged tiles of buffer `buf`.
+void multiply(uint buf) {
+  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+  [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+    CM_A a[FP];
+    CM_B b[FC];
+    [[unroll]] for (uint i = 0; i < FP; ++i)
+      CM_LOAD(a[i], a_sh, (a0 + ((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+    [[unroll]] for (uint j = 0; j < FC; ++j)
+      CM_LOAD(b[j], b_sh, (b0 + ((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+    [[unroll]] for (uint i = 0; i < FP; ++i)
+      [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
 }
 
@@ -176,8 +216,8 @@ void main() {
   }
 
   const uint sg = gl_SubgroupID;
-  const uint sg_p = sg % WP, sg_c = sg / WP;  // this subgroup's fragment block
-  CM_ACC acc[FP][FC];
+  sg_p = sg % WP;
+  sg_c = sg / WP;
   [[unroll]] for (uint i = 0; i < FP; ++i)
     [[unroll]] for (uint j = 0; j < FC; ++j) CM_FILL(acc[i][j], 0.0);
 
@@ -185,9 +225,32 @@ void main() {
   const uint steps = TAPS * chunks;
   uint ky = 0, kx = 0, c0 = 0;
   fetch(ky, kx, c0);
+#if STAGES == 2
+  // Two buffers: step s multiplies buffer s % 2 while the next step's tiles, fetched
+  // into registers before, are staged into the other; one barrier per step (everyone
+  // has finished step s - 1, which read the buffer step s + 1 overwrites).
+  stage(0u);
+  barrier();
+  for (uint s = 0; s < steps; ++s) {
+    const uint buf = s & 1u;
+    if (s + 1 < steps) {
+      if (++kx == KW) {
+        kx = 0;
+        if (++ky == KH) {
+          ky = 0;
+          c0 += BK;
+        }
+      }
+      fetch(ky, kx, c0);
+    }
+    multiply(buf);
+    if (s + 1 < steps) stage(buf ^ 1u);
+    barrier();
+  }
+#else
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous tiles
-    stage();
+    stage(0u);
     barrier();
     if (s + 1 < steps) {
       if (++kx == KW) {
@@ -199,17 +262,9 @@ void main() {
       }
       fetch(ky, kx, c0);
     }
-    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
-      CM_A a[FP];
-      CM_B b[FC];
-      [[unroll]] for (uint i = 0; i < FP; ++i)
-        CM_LOAD(a[i], a_sh, (((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
-      [[unroll]] for (uint j = 0; j < FC; ++j)
-        CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
-      [[unroll]] for (uint i = 0; i < FP; ++i)
-        [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
-    }
+    multiply(0u);
   }
+#endif
 
   // Epilogue, one fragment at a time through this subgroup's ep_at: lane l takes
   // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
@@ -220,6 +275,40 @@ void main() {
       CM_STORE_ACC(acc[i][j], ep_sh, ep_at, 16, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
+#if VEC_OUT
+      // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
+      [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
+        const uint g = lane + t * CM_SG;
+        const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
+        if (g < 32 && p < pixels && o < pc.co_store) {
+          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+#if HAS_RES
+          const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
+          const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
+                                          unpackFloat2x16(rv.w));
+#endif
+          float v[8];
+          [[unroll]] for (uint c = 0; c < 8; ++c) {
+            v[c] = 0.0;
+            if (o + c < pc.co) {
+              v[c] = ep_sh[ep_at + (g / 2) * 16 + (g % 2) * 8 + c] * pc.acc_scale;
+#if HAS_BIAS
+              v[c] += float(bias[o + c]);
+#endif
+#if HAS_RES
+              v[c] += float(r2[c / 2][c % 2]) * pc.residual_scale;
+#endif
+              v[c] *= pc.out_scale;
+            }
+            v[c] = store_round(v[c]);  // exact in f16 now, so the conversion below is too
+          }
+          yv[(pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o) >> 3] =
+              uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])),
+                    packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
+        }
+      }
+#else
       [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
         const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
@@ -240,6 +329,7 @@ void main() {
           y[pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o * pc.ys_c] = Y_T(store_round(v));
         }
       }
+#endif
       subgroupBarrier();  // the ep_at is free for the next fragment
     }
   }

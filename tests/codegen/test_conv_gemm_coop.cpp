@@ -136,12 +136,14 @@ Ran run(const Built& t, const codegen::Target& target, const std::string& conv_t
   return r;
 }
 
-void check(const CoopCase& c) {
+// `variant`: a define the kernel variant must have (e.g. "VEC_OUT=1").
+void check(const CoopCase& c, const std::string& variant = "") {
   SCOPED_TRACE(describe(c));
   const Built t = build(c);
   const Ran got = run(t, emulated_target(), c.conv_tile);
   ASSERT_EQ(got.outputs.size(), 1u);
   EXPECT_NE(got.pipelines.find("conv_gemm_coop.comp"), std::string::npos) << got.pipelines;
+  if (!variant.empty()) EXPECT_NE(got.pipelines.find(variant), std::string::npos) << got.pipelines;
   auto want = interpret(t.graph, t.weights, t.inputs);
   ASSERT_TRUE(want) << want.message();
   double scale = 0.0;
@@ -175,9 +177,11 @@ TEST(CodegenConvGemmCoop, UpsampleResidualAndScales) {
   CoopCase c;
   c.upsample = true, c.ci = 32, c.co = 32, c.h = 5, c.w = 6, c.residual = true;
   c.acc_scale = 4.0, c.residual_scale = 0.25, c.out_scale = 0.5;
-  check(c);
+  check(c, "VEC_OUT=1");  // 16-byte residual loads and y stores
   c.bias = false, c.upsample = false, c.k = 1, c.pad = 0;
-  check(c);
+  check(c, "VEC_OUT=1");
+  c.co = 20;  // 20 channel slots: not whole groups of 8, per-element stores
+  check(c, "VEC_OUT=0");
 }
 
 TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
@@ -188,7 +192,7 @@ TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
   const Built t = build(c);
   const Ran base = run(t, emulated_target());
   ASSERT_EQ(base.outputs.size(), 1u);
-  for (const char* tile : {"1x1x1x1", "2x1x2x3", "1x2x4x1", "2x2x4x4"}) {
+  for (const char* tile : {"2x2x4x4", "2x2x1x1x32x1"}) {
     SCOPED_TRACE(tile);
     const Ran other = run(t, emulated_target(), tile);
     ASSERT_EQ(other.outputs.size(), 1u);
@@ -253,7 +257,7 @@ TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // decoders use: 3×3 with upsample gather and residual, 1×1.
   for (const char* k : {"1", "3"}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", "4"},     {"BK", k[0] == '1' ? "64" : "32"}, {"KH", k},
+                          {"FP", "4"},      {"FC", "4"},     {"BK", k[0] == '1' ? "64" : "32"}, {"STAGES", k[0] == '1' ? "1" : "2"}, {"KH", k},
                           {"KW", k},        {"U", "1"},      {"HAS_BIAS", "1"}, {"HAS_RES", "1"},
                           {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
     auto spirv = codegen::compile_kernel("conv_gemm_coop.comp", d);
