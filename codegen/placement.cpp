@@ -89,15 +89,33 @@ struct Life {
   uint64_t bytes;
 };
 
+// Whether `b` is written in place over `a` (passes/plan_buffers.h, may_run_in_place):
+// the node where a's life ends writes b, it is a norm_act reading a (or an alias of
+// it) as x, and b has a's place and bytes. Its kernels read each element of x before
+// writing the same element of y and touch no other element of y
+// (lower_norm_act.cpp), so the two may share bytes at that node.
+bool written_in_place(const Graph& g, const std::vector<ValueId>& root, const std::vector<Location>& locations,
+                      const Life& a, const Life& b) {
+  if (a.last != b.first || a.last < 0 || a.last >= static_cast<int64_t>(g.nodes().size())) return false;
+  const Node& n = g.nodes()[static_cast<size_t>(a.last)];
+  if (n.op != Op::norm_act || n.outputs.size() != 1 || n.outputs[0] != b.v ||
+      root[static_cast<size_t>(n.inputs[0])] != a.v)
+    return false;
+  const Location &la = locations[static_cast<size_t>(a.v)], &lb = locations[static_cast<size_t>(b.v)];
+  return la.buffer == lb.buffer && la.offset == lb.offset && a.bytes == b.bytes;
+}
+
 // The arenas as passes/plan_buffers.cpp planned them (Value::buffer in arena "act",
 // or "host" for values moved out of device memory under a memory budget): each value
 // at its planned offset. Values the pass placed elsewhere (staged inputs and outputs,
 // which it keeps in its "in" / "out" arenas) follow the planned "act" arena, one
 // after the other. The plan is checked, not trusted: offsets must be aligned for the
 // target, and no two values of one arena alive at the same time may overlap with the
-// bytes codegen stores (f16 as 2 bytes, bf16 as 4, padding slots included). Returns
-// the sizes of the two arenas.
+// bytes codegen stores (f16 as 2 bytes, bf16 as 4, padding slots included) — except a
+// result written in place over an operand (written_in_place). Returns the sizes of
+// the two arenas.
 Expected<std::pair<uint64_t, uint64_t>> place_planned(const Graph& g, const std::vector<Life>& lives, uint64_t align,
+                                                      const std::vector<ValueId>& root,
                                                       std::vector<Location>& locations) {
   uint64_t end = 0, host_end = 0;
   auto planned_pool = [&](const Value& v) -> std::optional<Pool> {
@@ -135,7 +153,8 @@ Expected<std::pair<uint64_t, uint64_t>> place_planned(const Graph& g, const std:
                            at(by_offset[j]) < at(by_offset[i]) + by_offset[i]->bytes;
          ++j) {
       const Life &a = *by_offset[i], &b = *by_offset[j];
-      if (a.first <= b.last && b.first <= a.last)
+      if (a.first <= b.last && b.first <= a.last && !written_in_place(g, root, locations, a, b) &&
+          !written_in_place(g, root, locations, b, a))
         return error("planned buffers overlap: %{} ({} bytes at {}) and %{} ({} bytes at {}) are alive together",
                      g.value(a.v).name, a.bytes, at(&a), g.value(b.v).name, b.bytes, at(&b));
     }
@@ -276,7 +295,7 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   for (const Life& life : lives) out.arena_bytes_unshared += align_up(life.bytes, align);
 
   if (std::any_of(g.values().begin(), g.values().end(), [](const Value& v) { return v.buffer.has_value(); })) {
-    STRATA_ASSIGN_OR_RETURN(auto ends, place_planned(g, lives, align, out.locations));
+    STRATA_ASSIGN_OR_RETURN(auto ends, place_planned(g, lives, align, root, out.locations));
     pool_end[kArena] = ends.first;
     pool_end[kHostArena] = ends.second;
   } else {

@@ -5,7 +5,12 @@
 // a (or b), is the result of a conv_gemm C that has no residual yet and whose only
 // reader is the add (and is not a graph output): C takes the other operand as its
 // residual and writes the add's result; the add disappears. When both operands
-// qualify, the conv later in the graph takes the other. C stays where it was when the
+// qualify, the conv whose own input (operand 0) has fewer bytes takes the other, the
+// later one in the graph on a tie. The conv taking the residual runs after the other
+// branch, so its input lives across it while the other conv's input may die early
+// (passes/schedule.cpp): in a resnet with a 1×1 shortcut from more channels to fewer
+// (Flux's up blocks), conv2 takes the shortcut's result and the block input need not
+// wait for conv2. C stays where it was when the
 // other operand is already computed there, else it moves to the add's place (its own
 // operands are all computed before it, so the order stays topological).
 // A conv keeps its bias (fuse_norm_act only moves a bias when the norm is the conv's
@@ -14,7 +19,9 @@
 //
 // Requires: canonicalize; runs after fuse_norm_act. Preserves: what the interpreter
 // computes, bit for bit (conv_gemm's epilogue adds the residual to the f32-rounded
-// conv result in f32, as add does).
+// conv result in f32, as add does, and the sum does not depend on the operand order).
+// Which operand becomes the residual decides which one lower_precision later stores
+// in f16 (the residual is stored, the taking conv's own result is added in f32).
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 
@@ -34,6 +41,7 @@ bool fuse_one(Graph& g, size_t i) {
   const std::vector<int64_t> producers = g.producers();
   int64_t best = -1;  // the conv taking the residual
   size_t conv_slot = 0;
+  uint64_t best_input_bytes = 0;
   for (size_t k = 0; k < 2; ++k) {
     const ValueId v = add.inputs[k];
     const TensorType& t = g.value(v).type;
@@ -42,9 +50,11 @@ bool fuse_one(Graph& g, size_t i) {
     if (p < 0 || !uses.only_reader_is(v, i)) continue;
     const Node& c = g.nodes()[static_cast<size_t>(p)];
     if (c.op != Op::conv_gemm || has_residual(c) || c.attrs.has("residual_scale")) continue;
-    if (p > best) {
+    const uint64_t input_bytes = g.value(c.inputs[0]).type.bytes();
+    if (best < 0 || input_bytes < best_input_bytes || (input_bytes == best_input_bytes && p > best)) {
       best = p;
       conv_slot = k;
+      best_input_bytes = input_bytes;
     }
   }
   if (best < 0) return false;

@@ -11,7 +11,7 @@
 //
 // Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
 // fold_upsample → pad_channels → assign_layout → lower_precision → split_bands →
-// plan_buffers.
+// schedule → plan_buffers.
 #pragma once
 
 #include "ir/graph.h"
@@ -52,6 +52,11 @@ struct CompileOptions {
   // arena (memory the device reads over the bus), and fails when even that is not
   // enough.
   uint64_t memory_budget = 0;
+  // plan_buffers lets a node write its result over an operand whose life ends there
+  // (passes/plan_buffers.h, may_run_in_place: a norm_act over its x), and schedule
+  // orders nodes so that such operands die early (codegen/placement.cpp accepts these
+  // overlaps: written_in_place).
+  bool write_in_place = true;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;
   // Called with (pass name, graph) after each pass: --dump-graph.

@@ -29,7 +29,7 @@ constexpr PassEntry kPasses[] = {
     {"fuse_residual", run_fuse_residual}, {"fold_upsample", run_fold_upsample},
     {"pad_channels", run_pad_channels},   {"assign_layout", run_assign_layout},
     {"lower_precision", run_lower_precision}, {"split_bands", run_split_bands},
-    {"plan_buffers", run_plan_buffers},
+    {"schedule", run_schedule},           {"plan_buffers", run_plan_buffers},
 };
 
 }  // namespace

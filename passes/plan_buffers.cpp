@@ -7,13 +7,18 @@
 //     twice has one place); an output lives for the whole run.
 //   - "act": every other intermediate. A value lives from the node that writes it to
 //     the last node that reads it (or its aliases), both inclusive, so a node's results
-//     never overlap its operands. Values are placed greedily by size (largest first;
-//     ties by definition order, then id), each at the lowest 256-byte-aligned offset
-//     where it overlaps no placed value that is alive at the same time.
+//     never overlap its operands — except in place, below. Values are placed greedily
+//     by size (largest first; ties by definition order, then id), each at the lowest
+//     256-byte-aligned offset where it overlaps no placed value that is alive at the
+//     same time.
 //   - Aliases (is_buffer_alias: a reshape whose operand and result have the same
 //     layout and dtype) take their operand's place; its life extends to theirs.
+//   - In place (CompileOptions::write_in_place): a node that may_run_in_place (a
+//     norm_act, x and y of one type) where x's storage is last read takes x's place
+//     for its result, and x's life extends to the result's (buffer_lives).
 // Sizes are buffer_bytes(type): NHWC padding and f16 storage count as stored.
-// Logs bytes before (one buffer per activation) and after (the arenas).
+// Logs bytes before (one buffer per activation) and after (the arenas), the aliases
+// and the nodes run in place.
 //
 // Memory budget (CompileOptions::memory_budget, bytes; 0 = none): the weights every
 // node reads (4 bytes per element, as codegen uploads them, 2 for f16 constants), the
@@ -56,6 +61,58 @@ bool is_buffer_alias(const Graph& g, const Node& n) {
   if (std::find(g.outputs().begin(), g.outputs().end(), out.id) != g.outputs().end()) return false;
   if (in.type.dtype != out.type.dtype || in.type.layout != out.type.layout) return false;
   return in.type.layout.kind == LayoutKind::logical || in.type.shape == out.type.shape;
+}
+
+bool may_run_in_place(const Graph& g, const Node& n) {
+  if (n.op != Op::norm_act || n.inputs.empty() || n.outputs.size() != 1) return false;
+  const Value& x = g.value(n.inputs[0]);
+  const Value& y = g.value(n.outputs[0]);
+  if (x.kind != ValueKind::intermediate || x.type != y.type) return false;
+  const auto& outs = g.outputs();
+  if (std::find(outs.begin(), outs.end(), x.id) != outs.end() || std::find(outs.begin(), outs.end(), y.id) != outs.end())
+    return false;
+  return std::count(n.inputs.begin(), n.inputs.end(), x.id) == 1;  // x not also read as γ, β or bias
+}
+
+BufferLives buffer_lives(const Graph& g, bool in_place) {
+  const size_t nv = g.values().size();
+  const auto end = static_cast<int64_t>(g.nodes().size());
+  BufferLives b;
+  b.root.resize(nv);
+  b.first.assign(nv, -1);
+  b.last.assign(nv, -1);
+  auto at = [](ValueId v) { return static_cast<size_t>(v); };
+  for (size_t v = 0; v < nv; ++v) b.root[v] = static_cast<ValueId>(v);
+  for (int64_t i = 0; i < end; ++i) {
+    const Node& n = g.nodes()[static_cast<size_t>(i)];
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) b.last[at(b.root[at(in)])] = i;
+    for (ValueId out : n.outputs) {
+      if (is_buffer_alias(g, n)) b.root[at(out)] = b.root[at(n.inputs[0])];
+      const ValueId r = b.root[at(out)];
+      if (r == out) b.first[at(out)] = i;
+      b.last[at(r)] = std::max(b.last[at(r)], i);
+    }
+  }
+  if (!in_place) return b;
+  // A node writes over x when x's storage (x and its aliases) is last read there; y's
+  // storage (y and its aliases) then joins x's. In node order, so a chain of such
+  // nodes shares one place.
+  for (int64_t i = 0; i < end; ++i) {
+    const Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (!may_run_in_place(g, n)) continue;
+    const ValueId r = b.root[at(n.inputs[0])], y = n.outputs[0];
+    const auto& outs = g.outputs();
+    if (g.value(r).kind != ValueKind::intermediate || std::find(outs.begin(), outs.end(), r) != outs.end() ||
+        b.last[at(r)] != i || b.root[at(y)] != y)
+      continue;
+    for (ValueId& root : b.root)
+      if (root == y) root = r;
+    b.last[at(r)] = std::max(b.last[at(r)], b.last[at(y)]);
+    b.first[at(y)] = b.last[at(y)] = -1;
+    b.in_place.push_back(static_cast<size_t>(i));
+  }
+  return b;
 }
 
 uint64_t BufferSummary::arena_bytes(const std::string& name) const {
@@ -187,23 +244,14 @@ Status run_plan_buffers(Graph& g, PassContext& ctx) {
   std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
 
   // root[v]: the value whose storage v uses; first/last: the root's life.
-  std::vector<ValueId> root(nv);
-  std::vector<int64_t> first(nv, -1), last(nv, -1);
-  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<ValueId>(v);
-  for (int64_t i = 0; i < end; ++i) {
-    const Node& n = g.nodes()[static_cast<size_t>(i)];
-    for (ValueId in : n.inputs)
-      if (in != kNoValue) last[static_cast<size_t>(root[static_cast<size_t>(in)])] = i;
-    for (ValueId out : n.outputs) {
-      if (is_buffer_alias(g, n)) root[static_cast<size_t>(out)] = root[static_cast<size_t>(n.inputs[0])];
-      ValueId r = root[static_cast<size_t>(out)];
-      if (r == out) first[static_cast<size_t>(out)] = i;
-      last[static_cast<size_t>(r)] = std::max(last[static_cast<size_t>(r)], i);
-    }
-  }
+  const BufferLives lives = buffer_lives(g, ctx.options.write_in_place);
+  const std::vector<ValueId>& root = lives.root;
+  const std::vector<int64_t>& first = lives.first;
+  const std::vector<int64_t>& last = lives.last;
 
   std::vector<Block> blocks;
   uint64_t unshared = 0;
+  for (size_t i : lives.in_place) unshared += buffer_bytes(g.value(g.nodes()[i].outputs[0]).type);
   for (const Value& v : g.values()) {
     if (v.kind != ValueKind::intermediate || outputs.count(v.id) || root[static_cast<size_t>(v.id)] != v.id) continue;
     blocks.push_back(Block{v.id, buffer_bytes(v.type), first[static_cast<size_t>(v.id)], last[static_cast<size_t>(v.id)]});
@@ -249,17 +297,19 @@ Status run_plan_buffers(Graph& g, PassContext& ctx) {
     g.value(v).buffer = BufferAssignment{kOutputArena, out_bytes};
     out_bytes += buffer_bytes(g.value(v).type);
   }
-  int64_t aliases = 0;
-  for (size_t v = 0; v < nv; ++v) {  // aliases: their root's place
+  int64_t shared = 0;
+  for (size_t v = 0; v < nv; ++v) {  // aliases and in-place results: their root's place
     ValueId r = root[v];
     if (r == static_cast<ValueId>(v)) continue;
     g.value(static_cast<ValueId>(v)).buffer = g.value(r).buffer;
-    ++aliases;
+    ++shared;
   }
+  const auto in_place = static_cast<int64_t>(lives.in_place.size());
   ctx.log.push_back(fmt::format(
-      "plan_buffers: activations {} ({} bytes) in {} buffers unshared -> arena act {} ({} bytes), {} aliases; "
-      "in {} bytes, out {} bytes",
-      mib(unshared), unshared, blocks.size(), mib(arena), arena, aliases, in_bytes, out_bytes));
+      "plan_buffers: activations {} ({} bytes) in {} buffers unshared -> arena act {} ({} bytes), {} aliases, "
+      "{} in place; in {} bytes, out {} bytes",
+      mib(unshared), unshared, blocks.size() + lives.in_place.size(), mib(arena), arena, shared - in_place, in_place,
+      in_bytes, out_bytes));
   if (host_arena > 0) {
     int64_t moved = 0;
     for (bool s : spilled) moved += s;

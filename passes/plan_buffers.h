@@ -34,6 +34,30 @@ uint64_t buffer_bytes(const TensorType& t);
 // a constant and the result not a graph output.
 bool is_buffer_alias(const Graph& g, const Node& n);
 
+// True when `n` may write its result over its first operand x, at the node where x's
+// life ends: a norm_act whose x is an intermediate that is not a graph output and
+// whose result y is not one either, x and y of one type (shape, dtype and layout: the
+// same bytes, addressed alike). Its kernels may share the bytes
+// (codegen/lower_norm_act.cpp): the statistics passes only read x; the apply and rms
+// passes, whole or band by band (x and y bound over the same rows), read each element
+// of x before writing the same element of y, and touch no other element of y.
+// plan_buffers then gives y x's place, where x dies at `n` (and is not read there
+// through another operand).
+bool may_run_in_place(const Graph& g, const Node& n);
+
+// Where values are stored, as plan_buffers plans it: root[v] is the value whose
+// storage v uses — v itself, or, for the result of an alias (is_buffer_alias) or of a
+// node run in place, its operand's root; first / last (indexed by root) are the node
+// indices that write the root and last read it or a value sharing its storage, both
+// inclusive (-1: none). Only intermediates are given in-place storage.
+struct BufferLives {
+  std::vector<ValueId> root;
+  std::vector<int64_t> first, last;
+  std::vector<size_t> in_place;  // indices of the nodes that write over their x
+};
+// With in_place = false, no node writes over its operand.
+BufferLives buffer_lives(const Graph& g, bool in_place);
+
 struct ArenaSize {
   std::string arena;
   uint64_t bytes = 0;  // max(offset + buffer_bytes) over the values placed in it

@@ -30,7 +30,7 @@ graph @small(%x: f32[1,4,3,3]) {
 TEST(Pipeline, PassNamesInPipelineOrder) {
   EXPECT_EQ(pass_names(), (std::vector<std::string>{"canonicalize", "fuse_norm_act", "fuse_residual",
                                                     "fold_upsample", "pad_channels", "assign_layout",
-                                                    "lower_precision", "split_bands", "plan_buffers"}));
+                                                    "lower_precision", "split_bands", "schedule", "plan_buffers"}));
 }
 
 TEST(Pipeline, StopAfterAndOnPass) {
