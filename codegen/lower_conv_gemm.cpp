@@ -59,6 +59,7 @@ GemmTile choose_tile(int64_t channels) {
 struct CoopTile {
   uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32;
   uint32_t stages = 0;  // shared-memory buffers: 2, or 1; 0 = 2 where they fit
+  uint32_t vec_out = 1;  // 16-byte epilogue stores where the output allows (0: never)
   uint32_t pixels() const { return wp * fp * 16; }
   uint32_t channels() const { return wc * fc * 16; }
   uint32_t shared_bytes(uint32_t buffers) const {
@@ -66,16 +67,17 @@ struct CoopTile {
   }
 };
 
-// "WPxWCxFPxFC[xBK[xSTAGES]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1"), or an error.
+// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x0"), or an error.
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
   const int n =
-      std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages, &end);
-  if ((n < 4 || n > 6) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
-      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages > 2)
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES]] (subgroups and 16x16 fragments per subgroup, "
-                 "input channels per step 16, 32 or 64, 1 or 2 shared buffers; e.g. 2x2x4x4)",
+      std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages, &t.vec_out, &end);
+  if ((n < 4 || n > 7) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages > 2 || t.vec_out > 1)
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]] (subgroups and 16x16 fragments per "
+                 "subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores 0 "
+                 "or 1; e.g. 2x2x4x4)",
                  text);
   return t;
 }
@@ -176,7 +178,8 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       return l.storage(v) == DType::f16 && sv[1] == 1 && sv[0] % 8 == 0 && sv[2] % 8 == 0 && sv[3] % 8 == 0 &&
              l.location(v).offset % 16 == 0;
     };
-    const bool vec_out = co_store % 8 == 0 && vector_rows(y) && (res == kNoValue || vector_rows(res));
+    const bool vec_out =
+        tile.vec_out && co_store % 8 == 0 && vector_rows(y) && (res == kNoValue || vector_rows(res));
     key.defines["VEC_OUT"] = vec_out ? "1" : "0";
   } else {
     const GemmTile tile = choose_tile(co_store);
