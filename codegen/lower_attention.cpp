@@ -95,24 +95,19 @@ Expected<AttentionSplit> choose_split(const Lowering& l, const Node& node, const
 
 // attention_coop.comp tiles (see its header for the shared-memory formula).
 struct CoopTiles {
-  uint32_t br = 0, bc = 0, vc = 0, dc = 0, nsg = 0;
+  uint32_t br = 0, bc = 0, dc = 0, nsg = 0;
   uint64_t shared_bytes = 0;
 };
 
-uint64_t coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t vc, uint64_t dc, uint64_t dv, uint64_t nsg,
-                           uint64_t wg) {
+uint64_t coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t dc, uint64_t dv, uint64_t nsg, uint64_t wg) {
   const uint64_t parts = wg >= 2 * br && bc % (wg / br) == 0 ? wg / br : 1;  // softmax invocations per row
-  const uint64_t halves = std::max((br + bc) * (dc + 8), vc * (dv + 8)) + br * (bc + 8);
+  const uint64_t halves = std::max((br + bc) * (dc + 8), bc * (dv + 8)) + br * (bc + 8);
   const uint64_t floats = std::max(br * (bc + 4), nsg * 256) + br + (parts > 1 ? wg : 2 * br);
   return halves * 2 + floats * 4;
 }
 
 // The largest tiles that fit the target's shared memory: BR × BC from (64, 32) down
-// to (16, 16) (kShapes, in order of preference), then the widest V chunk VC (BC
-// halved down to 16 keys), then the widest D chunk DC (a multiple of 16 dividing D,
-// at most 256). (BR 64 × BC 64 with VC 16, DC 64 also fits 48 KiB at D = DV = 512;
-// tests/codegen/test_attention_coop.cpp's NativeThroughput times it against the
-// default: put {64, 64} first to prefer it.)
+// to (16, 16), then the widest D chunk DC (a multiple of 16 dividing D, at most 256).
 // NSG subgroups: up to 8, no more than Dv's column tiles (each subgroup owns whole
 // 16-column tiles of the output) nor 1024 invocations. A subgroup holds at most 16
 // output accumulators (BR/16 row tiles × its column tiles) where BR > 16: 128 f32
@@ -126,13 +121,11 @@ std::optional<CoopTiles> coop_tiles(const Lowering& l, const AttentionDims& a) {
   constexpr std::pair<uint32_t, uint32_t> kShapes[] = {{64, 32}, {64, 16}, {32, 32}, {32, 16}, {16, 16}};
   for (const auto& [br, bc] : kShapes) {
     if (br > 16 && column_tiles * (br / 16) > 16) continue;
-    for (uint32_t vc = bc; vc >= 16 && bc % vc == 0 && vc % 16 == 0; vc /= 2) {
-      for (uint64_t dc = std::min<uint64_t>(a.d, 256) / 16 * 16; dc >= 16; dc -= 16) {
-        if (a.d % dc != 0) continue;
-        const uint64_t bytes = coop_shared_bytes(br, bc, vc, dc, a.dv, nsg, uint64_t(nsg) * sg);
-        if (bytes <= l.target().max_shared_memory_bytes)
-          return CoopTiles{br, bc, vc, static_cast<uint32_t>(dc), nsg, bytes};
-      }
+    for (uint64_t dc = std::min<uint64_t>(a.d, 256) / 16 * 16; dc >= 16; dc -= 16) {
+      if (a.d % dc != 0) continue;
+      const uint64_t bytes = coop_shared_bytes(br, bc, dc, a.dv, nsg, uint64_t(nsg) * sg);
+      if (bytes <= l.target().max_shared_memory_bytes)
+        return CoopTiles{br, bc, static_cast<uint32_t>(dc), nsg, bytes};
     }
   }
   return std::nullopt;
@@ -170,7 +163,6 @@ Status lower_attention_op(Lowering& l, const Node& node) {
     key.file = "attention_coop.comp";
     key.defines = {{"D", std::to_string(a.d)},        {"DV", std::to_string(a.dv)},
                    {"BR", std::to_string(coop->br)},  {"BC", std::to_string(coop->bc)},
-                   {"VC", std::to_string(coop->vc)},
                    {"DC", std::to_string(coop->dc)},  {"WG", std::to_string(wg)},
                    {"CM_SG", std::to_string(l.target().subgroup_size)},
                    {"COOPMAT", l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2"}};

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 namespace strata {
@@ -304,28 +303,6 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
   ASSERT_TRUE(spirv.has_value()) << spirv.message();
   Status valid = codegen::validate_spirv(*spirv);
   EXPECT_TRUE(valid.is_ok()) << valid.message();
-  // The variants NativeThroughput times (tiles; PF, SPLIT, VEC), at D = 512 and 384.
-  const codegen::Defines variants[] = {
-      {{"BC", "64"}, {"VC", "16"}, {"DC", "64"}},
-      {{"BC", "32"}, {"VC", "32"}, {"DC", "64"}},
-      {{"BC", "32"}, {"VC", "16"}, {"DC", "128"}},
-      {{"PF", "0"}},
-      {{"SPLIT", "1"}},
-      {{"VEC", "0"}},
-      {{"BC", "64"}, {"VC", "16"}, {"DC", "64"}, {"PF", "0"}},
-  };
-  for (const char* d : {"512", "384"}) {
-    for (const auto& over : variants) {
-      codegen::Defines v = defines;
-      v["D"] = v["DV"] = d;
-      for (const auto& [name, value] : over) v[name] = value;
-      const std::string name = codegen::kernel_variant_name("attention_coop.comp", v);
-      auto words = codegen::compile_kernel("attention_coop.comp", v);
-      ASSERT_TRUE(words.has_value()) << name << ": " << words.message();
-      Status ok = codegen::validate_spirv(*words);
-      EXPECT_TRUE(ok.is_ok()) << name << ": " << ok.message();
-    }
-  }
 }
 
 // On a device with GL_NV_cooperative_matrix (target_for picks nv_coopmat; skipped
@@ -356,92 +333,17 @@ TEST(CodegenAttentionCoop, NativeMatchesInterpreter) {
   }
 }
 
-// "file[A=1,B=2]" (kernel_variant_name) -> its defines.
-codegen::Defines defines_of(const std::string& name) {
-  codegen::Defines d;
-  const size_t open = name.find('['), close = name.rfind(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return d;
-  const std::string list = name.substr(open + 1, close - open - 1);
-  for (size_t at = 0; at < list.size();) {
-    size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string item = list.substr(at, comma - at);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) d[item.substr(0, eq)] = item.substr(eq + 1);
-    at = comma + 1;
-  }
-  return d;
-}
-
-// Exact attention (f64) of the query rows `rows` of a one-head problem whose q, k, v
-// are rounded to f16 as the device sees them; out[r·DV + c].
-std::vector<double> reference_rows(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int64_t>& rows,
-                                   int64_t tk, int64_t d, int64_t dv, double scale) {
-  auto h = [](float x) { return double(half_to_float(float_to_half(x))); };
-  std::vector<double> kh(k.data.size()), vh(v.data.size());
-  for (size_t i = 0; i < kh.size(); ++i) kh[i] = h(k.data[i]);
-  for (size_t i = 0; i < vh.size(); ++i) vh[i] = h(v.data[i]);
-  std::vector<double> out(rows.size() * static_cast<size_t>(dv), 0.0);
-  std::vector<double> s(static_cast<size_t>(tk)), qr(static_cast<size_t>(d));
-  for (size_t ri = 0; ri < rows.size(); ++ri) {
-    for (int64_t c = 0; c < d; ++c) qr[size_t(c)] = h(q.data[size_t(rows[ri] * d + c)]);
-    double m = -1e300;
-    for (int64_t j = 0; j < tk; ++j) {
-      double acc = 0;
-      const double* kr = &kh[size_t(j * d)];
-      for (int64_t c = 0; c < d; ++c) acc += qr[size_t(c)] * kr[c];
-      s[size_t(j)] = acc * scale;
-      m = std::max(m, s[size_t(j)]);
-    }
-    double l = 0;
-    double* o = &out[ri * size_t(dv)];
-    for (int64_t j = 0; j < tk; ++j) {
-      const double p = std::exp(s[size_t(j)] - m);
-      l += p;
-      const double* vr = &vh[size_t(j * dv)];
-      for (int64_t c = 0; c < dv; ++c) o[c] += p * vr[c];
-    }
-    for (int64_t c = 0; c < dv; ++c) o[c] /= l;
-  }
-  return out;
-}
-
 // On a device with GL_NV_cooperative_matrix: the decoders' mid-block attention at
-// 1024² (16 384 tokens; D = 512 Flux, 384 Qwen-Image) and at 2048² (65 536 tokens,
-// D = 512), timed with the profiler and reported as TFLOP/s (4·T²·D per head); prints
-// only, no threshold. Besides the lowering's choice it times kernel variants (tile
-// shapes and attention_coop.comp's PF / SPLIT / VEC switches), swapped into the same
-// plan: one line per variant, each checked against an f64 reference on sampled
-// query rows (a wrong variant fails the test). Run on the H200 to pick the default
-// (coop_tiles' kShapes in codegen/lower_attention.cpp, the kernel's PF / SPLIT / VEC
-// defaults).
+// 1024² (16 384 tokens; D = 512 Flux, 384 Qwen-Image), timed with the profiler and
+// reported as TFLOP/s (4·T²·D per head); prints only, no threshold.
 TEST(CodegenAttentionCoop, NativeThroughput) {
   auto device = testing::test_device();
   ASSERT_TRUE(device.has_value()) << device.message();
   codegen::Target target = codegen::target_for((*device)->info());
   if (target.tensor_cores != codegen::TensorCores::nv_coopmat)
     GTEST_SKIP() << "the test device has no GL_NV_cooperative_matrix";
-  struct Variant {
-    const char* label;
-    codegen::Defines set;  // over the lowering's defines ({}: the lowering's kernel)
-  };
-  const std::vector<Variant> variants = {
-      {"lowering", {}},
-      {"64x32 vc32 dc128", {{"BR", "64"}, {"BC", "32"}, {"VC", "32"}, {"DC", "128"}, {"PF", "1"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-      {"64x64 vc16 dc64", {{"BR", "64"}, {"BC", "64"}, {"VC", "16"}, {"DC", "64"}, {"PF", "1"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-      {"64x32 vc32 dc64", {{"BR", "64"}, {"BC", "32"}, {"VC", "32"}, {"DC", "64"}, {"PF", "1"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-      {"64x32 vc16 dc128", {{"BR", "64"}, {"BC", "32"}, {"VC", "16"}, {"DC", "128"}, {"PF", "1"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-      {"64x32 vc32 dc128 PF0", {{"BR", "64"}, {"BC", "32"}, {"VC", "32"}, {"DC", "128"}, {"PF", "0"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-      {"64x32 vc32 dc128 SPLIT1", {{"BR", "64"}, {"BC", "32"}, {"VC", "32"}, {"DC", "128"}, {"PF", "1"}, {"SPLIT", "1"}, {"VEC", "1"}}},
-      {"64x32 vc32 dc128 VEC0", {{"BR", "64"}, {"BC", "32"}, {"VC", "32"}, {"DC", "128"}, {"PF", "1"}, {"SPLIT", "2"}, {"VEC", "0"}}},
-      {"64x64 vc16 dc64 PF0", {{"BR", "64"}, {"BC", "64"}, {"VC", "16"}, {"DC", "64"}, {"PF", "0"}, {"SPLIT", "2"}, {"VEC", "1"}}},
-  };
-  struct Config {
-    int64_t tokens, d;
-  };
-  for (const Config& cfg : {Config{16384, 512}, Config{16384, 384}, Config{65536, 512}}) {
-    const int64_t tokens = cfg.tokens, d = cfg.d;
-    SCOPED_TRACE(fmt::format("T {} D {}", tokens, d));
+  for (int64_t d : {512, 384}) {
+    const int64_t tokens = 16384;
     Attn t;
     build(t, {1, tokens, d}, {1, tokens, d}, {1, tokens, d}, 500);
     ASSERT_TRUE(t.b.ok());
@@ -454,76 +356,34 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
     for (size_t i = 0; i < plan->dispatches.size(); ++i)
       if (plan->pipelines[plan->dispatches[i].pipeline].name.rfind("attention", 0) == 0)
         attention_dispatches.push_back(i);
-    ASSERT_FALSE(attention_dispatches.empty());
-    const uint32_t pipe = plan->dispatches[attention_dispatches.front()].pipeline;
-    const codegen::Defines base = defines_of(plan->pipelines[pipe].name);
-
-    // The reference: 12 query rows spread over the head (first and last included).
-    std::vector<int64_t> rows;
-    for (int64_t i = 0; i < 12; ++i) rows.push_back(i * (tokens - 1) / 11);
-    const std::vector<double> want = reference_rows(t.inputs[0], t.inputs[1], t.inputs[2], rows, tokens, d, d,
-                                                    1.0 / std::sqrt(double(d)));
-
+    std::string kernel = attention_kernels(*plan).front();
     auto dev = device_for(plan->requirements);
     ASSERT_TRUE(dev.has_value()) << dev.message();
+    runtime::ExecutorOptions eo;
+    eo.profile = true;
+    auto exec = runtime::Executor::create(*dev, std::move(*plan), codegen::weight_source(t.weights), eo);
+    ASSERT_TRUE(exec.has_value()) << exec.message();
+    std::vector<Tensor> got;
+    for (ValueId v : t.graph.outputs()) got.emplace_back(t.graph.value(v).type.shape);
     std::vector<std::span<const std::byte>> in;
     for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
-    for (const Variant& variant : variants) {
-      runtime::Plan p = *plan;
-      codegen::Defines defines = base;
-      for (const auto& [name, value] : variant.set) defines[name] = value;
-      if (!variant.set.empty()) {
-        auto spirv = codegen::compile_kernel("attention_coop.comp", defines);
-        ASSERT_TRUE(spirv.has_value()) << variant.label << ": " << spirv.message();
-        const uint32_t wg = uint32_t(std::stoul(defines.at("WG"))), br = uint32_t(std::stoul(defines.at("BR")));
-        p.pipelines[pipe].spirv = std::move(*spirv);
-        p.pipelines[pipe].name = codegen::kernel_variant_name("attention_coop.comp", defines);
-        p.pipelines[pipe].workgroup_size = {wg, 1, 1};
-        for (size_t i : attention_dispatches) {
-          auto& dd = p.dispatches[i];
-          ASSERT_EQ(dd.pipeline, pipe);
-          uint32_t heads = 0, nrows = 0;
-          std::memcpy(&heads, dd.push_constants.data(), 4);
-          std::memcpy(&nrows, dd.push_constants.data() + 4, 4);
-          const uint64_t groups = uint64_t(heads) * ((nrows + br - 1) / br);
-          const uint64_t max_x = std::max<uint32_t>(1, target.max_workgroup_count_x);
-          dd.grid = groups <= max_x ? std::array<uint32_t, 3>{uint32_t(groups), 1, 1}
-                                    : std::array<uint32_t, 3>{uint32_t(max_x), uint32_t((groups + max_x - 1) / max_x), 1};
-        }
-      }
-      const std::string kernel = p.pipelines[pipe].name;
-      runtime::ExecutorOptions eo;
-      eo.profile = true;
-      auto exec = runtime::Executor::create(*dev, std::move(p), codegen::weight_source(t.weights), eo);
-      ASSERT_TRUE(exec.has_value()) << variant.label << ": " << exec.message();
-      std::vector<Tensor> got;
-      for (ValueId v : t.graph.outputs()) got.emplace_back(t.graph.value(v).type.shape);
-      std::vector<std::span<std::byte>> out;
-      for (Tensor& y : got) out.push_back(std::as_writable_bytes(std::span(y.data)));
-      double best_us = 1e30;
-      for (int rep = 0; rep < 4; ++rep) {
-        Status s = (*exec)->run(in, out);
-        ASSERT_TRUE(s.is_ok()) << variant.label << ": " << s.message();
-        double us = 0;
-        for (size_t i : attention_dispatches) us += (*exec)->last_profile().dispatch_us.at(i);
-        best_us = std::min(best_us, us);
-      }
-      double diff = 0;
-      bool finite = true;
-      for (float x : got.front().data) finite = finite && std::isfinite(x);
-      for (size_t ri = 0; ri < rows.size(); ++ri)
-        for (int64_t c = 0; c < d; ++c)
-          diff = std::max(diff, std::fabs(double(got.front().data[size_t(rows[ri] * d + c)]) - want[ri * size_t(d) + size_t(c)]));
-      const double tflops = 4.0 * double(tokens) * double(tokens) * double(d) / (best_us * 1e-6) / 1e12;
-      std::printf("attention_coop T=%lld D=%lld %-26s %9.1f us %6.1f TFLOP/s  max|err| %.2e%s  (%s)\n",
-                  static_cast<long long>(tokens), static_cast<long long>(d), variant.label, best_us, tflops, diff,
-                  diff <= 2e-3 * t.v_peak && finite ? "" : " WRONG", kernel.c_str());
-      std::fflush(stdout);
-      if (variant.set.empty())
-        RecordProperty(fmt::format("tflops_t{}_d{}", tokens, d), std::to_string(tflops));
-      EXPECT_TRUE(finite) << variant.label;
-      EXPECT_LE(diff, 2e-3 * t.v_peak) << variant.label;
+    std::vector<std::span<std::byte>> out;
+    for (Tensor& y : got) out.push_back(std::as_writable_bytes(std::span(y.data)));
+    double best_us = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      Status s = (*exec)->run(in, out);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      double us = 0;
+      for (size_t i : attention_dispatches) us += (*exec)->last_profile().dispatch_us.at(i);
+      best_us = std::min(best_us, us);
     }
+    const double tflops = 4.0 * double(tokens) * double(tokens) * double(d) / (best_us * 1e-6) / 1e12;
+    std::printf("attention_coop T=%lld D=%lld: %.1f us, %.1f TFLOP/s (%s)\n", static_cast<long long>(tokens),
+                static_cast<long long>(d), best_us, tflops, kernel.c_str());
+    RecordProperty("tflops_d" + std::to_string(d), std::to_string(tflops));
+    bool finite = true;
+    for (float x : got.front().data) finite = finite && std::isfinite(x);
+    EXPECT_TRUE(finite);
   }
 }
 
