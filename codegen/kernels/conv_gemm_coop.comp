@@ -32,7 +32,8 @@
 // them (and loads their residual) as one 16-byte access.
 //
 // STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
-// of step s + 1 are in flight while step s multiplies).
+// of step s + 1 are in flight while step s multiplies). Measured slower than one
+// buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
 //
 // Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs),

@@ -192,7 +192,7 @@ TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
   const Built t = build(c);
   const Ran base = run(t, emulated_target());
   ASSERT_EQ(base.outputs.size(), 1u);
-  for (const char* tile : {"2x2x4x4", "2x2x1x1x32x1"}) {
+  for (const char* tile : {"2x2x4x4", "2x2x1x1x32x2", "2x2x1x1x32x1x0"}) {
     SCOPED_TRACE(tile);
     const Ran other = run(t, emulated_target(), tile);
     ASSERT_EQ(other.outputs.size(), 1u);
