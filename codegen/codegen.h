@@ -58,8 +58,9 @@ struct CodegenOptions {
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.
   bool profile = false;
-  // The tensor-core conv kernel's tile, "WPxWCxFPxFC" (codegen/lower_conv_gemm.cpp);
-  // empty: the default. For measuring tiles (`strata bench --conv-tile`).
+  // The tensor-core conv kernel's tile, "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]"
+  // (codegen/lower_conv_gemm.cpp); empty: the default. For measuring tiles
+  // (`strata bench --conv-tile`).
   std::string conv_tile;
 };
 

@@ -35,8 +35,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"kernels", true,
        "auto (default: tensor-core kernels where the device has GL_NV_cooperative_matrix) or portable"},
       {"conv-tile", true,
-       "tensor-core conv tile WPxWCxFPxFC: subgroups along pixels x channels, 16x16 fragments per subgroup "
-       "(default 2x2x4x4; for measuring tiles)"},
+       "tensor-core conv tile WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]: subgroups along pixels x channels, 16x16 "
+       "fragments per subgroup, input channels per step, shared buffers, 16-byte output stores (default "
+       "2x2x4x4x32x1x1; for measuring tiles, docs/KERNELS.md)"},
   };
   return specs;
 }

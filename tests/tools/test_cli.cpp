@@ -64,6 +64,9 @@ TEST(Cli, UsageErrorsExitWith2) {
   EXPECT_EQ(run({"frobnicate"}).code, 2);
   EXPECT_EQ(run({"decode", "--latent"}).code, 2);
   EXPECT_EQ(run({"decode", "--backend", "tpu", "--demo"}).code, 2);
+  Result kernels = run({"decode", "--kernels", "fast", "--demo"});
+  EXPECT_EQ(kernels.code, 2);
+  EXPECT_NE(kernels.err.find("--kernels 'fast'"), std::string::npos) << kernels.err;
   Result r = run({"graph", "--arch", "flux", "--latent-shape", "16x8"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("[16,8]"), std::string::npos) << r.err;

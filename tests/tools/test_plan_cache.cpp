@@ -114,8 +114,16 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   banded.binding_limit = 1 << 20;
   CompileOptions budget = options;
   budget.memory_budget = 1 << 30;
-  for (const CompileOptions* o : {&f32, &banded, &budget})
+  CompileOptions f32_weights = options;
+  f32_weights.f16_conv_weights = false;
+  CompileOptions not_in_place = options;
+  not_in_place.write_in_place = false;
+  for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place})
     EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
+  // Codegen choices (--kernels portable, --conv-tile) too.
+  EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "")), base);
+  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "kernels portable conv_tile ''")),
+            base);
   EXPECT_NE(plan_cache_key(cache_key_parts(other.graph, other.vae.weights, options, info)), base) << "weights";
   // One weight value changed by one ulp.
   Model edited;
