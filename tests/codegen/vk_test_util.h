@@ -45,8 +45,17 @@ inline Expected<std::shared_ptr<runtime::Device>> test_device_f16() {
   return device;
 }
 
+// The same device opened for the tensor-core kernels (codegen::TensorCores::nv_coopmat:
+// VK_NV_cooperative_matrix, vulkanMemoryModel, 16-bit storage), on devices that have
+// them; target_for picks those kernels there, so f16 plans need this device.
+inline Expected<std::shared_ptr<runtime::Device>> test_device_coopmat(const runtime::DeviceRequirements& needs) {
+  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, needs);
+  return device;
+}
+
 // The test device a plan with these requirements runs on.
 inline Expected<std::shared_ptr<runtime::Device>> test_device_for(const runtime::DeviceRequirements& needs) {
+  if (needs.cooperative_matrix_nv) return test_device_coopmat(needs);
   return needs.shader_float16 || needs.storage_buffer_16bit_access ? test_device_f16() : test_device();
 }
 
