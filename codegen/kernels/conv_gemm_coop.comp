@@ -24,7 +24,7 @@
 // from uvec4 arrays, one 16-byte shared store per global load). The
 // next step's tiles are fetched into registers (uvec4, 8 halfs each) while the
 // current ones are multiplied. Epilogue: each subgroup writes one fragment at a time
-// to its own 16×16 f32 ep_at of shared memory, then its lanes apply
+// to its own 16×16 f32 patch of shared memory (ep_sh), then its lanes apply
 // acc_scale / bias / residual / out_scale and store, channel-contiguous.
 //
 // VEC_OUT = 1 (f16 NHWC y with 16-byte aligned pixels and Co_store % 8 == 0, the
@@ -122,7 +122,7 @@ shared float16_t a_sh[STAGES * BP * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
-shared float ep_sh[WP * WC * 256];  // one 16×16 ep_at per subgroup (epilogue)
+shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
 
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
@@ -267,7 +267,7 @@ void main() {
   }
 #endif
 
-  // Epilogue, one fragment at a time through this subgroup's ep_at: lane l takes
+  // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
   // store neighbouring channels.
   const uint ep_at = sg * 256u, lane = gl_SubgroupInvocationID;
@@ -331,7 +331,7 @@ void main() {
         }
       }
 #endif
-      subgroupBarrier();  // the ep_at is free for the next fragment
+      subgroupBarrier();  // the patch is free for the next fragment
     }
   }
 }
