@@ -64,13 +64,6 @@ codegen::Target device_target(codegen::TensorCores tensor_cores) {
   return target;
 }
 
-// The test device, opened with cooperative matrices for plans that use them.
-Expected<std::shared_ptr<runtime::Device>> device_for(const runtime::DeviceRequirements& needs) {
-  if (!needs.cooperative_matrix_nv) return testing::test_device_for(needs);
-  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, needs);
-  return device;
-}
-
 // The names of the plan's pipelines that run attention.
 std::vector<std::string> attention_kernels(const runtime::Plan& plan) {
   std::vector<std::string> names;
@@ -111,7 +104,7 @@ void expect_matches(Attn& t, const std::string& what, const codegen::Target& tar
     for (const auto& d : plan->dispatches) n += plan->pipelines[d.pipeline].name.rfind("attention", 0) == 0;
     EXPECT_EQ(n, expect_dispatches);
   }
-  auto device = device_for(plan->requirements);
+  auto device = testing::test_device_for(plan->requirements);
   ASSERT_TRUE(device.has_value()) << device.message();
   auto exec = runtime::Executor::create(*device, std::move(*plan), codegen::weight_source(t.weights));
   ASSERT_TRUE(exec.has_value()) << exec.message();
@@ -357,7 +350,7 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
       if (plan->pipelines[plan->dispatches[i].pipeline].name.rfind("attention", 0) == 0)
         attention_dispatches.push_back(i);
     std::string kernel = attention_kernels(*plan).front();
-    auto dev = device_for(plan->requirements);
+    auto dev = testing::test_device_for(plan->requirements);
     ASSERT_TRUE(dev.has_value()) << dev.message();
     runtime::ExecutorOptions eo;
     eo.profile = true;
