@@ -3,14 +3,19 @@
 //
 //   attention(q[..., Tq, D], k[..., Tk, D], v[..., Tk, Dv])  flash style: no score
 //       matrix exists. The leading dims are heads.
-//       Kernel choice: attention_coop.comp (16×16×16 cooperative matrices through
-//       coopmat.glsl; COOPMAT 1 = GL_NV_cooperative_matrix, 2 = its plain-GLSL
-//       emulation) when the target has tensor cores (Target::tensor_cores), q, k and
-//       v are stored f16, D and Dv are multiples of 16, no key windows are needed
-//       and a tile configuration fits the target's shared memory (coop_tiles: BR
-//       query rows × BC keys per step, D in chunks of DC, NSG subgroups of the
-//       target's subgroup size); otherwise attention.comp: a workgroup per 16 query
-//       rows of a head walks all keys with an online softmax.
+//       Kernel choice, when the target has tensor cores (Target::tensor_cores), q, k
+//       and v are stored f16, D and Dv are multiples of 16 and no key windows are
+//       needed (16×16×16 cooperative matrices through coopmat.glsl; COOPMAT 1 =
+//       GL_NV_cooperative_matrix, 2 = its plain-GLSL emulation):
+//         attention_coop_dsplit.comp (the head dims split across NSG subgroups, Q and
+//         O in registers, K and V read straight into fragments) when every dispatch's
+//         query rows are a multiple of its 32-row block, the keys a multiple of its
+//         32-key block, and D, Dv split evenly (dsplit_tiles);
+//         else attention_coop.comp when a tile configuration fits the target's
+//         shared memory (coop_tiles: BR query rows × BC keys per step, D in chunks
+//         of DC, NSG subgroups of the target's subgroup size);
+//       otherwise attention.comp: a workgroup per 16 query rows of a head walks all
+//       keys with an online softmax.
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
 //       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
@@ -131,15 +136,44 @@ std::optional<CoopTiles> coop_tiles(const Lowering& l, const AttentionDims& a) {
   return std::nullopt;
 }
 
-// Whether attention_coop.comp can run this node, and its tiles.
-std::optional<CoopTiles> choose_coop(const Lowering& l, ValueId q, ValueId k, ValueId v, const AttentionDims& a,
-                                     const AttentionSplit& split) {
-  if (l.target().tensor_cores == TensorCores::none) return std::nullopt;
-  // f16 operands read 8 halves at a time: with D, Dv multiples of 16 every row start
-  // and window base is a multiple of 8 halves.
-  if (l.storage(q) != DType::f16 || l.storage(k) != DType::f16 || l.storage(v) != DType::f16) return std::nullopt;
-  if (a.d % 16 != 0 || a.dv % 16 != 0 || split.key_windows) return std::nullopt;
-  return coop_tiles(l, a);
+// attention_coop_dsplit.comp's configuration: 32 query rows × BC keys per step, NSG
+// subgroups each owning D/NSG and Dv/NSG of the head dims.
+constexpr uint32_t kDsplitRows = 32, kDsplitKeys = 32;
+struct DsplitTiles {
+  uint32_t nsg = 0;
+  uint64_t shared_bytes = 0;
+};
+
+// The most subgroups (8, 4, 2 or 1) that split D and Dv into whole 16-column tiles,
+// at most 4 per subgroup (its Q and O tiles stay in registers: 2 row tiles × 4
+// = 8 A fragments and 8 accumulators), with WG = NSG·subgroup a multiple of the 32
+// rows and LPR = WG / 32 lanes per row a power of two within a subgroup that divides
+// the key block; the shared memory (the kernel's header) within the target's.
+std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split) {
+  const uint64_t sg = l.target().subgroup_size;
+  if (a.tk % kDsplitKeys != 0 || a.tq % kDsplitRows != 0 || split.rows_per % kDsplitRows != 0) return std::nullopt;
+  for (uint32_t nsg : {8u, 4u, 2u, 1u}) {
+    if ((a.d / 16) % nsg != 0 || (a.dv / 16) % nsg != 0) continue;
+    if (a.d / 16 / nsg > 4 || a.dv / 16 / nsg > 4) continue;
+    const uint64_t wg = nsg * sg;
+    if (wg > 1024 || wg % kDsplitRows != 0) continue;
+    const uint64_t lpr = wg / kDsplitRows;
+    if (lpr > sg || (lpr & (lpr - 1)) != 0 || kDsplitKeys % lpr != 0) continue;
+    const uint64_t bytes = 4 * nsg * kDsplitRows * (kDsplitKeys + 8) + 2 * kDsplitRows * (kDsplitKeys + 8) +
+                           4 * 2 * kDsplitRows;
+    if (bytes <= l.target().max_shared_memory_bytes) return DsplitTiles{nsg, bytes};
+  }
+  return std::nullopt;
+}
+
+// Whether the cooperative-matrix kernels can run this node (q, k, v f16 read 8
+// halves at a time: with D, Dv multiples of 16 every row start and window base is a
+// multiple of 8 halves; no key windows).
+bool coop_applies(const Lowering& l, ValueId q, ValueId k, ValueId v, const AttentionDims& a,
+                  const AttentionSplit& split) {
+  if (l.target().tensor_cores == TensorCores::none) return false;
+  if (l.storage(q) != DType::f16 || l.storage(k) != DType::f16 || l.storage(v) != DType::f16) return false;
+  return a.d % 16 == 0 && a.dv % 16 == 0 && !split.key_windows;
 }
 
 Status lower_attention_op(Lowering& l, const Node& node) {
@@ -153,11 +187,28 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
-  const std::optional<CoopTiles> coop = choose_coop(l, q, k, v, a, split);
+  const bool coop_ok = coop_applies(l, q, k, v, a, split);
+  const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split) : std::nullopt;
+  const std::optional<CoopTiles> coop = coop_ok && !dsplit ? coop_tiles(l, a) : std::nullopt;
+  const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
 
   KernelKey key;
   uint32_t rows_per_group = kRows, wg = kAttentionWg;
-  if (coop) {
+  if (dsplit) {
+    rows_per_group = kDsplitRows;
+    wg = dsplit->nsg * l.target().subgroup_size;
+    key.file = "attention_coop_dsplit.comp";
+    key.defines = {{"D", std::to_string(a.d)},
+                   {"DV", std::to_string(a.dv)},
+                   {"BC", std::to_string(kDsplitKeys)},
+                   {"WG", std::to_string(wg)},
+                   {"CM_SG", std::to_string(l.target().subgroup_size)},
+                   {"COOPMAT", coop_mode}};
+    add_type_define(key.defines, "O_T", l.storage(o));
+    key.bindings = 4;
+    key.push_constant_bytes = 10 * 4;
+    key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle;
+  } else if (coop) {
     rows_per_group = coop->br;
     wg = coop->nsg * l.target().subgroup_size;
     key.file = "attention_coop.comp";
@@ -165,7 +216,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                    {"BR", std::to_string(coop->br)},  {"BC", std::to_string(coop->bc)},
                    {"DC", std::to_string(coop->dc)},  {"WG", std::to_string(wg)},
                    {"CM_SG", std::to_string(l.target().subgroup_size)},
-                   {"COOPMAT", l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2"}};
+                   {"COOPMAT", coop_mode}};
     add_type_define(key.defines, "O_T", l.storage(o));
     key.bindings = 4;
     key.push_constant_bytes = 10 * 4;
@@ -214,7 +265,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
         const Lowering::ElementWindow kw = l.element_window(k, k_first * a.d, k_count * a.d, Access::read);
         const Lowering::ElementWindow vw = l.element_window(v, k_first * a.dv, k_count * a.dv, Access::read);
         // attention_coop.comp reads q, k, v 8 halves at a time from the window base.
-        if (coop && (qw.base % 8 != 0 || kw.base % 8 != 0 || vw.base % 8 != 0))
+        if ((coop || dsplit) && (qw.base % 8 != 0 || kw.base % 8 != 0 || vw.base % 8 != 0))
           return l.fail(node, fmt::format("attention_coop: window bases {} / {} / {} are not multiples of 8 halves",
                                           qw.base, kw.base, vw.base));
         PushConstants push;

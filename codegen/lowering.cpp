@@ -72,6 +72,7 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
     plan_.requirements.shader_float16 = true;
     plan_.requirements.storage_buffer_16bit_access = true;
   }
+  plan_.requirements.subgroup_operations |= key.subgroup_ops;
   if (auto it = key.defines.find("COOPMAT"); it != key.defines.end()) {
     // coopmat.glsl: f16 arithmetic and subgroup ids in both forms, and the kernels
     // tile by CM_SG lanes, so the subgroup size is fixed.

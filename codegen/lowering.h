@@ -77,6 +77,7 @@ struct KernelKey {
   uint32_t bindings = 0;                       // storage buffers at bindings 0..n-1
   uint32_t push_constant_bytes = 0;
   std::array<uint32_t, 3> workgroup_size{64, 1, 1};  // informational, for the Plan
+  uint32_t subgroup_ops = 0;  // runtime::subgroup_ops bits the kernel uses (plan requirements)
   auto operator<=>(const KernelKey&) const = default;
 };
 

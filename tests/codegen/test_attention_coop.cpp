@@ -1,4 +1,5 @@
-// Codegen: attention on the tensor-core kernel (kernels/attention_coop.comp), run on
+// Codegen: attention on the tensor-core kernels (kernels/attention_coop.comp and
+// attention_coop_dsplit.comp), run on
 // the test device through coopmat.glsl's plain-GLSL emulation (TensorCores::emulated)
 // and compared with the interpreter (f64 softmax): token counts that are and are not
 // multiples of the tiles, several heads, Tq != Tk, Dv != D, head dims 64 and 512,
@@ -227,6 +228,88 @@ TEST(CodegenAttentionCoop, QueryChunks) {
   expect_matches(t, "query chunk 33", target, "attention_coop.comp", options, 9);  // 3 heads × 3 chunks
 }
 
+// attention_coop_dsplit.comp (head dims split across the subgroups) where every block
+// is whole: query rows and keys multiples of 32. D = 64 splits over 4 subgroups (one
+// 16-column tile each, lavapipe's subgroup of 8: one lane per softmax row), D = 128
+// gives each subgroup two tiles; several heads, Tq != Tk, Dv != D, query chunks.
+TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  struct Case {
+    Shape q, k, v;
+  };
+  const Case cases[] = {
+      {{32, 64}, {32, 64}, {32, 64}},                   // one block
+      {{1, 96, 64}, {1, 96, 64}, {1, 96, 64}},          // three row blocks, three key blocks
+      {{2, 64, 64}, {2, 128, 64}, {2, 128, 128}},       // two heads, Tq != Tk, Dv = 2·D
+      {{1, 64, 128}, {1, 64, 128}, {1, 64, 128}},       // two column tiles per subgroup
+  };
+  uint32_t seed = 701;
+  for (const auto& c : cases) {
+    Attn t;
+    build(t, c.q, c.k, c.v, seed += 3);
+    expect_matches(t, describe(c.q, c.k, c.v), target, "attention_coop_dsplit.comp");
+  }
+  Attn t;
+  build(t, {3, 96, 64}, {3, 64, 64}, {3, 64, 64}, 777);
+  codegen::CodegenOptions options;
+  options.attention_query_chunk = 64;  // chunks of 64 and 32 rows
+  expect_matches(t, "dsplit, query chunk 64", target, "attention_coop_dsplit.comp", options, 6);
+}
+
+// The running max rising key block after key block (as RisingScoresRescale) on the
+// dsplit kernel: its corr factors reach each accumulator element through the row map.
+TEST(CodegenAttentionCoop, DsplitRisingScoresRescale) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  for (float magnitude : {12.0f, 2.0f}) {
+    const bool integers = magnitude > 4;
+    Attn t;
+    const int64_t tq = 64, tk = 192, d = 64;
+    Tensor q = random_input({1, tq, d}, 15, magnitude, integers);
+    Tensor k = random_input({1, tk, d}, 16, magnitude, integers);
+    for (int64_t j = 0; j < tk; ++j)
+      for (int64_t i = 0; i < d; ++i) {
+        float& x = k.data[size_t(j * d + i)];
+        x = integers ? std::round(x * float(1 + j / 50)) : x * float(1 + j / 50);
+      }
+    ValueId qv = t.input("q", std::move(q), DType::f16);
+    ValueId kv = t.input("k", std::move(k), DType::f16);
+    Tensor v = random_input({1, tk, d}, 17);
+    for (float x : v.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId vv = t.input("v", std::move(v), DType::f16);
+    t.b.output(t.b.attention(qv, kv, vv, integers ? 0.5 : 0.25));
+    expect_matches(t, fmt::format("dsplit, q, k up to {}", magnitude), target, "attention_coop_dsplit.comp");
+  }
+}
+
+// Which cooperative-matrix kernel the lowering picks: dsplit only for whole blocks and
+// head dims that split into at most 4 tiles per subgroup; attention_coop.comp for the
+// rest. The dsplit plan asks for subgroup shuffles.
+TEST(CodegenAttentionCoop, DsplitSelection) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  struct Case {
+    Shape q, k, v;
+    const char* file;
+  };
+  const Case cases[] = {
+      {{1, 64, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop_dsplit.comp"},
+      {{1, 60, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop.comp"},    // partial row block
+      {{1, 64, 64}, {1, 80, 64}, {1, 80, 64}, "attention_coop.comp"},    // partial key block
+      {{1, 64, 32}, {1, 64, 32}, {1, 64, 32}, "attention_coop.comp"},    // D = 32: 4 subgroups do not split it
+      {{1, 64, 512}, {1, 64, 512}, {1, 64, 512}, "attention_coop.comp"},  // 8 tiles per subgroup of 4 (32 KiB)
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(describe(c.q, c.k, c.v));
+    Attn t;
+    build(t, c.q, c.k, c.v, 40);
+    ASSERT_TRUE(t.b.ok());
+    auto plan = codegen::compile_plan(t.graph, t.weights, target);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    EXPECT_TRUE(uses(*plan, c.file)) << attention_kernels(*plan).front();
+    const bool shuffles = (plan->requirements.subgroup_operations & runtime::subgroup_ops::shuffle) != 0;
+    EXPECT_EQ(shuffles, std::string(c.file) == "attention_coop_dsplit.comp");
+  }
+}
+
 // The portable kernel runs when the target has no tensor cores, when the operands are
 // f32, when the head dim is not a multiple of 16, and when keys need windows.
 TEST(CodegenAttentionCoop, PortableFallbacks) {
@@ -288,6 +371,23 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
       EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
     }
   }
+  // Whole blocks: the dsplit kernel, 8 subgroups for D = 512 and 384, 4 for 64.
+  for (int64_t d : {512, 384, 64}) {
+    SCOPED_TRACE("dsplit, D " + std::to_string(d));
+    Attn t;
+    build(t, {1, 128, d}, {1, 128, d}, {1, 128, d}, 301);
+    ASSERT_TRUE(t.b.ok());
+    auto plan = codegen::compile_plan(t.graph, t.weights, h200);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    ASSERT_TRUE(uses(*plan, "attention_coop_dsplit.comp"));
+    for (const auto& p : plan->pipelines) {
+      if (p.name.rfind("attention_coop_dsplit.comp", 0) != 0) continue;
+      EXPECT_NE(p.name.find("COOPMAT=1"), std::string::npos) << p.name;
+      EXPECT_NE(p.name.find(d == 64 ? "WG=128" : "WG=256"), std::string::npos) << p.name;
+      Status valid = codegen::validate_spirv(p.spirv);
+      EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
+    }
+  }
   // And straight through the shader compiler.
   const codegen::Defines defines = {{"D", "512"},        {"DV", "512"},     {"BR", "64"},      {"BC", "32"},
                                     {"DC", "128"},       {"WG", "256"},     {"CM_SG", "32"},   {"COOPMAT", "1"},
@@ -317,12 +417,17 @@ TEST(CodegenAttentionCoop, NativeMatchesInterpreter) {
       {{1, 50, 32}, {1, 130, 32}, {1, 130, 48}},
       {{1, 300, 512}, {1, 300, 512}, {1, 300, 512}},
       {{1, 260, 384}, {1, 260, 384}, {1, 260, 384}},
+      {{2, 64, 64}, {2, 96, 64}, {2, 96, 64}},           // dsplit from here on
+      {{1, 256, 512}, {1, 256, 512}, {1, 256, 512}},
+      {{1, 320, 384}, {1, 320, 384}, {1, 320, 384}},
   };
   uint32_t seed = 401;
   for (const auto& c : cases) {
     Attn t;
     build(t, c.q, c.k, c.v, seed += 3);
-    expect_matches(t, describe(c.q, c.k, c.v) + " (native)", native);
+    const bool whole = c.q[c.q.size() - 2] % 32 == 0 && c.k[c.k.size() - 2] % 32 == 0;
+    expect_matches(t, describe(c.q, c.k, c.v) + " (native)", native,
+                   whole ? "attention_coop_dsplit.comp" : "attention_coop.comp");
   }
 }
 
@@ -344,7 +449,7 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
     options.profile = true;
     auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
     ASSERT_TRUE(plan.has_value()) << plan.message();
-    ASSERT_TRUE(uses(*plan, "attention_coop.comp"));
+    ASSERT_TRUE(uses(*plan, "attention_coop_dsplit.comp"));
     std::vector<size_t> attention_dispatches;
     for (size_t i = 0; i < plan->dispatches.size(); ++i)
       if (plan->pipelines[plan->dispatches[i].pipeline].name.rfind("attention", 0) == 0)

@@ -1,0 +1,218 @@
+// attention_coop_dsplit.comp: softmax(q·kᵀ·scale)·v per head on 16×16×16 cooperative
+// matrices (coopmat.glsl: f16 operands, f32 accumulation), flash style — no score
+// matrix in memory — with the head dimension split across the subgroups. The same
+// contract as attention_coop.comp, for whole blocks only (see "Limits").
+//
+//   out[h, i, :] = Σ_j p_ij · v[h, j, :],  p_ij = exp(s_ij - max_j s_ij) / Σ_j exp(...),
+//   s_ij = scale · q[h, i, :]·k[h, j, :]
+//
+// Why this split: with head dims of 384-512 (the VAEs' mid-block attention) a
+// subgroup cannot hold a 16-row output tile of all DV columns in registers, and
+// attention_coop.comp — subgroups sharing score tiles, Q, K and V staged through
+// shared memory for every key block — spends its time staging (~30 TFLOP/s on the
+// H200). Here every subgroup owns one slice of the head dims for all BR rows:
+//   - its Q slice (BR × D/NSG) is loaded once into A fragments and stays in registers;
+//   - its O slice (BR × DV/NSG) lives in its accumulators;
+//   - its K and V slices are read straight from memory into B fragments (no staging:
+//     the NSG subgroups together read each K and V row once per workgroup);
+// and the only thing the subgroups exchange is the score block:
+//   1. each subgroup computes the partial scores of its D slice, S_g = Q_g·K_gᵀ
+//      (BR × BC), and stores them to shared memory (f32);
+//   2. LPR = WG / BR lanes per row sum the NSG partials in a fixed order (so the
+//      result does not depend on timing), scale them, and run the online-softmax
+//      update: m' = max(m, max_j s), p_j = exp(s_j - m') rounded to f16 (the P
+//      operand; l sums the rounded values, so the weights of the v rows sum to 1),
+//      l = l·corr + Σ p_j, corr = exp(m - m'); maxima and sums are combined with
+//      subgroupShuffleXor over the row's lanes (a butterfly: every lane ends with the
+//      same bits), so m and l stay replicated in the row's lanes' registers. P (f16)
+//      and corr go to shared memory;
+//   3. each subgroup rescales its accumulators by corr (each element's row learnt
+//      from `rowmap`, an accumulator loaded from a 16×16 matrix of row numbers: the
+//      element order of cooperative matrices is unspecified, but equal for equal
+//      types) and adds P·V_g.
+// Two barriers per key block. At the end out = O / l, one accumulator at a time
+// through shared memory (store_round, O_T).
+//
+// Limits (the lowering checks them and otherwise uses attention_coop.comp): every
+// dispatch's `rows` a multiple of BR and `tk` a multiple of BC (no partial blocks:
+// every fragment load reads rows that exist); D and DV multiples of 16·NSG; WG a
+// multiple of BR with LPR = WG / BR a power of two at most CM_SG dividing BC; the
+// window bases and head strides multiples of 8 halves (16-byte fragment loads).
+//
+// Every cooperative-matrix macro is reached in subgroup-uniform control flow, every
+// barrier() in workgroup-uniform control flow. Requires gl_NumSubgroups == NSG (the
+// lowering fixes the subgroup size to CM_SG) and subgroup shuffles.
+//
+// Shared memory (bytes): 4·NSG·BR·(BC + 8)   partial scores / output staging
+//                        + 2·BR·(BC + 8)     P (f16)
+//                        + 4·2·BR            corr, l
+// e.g. 43 520 at NSG 8, BR 32, BC 32.
+//
+// Registers per lane (native, subgroup 32): Q BR/16·D/(16·NSG) A fragments (4 each),
+// O BR/16·DV/(16·NSG) accumulators (8 each): 32 + 64 at D = DV = 512, NSG 8.
+//
+// A dispatch covers `heads` heads × `rows` query rows each, through windows whose
+// elements q_base / k_base / v_base / o_base hold the first head's first row; heads
+// are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
+//
+// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), WG
+// (invocations, NSG·CM_SG), COOPMAT, CM_SG (coopmat.glsl). O_T: float | float16_t;
+// ROUND (common.glsl). BR is 32.
+// Bindings: q (read), k (read), v (read), out (write).
+#extension GL_KHR_shader_subgroup_shuffle : require
+
+#define BR 32
+#define RT (BR / 16)            // row tiles
+#define NSG (WG / CM_SG)        // subgroups = slices of the head dims
+#define KT (BC / 16)            // key tiles per block
+#define DTQ (D / 16 / NSG)      // Q column tiles per subgroup (its slice of D)
+#define DTV (DV / 16 / NSG)     // output column tiles per subgroup
+#define LPR (WG / BR)           // lanes per row in the softmax update
+#define CPL (BC / LPR)          // scores per lane
+#define SP (BC + 8)             // row stride of the partial scores (floats): rows of a
+                                // warp's lanes fall in distinct banks
+#define PS (BC + 8)             // row stride of P (halves)
+
+#if D % (16 * NSG) != 0 || DV % (16 * NSG) != 0 || BC % 16 != 0 || WG % CM_SG != 0 || WG % BR != 0 || \
+    LPR > CM_SG || BC % LPR != 0 || (LPR & (LPR - 1)) != 0
+#error "attention_coop_dsplit.comp: tile sizes do not fit"
+#endif
+
+#ifndef O_T
+#define O_T float
+#endif
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+// Native fragment loads read 16-byte elements (offsets and strides in uvec4 units);
+// the emulation reads halves.
+#if COOPMAT == 1
+layout(std430, binding = 0) readonly buffer QBuf { uvec4 q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { uvec4 k[]; };
+layout(std430, binding = 2) readonly buffer VBuf { uvec4 v[]; };
+#define GLOAD(m, arr, off, stride, cm) CM_LOAD(m, arr, (off) / 8u, (stride) / 8u, cm)
+#else
+layout(std430, binding = 0) readonly buffer QBuf { float16_t q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
+layout(std430, binding = 2) readonly buffer VBuf { float16_t v[]; };
+#define GLOAD(m, arr, off, stride, cm) CM_LOAD(m, arr, off, stride, cm)
+#endif
+layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
+
+layout(push_constant) uniform Push {
+  uint heads;          // heads in this dispatch
+  uint rows;           // query rows per head in this dispatch (a multiple of BR)
+  uint tk;             // keys per head (a multiple of BC)
+  uint q_head_stride;  // elements between heads in q (Tq·D) ...
+  uint o_head_stride;  // ... in out (Tq·DV)
+  uint q_base, k_base, v_base, o_base;
+  float scale;
+} pc;
+
+shared float s_s[NSG * BR * SP];  // partial scores of subgroup g at g·BR·SP; row numbers; output staging
+shared float16_t s_p[BR * PS];    // P
+shared float s_corr[BR];          // rescale factors of the current block
+shared float s_l[BR];             // the final sums
+
+const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
+
+void main() {
+  const uint blocks = pc.rows / BR;
+  const uint wg = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (wg >= pc.heads * blocks) return;  // uniform per workgroup
+  const uint tid = gl_LocalInvocationIndex;
+  const uint sg = gl_SubgroupID;
+  const uint head = wg / blocks, row0 = (wg % blocks) * BR;
+  // In halves; multiples of 8 (see the header).
+  const uint q_first = pc.q_base + head * pc.q_head_stride + row0 * D + sg * (DTQ * 16u);
+  const uint k_first = pc.k_base + head * pc.tk * D + sg * (DTQ * 16u);
+  const uint v_first = pc.v_base + head * pc.tk * DV + sg * (DTV * 16u);
+  // The softmax's mapping: row sr, lane sl of LPR; a row's lanes are adjacent lanes of
+  // one subgroup, so shuffles with masks below LPR stay within the row.
+  const uint sid = sg * CM_SG + gl_SubgroupInvocationID;
+  const uint sr = sid / LPR, sl = sid % LPR;
+  float m_run = kNegHuge, l_run = 0.0;  // the same in all LPR lanes of the row
+
+  for (uint e = tid; e < 256u; e += WG) s_s[e] = float(e >> 4u);  // row numbers
+  barrier();
+  CM_ACC rowmap;
+  CM_LOAD_ACC(rowmap, s_s, 0u, 16u, false);
+  CM_A qa[RT * DTQ];  // Q tile (row tile rt, column tile dq of the slice) at rt·DTQ + dq
+  for (uint rt = 0u; rt < RT; ++rt)
+    for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
+  CM_ACC acc[RT * DTV];  // O tile (row tile rt, column tile dv of the slice) at rt·DTV + dv
+  for (uint i = 0u; i < RT * DTV; ++i) CM_FILL(acc[i], 0.0);
+  barrier();  // the row numbers are read before the first partial scores overwrite them
+
+  for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
+    // 1. The partial scores of this subgroup's slice of D.
+    for (uint kt = 0u; kt < KT; ++kt) {
+      CM_ACC sa[RT];
+      for (uint rt = 0u; rt < RT; ++rt) CM_FILL(sa[rt], 0.0);
+      for (uint dq = 0u; dq < DTQ; ++dq) {
+        CM_B kb;  // Kᵀ: (d, j) at (key0 + kt·16 + j)·D + d
+        GLOAD(kb, k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true);
+        for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], kb, sa[rt]);
+      }
+      for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
+    }
+    barrier();  // the partial scores are complete; the previous block's P and corr are read
+
+    // 2. The online softmax update: lane sl of row sr takes keys j ≡ sl (mod LPR).
+    {
+      float sc[CPL];
+      float m_new = m_run;
+      for (uint c = 0u; c < CPL; ++c) {
+        const uint j = sl + LPR * c;
+        float s = 0.0;
+        for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
+        sc[c] = s * pc.scale;
+        m_new = max(m_new, sc[c]);
+      }
+      for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
+      float sum = 0.0;
+      for (uint c = 0u; c < CPL; ++c) {
+        const float p = round_f16(exp_precise(sc[c] - m_new));
+        s_p[sr * PS + sl + LPR * c] = float16_t(p);  // exact: p is a half
+        sum += p;
+      }
+      for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
+      const float corr = exp_precise(m_run - m_new);
+      l_run = l_run * corr + sum;
+      m_run = m_new;
+      if (sl == 0u) s_corr[sr] = corr;
+    }
+    barrier();  // P and corr are complete; the partial scores are read
+
+    // 3. O = O·corr + P·V_g.
+    for (uint rt = 0u; rt < RT; ++rt)
+      for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
+        const float c = s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))];
+        for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
+      }
+    for (uint kt = 0u; kt < KT; ++kt) {
+      CM_A pa[RT];
+      for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
+      for (uint dv = 0u; dv < DTV; ++dv) {
+        CM_B vb;
+        GLOAD(vb, v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
+        for (uint rt = 0u; rt < RT; ++rt) CM_MAD(pa[rt], vb, acc[rt * DTV + dv]);
+      }
+    }
+  }
+
+  // out = O / l, one accumulator per subgroup at a time through shared memory.
+  if (sl == 0u) s_l[sr] = l_run;
+  const uint o_first = pc.o_base + head * pc.o_head_stride + row0 * DV + sg * (DTV * 16u);
+  for (uint rt = 0u; rt < RT; ++rt) {
+    for (uint dv = 0u; dv < DTV; ++dv) {
+      barrier();  // the staging's previous readers are done (first time: the last P·V, and l is final)
+      CM_STORE_ACC(acc[rt * DTV + dv], s_s, sg * 256u, 16u, false);
+      barrier();
+      for (uint e = gl_SubgroupInvocationID; e < 256u; e += CM_SG) {
+        const uint r = rt * 16u + e / 16u;
+        o[o_first + r * DV + dv * 16u + e % 16u] = O_T(store_round(s_s[sg * 256u + e] / s_l[r]));
+      }
+    }
+  }
+}
