@@ -60,6 +60,7 @@
 // ROUND (common.glsl). BR is 32.
 // Bindings: q (read), k (read), v (read), out (write).
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : enable
 
 #define BR 32
 #define RT (BR / 16)            // row tiles
@@ -138,23 +139,23 @@ void main() {
   CM_ACC rowmap;
   CM_LOAD_ACC(rowmap, s_s, 0u, 16u, false);
   CM_A qa[RT * DTQ];  // Q tile (row tile rt, column tile dq of the slice) at rt·DTQ + dq
-  for (uint rt = 0u; rt < RT; ++rt)
-    for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
+  [[unroll]] for (uint rt = 0u; rt < RT; ++rt)
+    [[unroll]] for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
   CM_ACC acc[RT * DTV];  // O tile (row tile rt, column tile dv of the slice) at rt·DTV + dv
-  for (uint i = 0u; i < RT * DTV; ++i) CM_FILL(acc[i], 0.0);
+  [[unroll]] for (uint i = 0u; i < RT * DTV; ++i) CM_FILL(acc[i], 0.0);
   barrier();  // the row numbers are read before the first partial scores overwrite them
 
   for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
     // 1. The partial scores of this subgroup's slice of D.
-    for (uint kt = 0u; kt < KT; ++kt) {
+    [[unroll]] for (uint kt = 0u; kt < KT; ++kt) {
       CM_ACC sa[RT];
-      for (uint rt = 0u; rt < RT; ++rt) CM_FILL(sa[rt], 0.0);
-      for (uint dq = 0u; dq < DTQ; ++dq) {
+      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_FILL(sa[rt], 0.0);
+      [[unroll]] for (uint dq = 0u; dq < DTQ; ++dq) {
         CM_B kb;  // Kᵀ: (d, j) at (key0 + kt·16 + j)·D + d
         GLOAD(kb, k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true);
-        for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], kb, sa[rt]);
+        [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], kb, sa[rt]);
       }
-      for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
+      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
     }
     barrier();  // the partial scores are complete; the previous block's P and corr are read
 
@@ -162,21 +163,21 @@ void main() {
     {
       float sc[CPL];
       float m_new = m_run;
-      for (uint c = 0u; c < CPL; ++c) {
+      [[unroll]] for (uint c = 0u; c < CPL; ++c) {
         const uint j = sl + LPR * c;
         float s = 0.0;
-        for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
+        [[unroll]] for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
         sc[c] = s * pc.scale;
         m_new = max(m_new, sc[c]);
       }
-      for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
+      [[unroll]] for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
       float sum = 0.0;
-      for (uint c = 0u; c < CPL; ++c) {
+      [[unroll]] for (uint c = 0u; c < CPL; ++c) {
         const float p = round_f16(exp_precise(sc[c] - m_new));
         s_p[sr * PS + sl + LPR * c] = float16_t(p);  // exact: p is a half
         sum += p;
       }
-      for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
+      [[unroll]] for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
       const float corr = exp_precise(m_run - m_new);
       l_run = l_run * corr + sum;
       m_run = m_new;
@@ -185,18 +186,18 @@ void main() {
     barrier();  // P and corr are complete; the partial scores are read
 
     // 3. O = O·corr + P·V_g.
-    for (uint rt = 0u; rt < RT; ++rt)
-      for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
+    [[unroll]] for (uint rt = 0u; rt < RT; ++rt)
+      [[unroll]] for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
         const float c = s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))];
-        for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
+        [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
       }
-    for (uint kt = 0u; kt < KT; ++kt) {
+    [[unroll]] for (uint kt = 0u; kt < KT; ++kt) {
       CM_A pa[RT];
-      for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
-      for (uint dv = 0u; dv < DTV; ++dv) {
+      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
+      [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) {
         CM_B vb;
         GLOAD(vb, v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
-        for (uint rt = 0u; rt < RT; ++rt) CM_MAD(pa[rt], vb, acc[rt * DTV + dv]);
+        [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_MAD(pa[rt], vb, acc[rt * DTV + dv]);
       }
     }
   }
@@ -204,8 +205,8 @@ void main() {
   // out = O / l, one accumulator per subgroup at a time through shared memory.
   if (sl == 0u) s_l[sr] = l_run;
   const uint o_first = pc.o_base + head * pc.o_head_stride + row0 * DV + sg * (DTV * 16u);
-  for (uint rt = 0u; rt < RT; ++rt) {
-    for (uint dv = 0u; dv < DTV; ++dv) {
+  [[unroll]] for (uint rt = 0u; rt < RT; ++rt) {
+    [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) {
       barrier();  // the staging's previous readers are done (first time: the last P·V, and l is final)
       CM_STORE_ACC(acc[rt * DTV + dv], s_s, sg * 256u, 16u, false);
       barrier();
