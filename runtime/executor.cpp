@@ -1,4 +1,4 @@
-// Executor: creation order, device-limit checks, buffers, run() and teardown.
+// Executor: creation order, device-limit checks, buffers, run()/replay() and teardown.
 // Pipelines/descriptors: executor_pipelines.cpp; commands/weights: executor_record.cpp.
 #include "runtime/executor.h"
 
@@ -36,6 +36,21 @@ std::string shape_str(const TensorIO& io) {
   std::string s;
   for (int64_t d : io.shape) s += (s.empty() ? "" : ",") + std::to_string(d);
   return fmt::format("{}[{}]", dtype_name(io.dtype), s);
+}
+
+// The output count and sizes run() and read_outputs() check; `what` names the call.
+Status check_outputs(const Plan& plan, const std::vector<std::span<std::byte>>& outputs,
+                     const char* what) {
+  if (outputs.size() != plan.outputs.size())
+    return error("{}: {} outputs given, the plan makes {}", what, outputs.size(), plan.outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorIO& io = plan.outputs[i];
+    if (outputs[i].size() != io.bytes) {
+      return error("{}: output '{}' has room for {} bytes, the plan writes {} ({})", what, io.name,
+                   outputs[i].size(), io.bytes, shape_str(io));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -229,21 +244,40 @@ Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
                    inputs[i].size(), io.bytes, shape_str(io));
     }
   }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const TensorIO& io = plan.outputs[i];
-    if (outputs[i].size() != io.bytes) {
-      return error("run: output '{}' has room for {} bytes, the plan writes {} ({})", io.name,
-                   outputs[i].size(), io.bytes, shape_str(io));
-    }
-  }
+  STRATA_RETURN_IF_ERROR(check_outputs(plan, outputs, "run"));
   // The GPU is idle here (every run waits for its fence), so writing mapped device
   // memory directly cannot race with kernels of an earlier run.
+  ran_ = false;  // until this run succeeds, the inputs in place are no whole set
   for (size_t i = 0; i < inputs.size(); ++i)
     std::memcpy(m.input_slots[i].host, inputs[i].data(), inputs[i].size());
   STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffer, "running the plan"));
   for (size_t i = 0; i < outputs.size(); ++i)
     std::memcpy(outputs[i].data(), m.output_slots[i].host, outputs[i].size());
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile());
+  ran_ = true;
+  return Status::ok();
+}
+
+Status Executor::replay() {
+  Impl& m = *impl_;
+  if (m.device->lost())
+    return error("replay: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (!ran_) return error("replay: no run() yet, the inputs are not in place");
+  // The recorded command buffer copies the staged inputs in and the outputs out
+  // itself; on mapped memory the inputs are the device buffers run() wrote.
+  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffer, "replaying the plan"));
+  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile());
+  return Status::ok();
+}
+
+Status Executor::read_outputs(const std::vector<std::span<std::byte>>& outputs) const {
+  const Impl& m = *impl_;
+  if (m.device->lost())
+    return error("read_outputs: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (!ran_) return error("read_outputs: no run() yet, there are no outputs to read");
+  STRATA_RETURN_IF_ERROR(check_outputs(m.plan, outputs, "read_outputs"));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::memcpy(outputs[i].data(), m.output_slots[i].host, outputs[i].size());
   return Status::ok();
 }
 

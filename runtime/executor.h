@@ -27,10 +27,15 @@
 // until the next run overwrites it.
 // What run() does: copy the inputs into place, vkQueueSubmit the recorded command
 // buffer, wait on the fence, copy the outputs out. Nothing is re-recorded.
+// What replay() does: the submit and the wait alone, on the inputs the last run()
+// put in place, leaving the outputs in device memory and the readback staging
+// buffer (read_outputs() copies them out): the decode as the device sees it, with
+// no host-side copies, for timing it the way a framework times a decode of a
+// tensor already on the GPU.
 //
 // Ownership: the Executor owns every Vulkan object it creates and holds a
 // shared_ptr to its Device, so the device outlives it. The Plan is copied in.
-// Not thread-safe: one run() at a time per Executor.
+// Not thread-safe: one run() or replay() at a time per Executor.
 #pragma once
 
 #include "runtime/barriers.h"
@@ -119,6 +124,22 @@ public:
   Status run(const std::vector<std::span<const std::byte>>& inputs,
              const std::vector<std::span<std::byte>>& outputs);
 
+  // One replay without host-side copies: vkQueueSubmit of the recorded command
+  // buffer, vkWaitForFences, vkResetFences (as run() does), on the inputs the last
+  // successful run() put in place; the outputs land where run() copies them from
+  // (mapped device memory or the readback staging buffer), for read_outputs().
+  // Blocks until done. Refreshes last_profile() like run().
+  // Errors: no successful run() yet ("replay: no run() yet, the inputs are not in
+  // place"); VK_ERROR_DEVICE_LOST (the Device is then marked lost and every later
+  // run or replay fails at once); other submit/wait failures.
+  Status replay();
+
+  // Copies the outputs of the last run() or replay() out: outputs[i] receives
+  // plan.outputs[i]. No Vulkan calls (the device is idle after either).
+  // Errors: no successful run() yet; a lost device; wrong number of outputs; an
+  // output of the wrong byte size (naming it), worded as run() words them.
+  Status read_outputs(const std::vector<std::span<std::byte>>& outputs) const;
+
   // vkGetPipelineCacheData: the bytes to persist beside the plan cache and hand to
   // ExecutorOptions::pipeline_cache_data next time.
   Expected<std::vector<uint8_t>> pipeline_cache_data() const;
@@ -135,7 +156,7 @@ public:
   const Device& device() const;
   // The barriers recorded into the command buffer (plan_barriers of the plan).
   const std::vector<BarrierPoint>& barriers() const;
-  // Empty unless ExecutorOptions::profile; refreshed by every run().
+  // Empty unless ExecutorOptions::profile; refreshed by every run() and replay().
   const Profile& last_profile() const;
 
   struct Impl;  // Vulkan objects; defined in runtime/executor_impl.h
@@ -143,6 +164,9 @@ public:
 private:
   explicit Executor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  // Set by a successful run(): the inputs are in place for replay() and the
+  // outputs hold a decode for read_outputs().
+  bool ran_ = false;
 };
 
 }  // namespace strata::runtime

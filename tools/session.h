@@ -86,6 +86,10 @@ struct LoadedDecoder {
   // One replay: inputs in graph-input order, f32 in their logical shapes (checked;
   // a wrong shape is an error naming the input); outputs in graph-output order.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // The last run() again on the device alone (runtime::Executor::replay): no
+  // host-side copies, the outputs left in the readback buffer. Errors: no run() yet,
+  // a lost device.
+  Status replay() { return executor->replay(); }
 };
 
 // compile_for_device, then opens the device and creates the executor (--profile:

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace strata::runtime {
 namespace {
@@ -124,6 +126,96 @@ TEST_P(RuntimeExecutorTest, WrongInputSizeNamesTheInput) {
   EXPECT_NE(s.message().find("output 'z' has room for 40 bytes"), std::string::npos) << s.message();
   s = exec->run({}, {out_bytes(z)});
   EXPECT_EQ(s.message(), "run: 0 inputs given, the plan takes 1");
+}
+
+// replay() submits the recorded decode again on the inputs run() left in place.
+TEST_P(RuntimeExecutorTest, ReplayRepeatsTheLastRunsDecode) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> a = ramp(0.f, 1.f), b = ramp(5.f, -0.5f), out1(N), out2(N), got(N, -1.f);
+  Status s = exec->run({in_bytes(a)}, {out_bytes(out1)});
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = exec->replay();
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = exec->read_outputs({out_bytes(got)});
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(std::memcmp(got.data(), out1.data(), kBytes), 0);
+
+  ASSERT_TRUE(exec->run({in_bytes(b)}, {out_bytes(out2)}).is_ok());
+  EXPECT_NE(out1, out2);
+  for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(out2[i], 0.5f * (3.f * b[i] + 1.f))) << "i=" << i;
+  std::fill(got.begin(), got.end(), -1.f);
+  ASSERT_TRUE(exec->replay().is_ok());
+  ASSERT_TRUE(exec->read_outputs({out_bytes(got)}).is_ok());
+  EXPECT_EQ(std::memcmp(got.data(), out2.data(), kBytes), 0);
+}
+
+// acc += x, out = acc: each execution adds the input once more, so the outputs
+// show that a replay really executes (a no-op would leave the last output) and
+// with which input. Integers: the sums are exact.
+Plan accumulate_plan() {
+  Plan p;
+  p.compiler_version = "test";
+  p.pipelines = {pipeline("add", testing::kAdd, 3, 4), pipeline("axpb", testing::kAxpb, 2, 12)};
+  p.buffers = {{"x", kBytes, BufferUsage::input},
+               {"acc", kBytes, BufferUsage::activations},
+               {"out", kBytes, BufferUsage::output}};
+  p.dispatches = {
+      dispatch(0,
+               {{1, 0, kBytes, Access::read}, {0, 0, kBytes, Access::read},
+                {2, 0, kBytes, Access::write}},
+               pack(N)),
+      dispatch(1, {{2, 0, kBytes, Access::read}, {1, 0, kBytes, Access::write}}, pack(1.f, 0.f, N))};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"out", {N}, DType::f32, "", 2, 0, kBytes}};
+  return p;
+}
+
+TEST_P(RuntimeExecutorTest, ReplayExecutesAgainWithTheLastRunsInputs) {
+  std::unique_ptr<Executor> exec = load(accumulate_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> a = ramp(1.f, 1.f), b = ramp(-3.f, 2.f), out(N);
+  auto expect_out = [&](float ka, float kb, const char* when) {
+    ASSERT_TRUE(exec->read_outputs({out_bytes(out)}).is_ok()) << when;
+    for (uint32_t i = 0; i < N; ++i) ASSERT_EQ(out[i], ka * a[i] + kb * b[i]) << when << ", i=" << i;
+  };
+  ASSERT_TRUE(exec->run({in_bytes(a)}, {out_bytes(out)}).is_ok());
+  expect_out(1, 0, "after run(a)");
+  ASSERT_TRUE(exec->replay().is_ok());
+  expect_out(2, 0, "after replay");
+  ASSERT_TRUE(exec->replay().is_ok());
+  expect_out(3, 0, "after a second replay");
+  ASSERT_TRUE(exec->run({in_bytes(b)}, {out_bytes(out)}).is_ok());
+  expect_out(3, 1, "after run(b)");
+  ASSERT_TRUE(exec->replay().is_ok());
+  expect_out(3, 2, "after replay with b in place");
+}
+
+TEST_P(RuntimeExecutorTest, ReplayBeforeAnyRunIsAnError) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  Status s = exec->replay();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message(), "replay: no run() yet, the inputs are not in place");
+  std::vector<float> z(N);
+  s = exec->read_outputs({out_bytes(z)});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("no run() yet"), std::string::npos) << s.message();
+  // A run refused for its sizes puts nothing in place either.
+  std::vector<float> x_short(N - 1);
+  EXPECT_FALSE(exec->run({in_bytes(x_short)}, {out_bytes(z)}).is_ok());
+  EXPECT_FALSE(exec->replay().is_ok());
+}
+
+TEST_P(RuntimeExecutorTest, ReadOutputsChecksSizes) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> x = ramp(0.f, 1.f), z(N), z_short(10);
+  ASSERT_TRUE(exec->run({in_bytes(x)}, {out_bytes(z)}).is_ok());
+  Status s = exec->read_outputs({out_bytes(z_short)});
+  EXPECT_EQ(s.message(), "read_outputs: output 'z' has room for 40 bytes, the plan writes 4000 (f32[1000])");
+  s = exec->read_outputs({});
+  EXPECT_EQ(s.message(), "read_outputs: 0 outputs given, the plan makes 1");
 }
 
 // One arena holding x, y1 and y2 at `stride`-aligned offsets; dispatches bind
@@ -356,13 +448,15 @@ TEST(RuntimeValidation, RecordedBarriersPassSynchronizationValidation) {
   for (bool staged : {false, true}) {
     ExecutorOptions o;
     o.force_staging = staged;
-    for (const Plan& plan : {chain_plan(), windowed_plan(window_stride(*dev))}) {
+    for (const Plan& plan : {chain_plan(), windowed_plan(window_stride(*dev)), accumulate_plan()}) {
       Expected<std::unique_ptr<Executor>> exec = Executor::create(dev, plan, {}, o);
       ASSERT_TRUE(exec) << exec.message();
       std::vector<float> x = ramp(1.f, 0.5f), a(N), b(N);
       std::vector<std::span<std::byte>> outs = {out_bytes(a)};
       if (plan.outputs.size() == 2) outs.push_back(out_bytes(b));
       for (int run = 0; run < 2; ++run) ASSERT_TRUE((*exec)->run({in_bytes(x)}, outs).is_ok());
+      ASSERT_TRUE((*exec)->replay().is_ok());
+      ASSERT_TRUE((*exec)->read_outputs(outs).is_ok());
     }
   }
   std::vector<std::string> messages = dev->instance().take_validation_messages();

@@ -262,6 +262,8 @@ TEST(PlanCache, CompileFillsTheCacheThatBenchThenHitsAndCacheListsAndClears) {
   EXPECT_NE(text.find("plan cache: stored"), std::string::npos) << text;
   cli({"bench", "--arch", "flux-small", "--size", "64", "--reps", "1", "--cache-dir", dir.path.string()}, &text);
   EXPECT_NE(text.find("plan cache: hit"), std::string::npos) << text;
+  EXPECT_NE(text.find("device-resident: median "), std::string::npos) << text;
+  EXPECT_NE(text.find(" over 1 replays (submit to fence"), std::string::npos) << text;
   cli({"cache", "list", "--cache-dir", dir.path.string()}, &text);
   EXPECT_NE(text.find("1 entries"), std::string::npos) << text;
   EXPECT_NE(text.find("flux_vae_decoder"), std::string::npos) << text;
