@@ -21,6 +21,7 @@
 #include "runtime/plan.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace strata::codegen {
@@ -62,6 +63,11 @@ struct CodegenOptions {
   // (codegen/lower_conv_gemm.cpp); empty: the default. For measuring tiles
   // (`strata bench --conv-tile`).
   std::string conv_tile;
+  // Defines added to (or replacing) those the lowering chose, per kernel file, e.g.
+  // {"attention_coop_dsplit.comp", {{"PF", "1"}}}: variants named in a kernel's
+  // header, for measuring them (`strata bench --kernel-define`). A define the
+  // kernel does not know is passed on and ignored by it.
+  std::map<std::string, std::map<std::string, std::string>> kernel_defines;
 };
 
 // Compiles `graph` (verified) into a Plan. Errors name the node or value that cannot

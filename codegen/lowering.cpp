@@ -57,7 +57,10 @@ Location Lowering::scratch(const Node& node, uint64_t bytes) {
   return Location{*scratch_buffer_, offset, bytes};
 }
 
-Expected<uint32_t> Lowering::pipeline(const KernelKey& key) {
+Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {
+  KernelKey key = chosen;
+  if (auto it = options_.kernel_defines.find(key.file); it != options_.kernel_defines.end())
+    for (const auto& [name, value] : it->second) key.defines[name] = value;
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   const std::string name = kernel_variant_name(key.file, key.defines);
   if (key.push_constant_bytes % 4 != 0 || key.push_constant_bytes > target_.max_push_constants_bytes)

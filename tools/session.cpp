@@ -8,6 +8,7 @@
 #include "tools/plan_cache.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <span>
 
@@ -38,6 +39,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "tensor-core conv tile WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]: subgroups along pixels x channels, 16x16 "
        "fragments per subgroup, input channels per step, shared buffers, 16-byte output stores (default "
        "2x2x4x4x32x1x1; for measuring tiles, docs/KERNELS.md)"},
+      {"kernel-define", true,
+       "FILE:NAME=VALUE[,FILE:NAME=VALUE...]: defines added to a kernel's variants, e.g. "
+       "attention_coop_dsplit.comp:PF=1 (the variants a kernel's header names; for measuring them)"},
   };
   return specs;
 }
@@ -85,11 +89,42 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
+  if (auto text = a.get("kernel-define")) {
+    STRATA_ASSIGN_OR_RETURN(r.kernel_defines, parse_kernel_defines(*text));
+  }
   return r;
 }
 
+Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel_defines(const std::string& text) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    const size_t colon = item.find(':'), eq = item.find('=');
+    if (colon == std::string::npos || eq == std::string::npos || eq < colon || colon == 0 || eq == colon + 1)
+      return error("--kernel-define '{}' is not FILE:NAME=VALUE", item);
+    const std::string file = item.substr(0, colon), name = item.substr(colon + 1, eq - colon - 1);
+    const std::string value = item.substr(eq + 1);
+    if (file.size() < 6 || file.compare(file.size() - 5, 5, ".comp") != 0)
+      return error("--kernel-define '{}': '{}' is not a kernel file (NAME.comp)", item, file);
+    const bool identifier = std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(c) || c == '_'; });
+    if (!identifier || std::isdigit(static_cast<unsigned char>(name[0])))
+      return error("--kernel-define '{}': '{}' is not a define name", item, name);
+    if (value.empty() || value.find_first_of(" \t\n") != std::string::npos)
+      return error("--kernel-define '{}': the value must be one word", item);
+    out[file][name] = value;
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::string codegen_options_text(const RunSettings& r) {
-  return fmt::format("kernels {} conv_tile '{}'", r.portable_kernels ? "portable" : "auto", r.conv_tile);
+  std::string defines;
+  for (const auto& [file, names] : r.kernel_defines)
+    for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
+  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}'", r.portable_kernels ? "portable" : "auto",
+                     r.conv_tile, defines);
 }
 
 CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range) {
@@ -173,7 +208,7 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
   target.max_storage_buffer_range = compile_options(r, precision, info.max_storage_buffer_range).binding_limit;
   if (r.portable_kernels) target.tensor_cores = codegen::TensorCores::none;
   STRATA_ASSIGN_OR_RETURN(out.plan, codegen::compile_plan(out.graph, weights, target,
-                                                          {.profile = r.profile, .conv_tile = r.conv_tile}));
+                                                          {.profile = r.profile, .conv_tile = r.conv_tile, .kernel_defines = r.kernel_defines}));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines\n",
                      info.name, precision == Precision::f16 ? "f16" : "f32",

@@ -14,6 +14,7 @@
 #include "tools/args.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -37,6 +38,7 @@ struct RunSettings {
   bool no_cache = false;               // --no-cache
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
+  std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
 };
 
 // The codegen choices of `r` as text, for the plan-cache key.
@@ -45,6 +47,9 @@ std::string codegen_options_text(const RunSettings& r);
 // The options behind RunSettings, for commands to list.
 const std::vector<OptionSpec>& run_option_specs();
 Expected<RunSettings> run_settings(const ParsedArgs& a);
+// --kernel-define's text, "FILE:NAME=VALUE[,...]", as CodegenOptions::kernel_defines;
+// errors name the item that is not of that form.
+Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel_defines(const std::string& text);
 
 // The options the passes run with: `precision`, --stop-after, --memory-budget, and
 // binding_limit = min(device_range, --binding-limit), either one alone when the other

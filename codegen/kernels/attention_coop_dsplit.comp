@@ -82,6 +82,25 @@
 #ifndef O_T
 #define O_T float
 #endif
+// PF: when the K and V fragments are loaded. 0: each just before its MADs; 1: a
+// block's K fragments together at its start, its V fragments together before the
+// softmax (in flight meanwhile); 2: as 1, and the next block's K fragments during
+// this block's P·V (the native default: global-memory latency is what limits this
+// kernel).
+#ifndef PF
+#if COOPMAT == 1
+#define PF 2
+#else
+#define PF 0  // the emulation's fragments are big private arrays: lavapipe compiles PF 1 and 2 for minutes
+#endif
+#endif
+// Native: unrolled, so that the fragment arrays stay in registers. The emulation's
+// fragments are arrays already; unrolling them makes lavapipe's compile explode.
+#if COOPMAT == 1
+#define UNROLL [[unroll]]
+#else
+#define UNROLL
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -96,7 +115,7 @@ layout(std430, binding = 2) readonly buffer VBuf { uvec4 v[]; };
 layout(std430, binding = 0) readonly buffer QBuf { float16_t q[]; };
 layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
 layout(std430, binding = 2) readonly buffer VBuf { float16_t v[]; };
-#define GLOAD(m, arr, off, stride, cm) CM_LOAD(m, arr, off, stride, cm)
+#define GLOAD(m, arr, off, stride, cm) [[dont_unroll]] CM_LOAD(m, arr, off, stride, cm)
 #endif
 layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
 
@@ -114,6 +133,12 @@ shared float s_s[NSG * BR * SP];  // partial scores of subgroup g at g·BR·SP; 
 shared float16_t s_p[BR * PS];    // P
 shared float s_corr[BR];          // rescale factors of the current block
 shared float s_l[BR];             // the final sums
+
+// The K fragments (Kᵀ: (d, j) at (key0 + kt·16 + j)·D + d) of the block at key0 into kb.
+#define LOAD_K(key0_)                                                                  \
+  UNROLL for (uint kt_ = 0u; kt_ < KT; ++kt_)                                      \
+    UNROLL for (uint dq_ = 0u; dq_ < DTQ; ++dq_)                                   \
+      GLOAD(kb[kt_ * DTQ + dq_], k, k_first + ((key0_) + kt_ * 16u) * D + dq_ * 16u, D, true)
 
 const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
 
@@ -139,45 +164,65 @@ void main() {
   CM_ACC rowmap;
   CM_LOAD_ACC(rowmap, s_s, 0u, 16u, false);
   CM_A qa[RT * DTQ];  // Q tile (row tile rt, column tile dq of the slice) at rt·DTQ + dq
-  [[unroll]] for (uint rt = 0u; rt < RT; ++rt)
-    [[unroll]] for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
+  UNROLL for (uint rt = 0u; rt < RT; ++rt)
+    UNROLL for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
   CM_ACC acc[RT * DTV];  // O tile (row tile rt, column tile dv of the slice) at rt·DTV + dv
-  [[unroll]] for (uint i = 0u; i < RT * DTV; ++i) CM_FILL(acc[i], 0.0);
+  UNROLL for (uint i = 0u; i < RT * DTV; ++i) CM_FILL(acc[i], 0.0);
   barrier();  // the row numbers are read before the first partial scores overwrite them
 
+#if PF == 2
+  CM_B kb[KT * DTQ];  // the K fragments of the next block, loaded during this block's P·V
+  LOAD_K(0u);
+#endif
   for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
+#if PF == 1
+    CM_B kb[KT * DTQ];
+    LOAD_K(key0);
+#endif
     // 1. The partial scores of this subgroup's slice of D.
-    [[unroll]] for (uint kt = 0u; kt < KT; ++kt) {
+    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
       CM_ACC sa[RT];
-      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_FILL(sa[rt], 0.0);
-      [[unroll]] for (uint dq = 0u; dq < DTQ; ++dq) {
-        CM_B kb;  // Kᵀ: (d, j) at (key0 + kt·16 + j)·D + d
-        GLOAD(kb, k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true);
-        [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], kb, sa[rt]);
+      UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_FILL(sa[rt], 0.0);
+      UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
+#if PF == 0
+        CM_B kb[1];
+        GLOAD(kb[0], k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true);
+#define KB(kt, dq) kb[0]
+#else
+#define KB(kt, dq) kb[(kt) * DTQ + (dq)]
+#endif
+        UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], KB(kt, dq), sa[rt]);
       }
-      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
+      UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
     }
+#if PF >= 1
+    // This block's V fragments: in flight while the softmax runs.
+    CM_B vb[KT * DTV];
+    UNROLL for (uint kt = 0u; kt < KT; ++kt)
+      UNROLL for (uint dv = 0u; dv < DTV; ++dv)
+        GLOAD(vb[kt * DTV + dv], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
+#endif
     barrier();  // the partial scores are complete; the previous block's P and corr are read
 
     // 2. The online softmax update: lane sl of row sr takes keys j ≡ sl (mod LPR).
     {
       float sc[CPL];
       float m_new = m_run;
-      [[unroll]] for (uint c = 0u; c < CPL; ++c) {
+      UNROLL for (uint c = 0u; c < CPL; ++c) {
         const uint j = sl + LPR * c;
         float s = 0.0;
-        [[unroll]] for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
+        UNROLL for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
         sc[c] = s * pc.scale;
         m_new = max(m_new, sc[c]);
       }
-      [[unroll]] for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
+      UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
       float sum = 0.0;
-      [[unroll]] for (uint c = 0u; c < CPL; ++c) {
+      UNROLL for (uint c = 0u; c < CPL; ++c) {
         const float p = round_f16(exp_precise(sc[c] - m_new));
         s_p[sr * PS + sl + LPR * c] = float16_t(p);  // exact: p is a half
         sum += p;
       }
-      [[unroll]] for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
+      UNROLL for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
       const float corr = exp_precise(m_run - m_new);
       l_run = l_run * corr + sum;
       m_run = m_new;
@@ -185,19 +230,27 @@ void main() {
     }
     barrier();  // P and corr are complete; the partial scores are read
 
+#if PF == 2
+    if (key0 + BC < pc.tk) LOAD_K(key0 + BC);  // subgroup-uniform
+#endif
     // 3. O = O·corr + P·V_g.
-    [[unroll]] for (uint rt = 0u; rt < RT; ++rt)
-      [[unroll]] for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
+    UNROLL for (uint rt = 0u; rt < RT; ++rt)
+      UNROLL for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
         const float c = s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))];
-        [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
+        UNROLL for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
       }
-    [[unroll]] for (uint kt = 0u; kt < KT; ++kt) {
+    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
       CM_A pa[RT];
-      [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
-      [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) {
-        CM_B vb;
-        GLOAD(vb, v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
-        [[unroll]] for (uint rt = 0u; rt < RT; ++rt) CM_MAD(pa[rt], vb, acc[rt * DTV + dv]);
+      UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
+      UNROLL for (uint dv = 0u; dv < DTV; ++dv) {
+#if PF == 0
+        CM_B vb[1];
+        GLOAD(vb[0], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
+#define VB(kt, dv) vb[0]
+#else
+#define VB(kt, dv) vb[(kt) * DTV + (dv)]
+#endif
+        UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_MAD(pa[rt], VB(kt, dv), acc[rt * DTV + dv]);
       }
     }
   }
@@ -205,8 +258,8 @@ void main() {
   // out = O / l, one accumulator per subgroup at a time through shared memory.
   if (sl == 0u) s_l[sr] = l_run;
   const uint o_first = pc.o_base + head * pc.o_head_stride + row0 * DV + sg * (DTV * 16u);
-  [[unroll]] for (uint rt = 0u; rt < RT; ++rt) {
-    [[unroll]] for (uint dv = 0u; dv < DTV; ++dv) {
+  UNROLL for (uint rt = 0u; rt < RT; ++rt) {
+    UNROLL for (uint dv = 0u; dv < DTV; ++dv) {
       barrier();  // the staging's previous readers are done (first time: the last P·V, and l is final)
       CM_STORE_ACC(acc[rt * DTV + dv], s_s, sg * 256u, 16u, false);
       barrier();

@@ -230,8 +230,9 @@ TEST(CodegenAttentionCoop, QueryChunks) {
 
 // attention_coop_dsplit.comp (head dims split across the subgroups) where every block
 // is whole: query rows and keys multiples of 32. D = 64 splits over 4 subgroups (one
-// 16-column tile each, lavapipe's subgroup of 8: one lane per softmax row), D = 128
-// gives each subgroup two tiles; several heads, Tq != Tk, Dv != D, query chunks.
+// 16-column tile each, lavapipe's subgroup of 8: one lane per softmax row), Dv = 128
+// gives each subgroup two output tiles; several heads, Tq != Tk, query chunks. (Two
+// kernel variants only: lavapipe takes ~30 s to compile each emulated one.)
 TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   const codegen::Target target = device_target(codegen::TensorCores::emulated);
   struct Case {
@@ -240,8 +241,7 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   const Case cases[] = {
       {{32, 64}, {32, 64}, {32, 64}},                   // one block
       {{1, 96, 64}, {1, 96, 64}, {1, 96, 64}},          // three row blocks, three key blocks
-      {{2, 64, 64}, {2, 128, 64}, {2, 128, 128}},       // two heads, Tq != Tk, Dv = 2·D
-      {{1, 64, 128}, {1, 64, 128}, {1, 64, 128}},       // two column tiles per subgroup
+      {{2, 64, 64}, {2, 128, 64}, {2, 128, 128}},       // two heads, Tq != Tk, Dv = 2·D (two tiles per subgroup)
   };
   uint32_t seed = 701;
   for (const auto& c : cases) {
@@ -254,6 +254,36 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   codegen::CodegenOptions options;
   options.attention_query_chunk = 64;  // chunks of 64 and 32 rows
   expect_matches(t, "dsplit, query chunk 64", target, "attention_coop_dsplit.comp", options, 6);
+}
+
+// CodegenOptions::kernel_defines reaches the pipelines: the dsplit kernel's load
+// schedules PF 1 and 2 (a block's K and V fragments loaded together; and the next
+// block's K during P·V) compile to valid SPIR-V for an H200-like target. (They run
+// only natively — NativeMatchesInterpreter runs the default, PF 2 — since lavapipe
+// takes minutes to compile their emulation.)
+TEST(CodegenAttentionCoop, DsplitPrefetchVariantsCompile) {
+  codegen::Target h200;
+  h200.subgroup_size = 32;
+  h200.max_shared_memory_bytes = 48 << 10;
+  h200.max_storage_buffer_range = 4ull << 30;
+  h200.min_storage_buffer_offset_alignment = 16;
+  h200.tensor_cores = codegen::TensorCores::nv_coopmat;
+  for (const char* pf : {"0", "1", "2"}) {
+    Attn t;
+    build(t, {1, 128, 512}, {1, 128, 512}, {1, 128, 512}, 880);
+    ASSERT_TRUE(t.b.ok());
+    codegen::CodegenOptions options;
+    options.kernel_defines["attention_coop_dsplit.comp"]["PF"] = pf;
+    auto plan = codegen::compile_plan(t.graph, t.weights, h200, options);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    ASSERT_TRUE(uses(*plan, "attention_coop_dsplit.comp"));
+    for (const auto& p : plan->pipelines) {
+      if (p.name.rfind("attention_coop_dsplit.comp", 0) != 0) continue;
+      EXPECT_NE(p.name.find(std::string("PF=") + pf), std::string::npos) << p.name;
+      Status valid = codegen::validate_spirv(p.spirv);
+      EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
+    }
+  }
 }
 
 // The running max rising key block after key block (as RisingScoresRescale) on the

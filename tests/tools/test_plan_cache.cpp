@@ -161,6 +161,26 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
 
 // Each damage: reported in one line, the entry rebuilt (a cold start), and the
 // rebuilt entry then serves a warm start with the same output.
+// --kernel-define: parsed per kernel file, malformed items named in the error, and
+// part of the codegen text the cache key covers.
+TEST(PlanCache, KernelDefinesParseAndChangeTheCodegenText) {
+  auto parsed = parse_kernel_defines("attention_coop_dsplit.comp:PF=1,conv_gemm_coop.comp:STAGES=2");
+  ASSERT_TRUE(parsed.has_value()) << parsed.message();
+  EXPECT_EQ((*parsed)["attention_coop_dsplit.comp"]["PF"], "1");
+  EXPECT_EQ((*parsed)["conv_gemm_coop.comp"]["STAGES"], "2");
+  EXPECT_EQ(parsed->size(), 2u);
+  for (const char* bad : {"PF=1", "attention.comp:PF", "attention.comp:=1", "attention:PF=1", "a.comp:1X=2",
+                          "a.comp:PF=", "a.comp:PF=1,"}) {
+    auto r = parse_kernel_defines(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_NE(r.message().find("--kernel-define"), std::string::npos) << r.message();
+  }
+  RunSettings plain, defined;
+  defined.kernel_defines = *parsed;
+  EXPECT_NE(codegen_options_text(plain), codegen_options_text(defined));
+  EXPECT_NE(codegen_options_text(defined).find("attention_coop_dsplit.comp:PF=1"), std::string::npos);
+}
+
 TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
   TempDir dir("damage");
   Model m;
