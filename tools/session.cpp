@@ -108,7 +108,9 @@ Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel
     const std::string value = item.substr(eq + 1);
     if (file.size() < 6 || file.compare(file.size() - 5, 5, ".comp") != 0)
       return error("--kernel-define '{}': '{}' is not a kernel file (NAME.comp)", item, file);
-    const bool identifier = std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(c) || c == '_'; });
+    const bool identifier = std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
     if (!identifier || std::isdigit(static_cast<unsigned char>(name[0])))
       return error("--kernel-define '{}': '{}' is not a define name", item, name);
     if (value.empty() || value.find_first_of(" \t\n") != std::string::npos)

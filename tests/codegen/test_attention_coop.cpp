@@ -1,6 +1,6 @@
 // Codegen: attention on the tensor-core kernels (kernels/attention_coop.comp and
-// attention_coop_dsplit.comp), run on
-// the test device through coopmat.glsl's plain-GLSL emulation (TensorCores::emulated)
+// attention_coop_dsplit.comp), run on the test device through coopmat.glsl's
+// plain-GLSL emulation (TensorCores::emulated)
 // and compared with the interpreter (f64 softmax): token counts that are and are not
 // multiples of the tiles, several heads, Tq != Tk, Dv != D, head dims 64 and 512,
 // scores large enough that the running max changes block after block (the rescale of
