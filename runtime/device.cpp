@@ -136,6 +136,7 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   }
 
   bool coop_ext = has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  const bool exec_props_ext = has_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
   VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
   VkPhysicalDeviceMaintenance4Properties p_m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
@@ -157,8 +158,15 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   if (coop_ext) f12.pNext = &fcoop;  // chaining an unknown struct is not allowed
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  if (exec_props_ext) {
+    fexec.pNext = features2.pNext;
+    features2.pNext = &fexec;
+  }
   vkGetPhysicalDeviceFeatures2(pd, &features2);
+  d.pipeline_executable_info = exec_props_ext && fexec.pipelineExecutableInfo;
   d.shader_float16 = f12.shaderFloat16;
   d.vulkan_memory_model = f12.vulkanMemoryModel;
   d.storage_buffer_16bit_access = f11.storageBuffer16BitAccess;
@@ -263,7 +271,8 @@ Expected<std::vector<DeviceInfo>> list_devices(const InstanceOptions& options) {
 
 Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> instance,
                                                  uint32_t index,
-                                                 const DeviceRequirements& needs) {
+                                                 const DeviceRequirements& needs,
+                                                 bool pipeline_statistics) {
   if (index >= instance->devices().size()) {
     return error("device index {} out of range ({} devices)", index, instance->devices().size());
   }
@@ -271,6 +280,9 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   if (!info.unusable_reason.empty())
     return error("device {} '{}' is unusable: {}", index, info.name, info.unusable_reason);
   STRATA_RETURN_IF_ERROR(check_requirements(info, needs));
+  if (pipeline_statistics && !info.pipeline_executable_info)
+    return error("device {} '{}' does not offer VK_KHR_pipeline_executable_properties (pipeline statistics)",
+                 index, info.name);
 
   std::shared_ptr<Device> dev(new Device());
   dev->instance_ = instance;
@@ -294,6 +306,15 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   if (needs.cooperative_matrix_nv) {
     f12.pNext = &fcoop;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (pipeline_statistics) {
+    fexec.pipelineExecutableInfo = VK_TRUE;
+    fexec.pNext = features2.pNext;
+    features2.pNext = &fexec;
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    dev->pipeline_statistics_ = true;
   }
 
   float priority = 1.0f;
@@ -326,7 +347,7 @@ Expected<std::shared_ptr<Device>> open_device(const DeviceOptions& options,
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Instance> inst,
                           Instance::create(InstanceOptions{options.validation}));
   STRATA_ASSIGN_OR_RETURN(uint32_t index, select_device(inst->devices(), options));
-  return Device::create(inst, index, needs);
+  return Device::create(inst, index, needs, options.pipeline_statistics);
 }
 
 }  // namespace strata::runtime

@@ -73,6 +73,9 @@ struct DeviceInfo {
   bool vulkan_memory_model = false;
   bool cooperative_matrix_nv = false;                // extension present + feature on
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // subgroup-scope shapes
+  // VK_KHR_pipeline_executable_properties present + pipelineExecutableInfo: the
+  // driver reports per-pipeline statistics (registers, local memory, ...).
+  bool pipeline_executable_info = false;
 
   uint32_t compute_queue_family = 0;
   std::string unusable_reason;  // non-empty: strata cannot run on it (and why)
@@ -142,6 +145,10 @@ Expected<std::vector<DeviceInfo>> list_devices(const InstanceOptions& options = 
 struct DeviceOptions {
   std::optional<int> index;  // explicit choice (--device N / STRATA_DEVICE); else automatic
   bool validation = false;   // see InstanceOptions::validation
+  // Enable VK_KHR_pipeline_executable_properties, so that executors can read the
+  // driver's statistics of their pipelines (ExecutorOptions::pipeline_statistics).
+  // A diagnostic, not something a plan needs; an error where the device lacks it.
+  bool pipeline_statistics = false;
 };
 
 // Picks a device: the explicit index if given (an error if out of range or unusable),
@@ -162,9 +169,12 @@ public:
   // when the device has it), then vkGetDeviceQueue.
   // Errors: device unusable, check_requirements failures, vkCreateDevice failures
   // (each naming the device).
+  // `pipeline_statistics`: DeviceOptions::pipeline_statistics (an error naming the
+  // extension where the device lacks it).
   static Expected<std::shared_ptr<Device>> create(std::shared_ptr<Instance> instance,
                                                   uint32_t index,
-                                                  const DeviceRequirements& needs);
+                                                  const DeviceRequirements& needs,
+                                                  bool pipeline_statistics = false);
   ~Device();  // vkDeviceWaitIdle + vkDestroyDevice
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -173,6 +183,8 @@ public:
   Instance& instance() const { return *instance_; }
   // The features this VkDevice was created with (the `needs` it was opened for).
   const DeviceRequirements& enabled() const { return enabled_; }
+  // Whether VK_KHR_pipeline_executable_properties was enabled (DeviceOptions).
+  bool pipeline_statistics() const { return pipeline_statistics_; }
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
   VkQueue queue() const { return queue_; }
@@ -193,6 +205,7 @@ private:
   DeviceInfo info_;
   DeviceRequirements enabled_;
   VkPhysicalDeviceMemoryProperties memory_{};
+  bool pipeline_statistics_ = false;
   bool lost_ = false;
 };
 

@@ -207,6 +207,9 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
     return not_enabled("VK_NV_cooperative_matrix");
   if (options.profile && !info.timestamps)
     return error("profiling: device '{}' has no timestamps on its compute queue", info.name);
+  if (options.pipeline_statistics && !device->pipeline_statistics())
+    return error("pipeline statistics: device '{}' was not opened with VK_KHR_pipeline_executable_properties "
+                 "(DeviceOptions::pipeline_statistics)", info.name);
   if (!plan.weights.empty() && !weights)
     return error("the plan has {} weights but no weight source was given", plan.weights.size());
 
@@ -313,5 +316,6 @@ const Plan& Executor::plan() const { return impl_->plan; }
 const Device& Executor::device() const { return *impl_->device; }
 const std::vector<BarrierPoint>& Executor::barriers() const { return impl_->barriers; }
 const Profile& Executor::last_profile() const { return impl_->profile; }
+const std::vector<PipelineStatistics>& Executor::pipeline_statistics() const { return impl_->statistics; }
 
 }  // namespace strata::runtime

@@ -80,6 +80,19 @@ struct ExecutorOptions {
   // memory is host-visible. Unified-memory devices (lavapipe) otherwise skip the
   // staging path; tests turn this on to exercise the discrete-GPU path there.
   bool force_staging = false;
+  // Create the pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR and keep
+  // the driver's statistics of each (pipeline_statistics()). Needs a device opened
+  // with DeviceOptions::pipeline_statistics.
+  bool pipeline_statistics = false;
+};
+
+// The driver's statistics of one pipeline executable
+// (vkGetPipelineExecutableStatisticsKHR), in its order and words, e.g.
+// {"Register Count", "255"}.
+struct PipelineStatistics {
+  std::string pipeline;    // PipelineDesc::name
+  std::string executable;  // VkPipelineExecutablePropertiesKHR::name
+  std::vector<std::pair<std::string, std::string>> values;
 };
 
 // Times of the last run(). Dispatches without a barrier between them overlap on
@@ -158,6 +171,9 @@ public:
   const std::vector<BarrierPoint>& barriers() const;
   // Empty unless ExecutorOptions::profile; refreshed by every run() and replay().
   const Profile& last_profile() const;
+  // Empty unless ExecutorOptions::pipeline_statistics: one entry per pipeline
+  // executable, in plan pipeline order, read when the pipelines were created.
+  const std::vector<PipelineStatistics>& pipeline_statistics() const;
 
   struct Impl;  // Vulkan objects; defined in runtime/executor_impl.h
 

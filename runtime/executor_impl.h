@@ -50,6 +50,7 @@ struct Executor::Impl {
 
   std::vector<BarrierPoint> barriers;
   Profile profile;
+  std::vector<PipelineStatistics> statistics;  // ExecutorOptions::pipeline_statistics
 
   ~Impl();
   VkDevice vk() const { return device->handle(); }
@@ -67,6 +68,7 @@ struct Executor::Impl {
   // executor_pipelines.cpp
   Status create_pipeline_cache();
   Status create_pipelines();
+  Status read_pipeline_statistics(const std::string& name, VkPipeline pipeline);
   Status create_descriptors();
   // executor_record.cpp
   Status create_commands();

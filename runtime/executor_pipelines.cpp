@@ -37,6 +37,49 @@ Status Executor::Impl::create_pipeline_cache() {
                   "vkCreatePipelineCache", "creating the pipeline cache");
 }
 
+// vkGetPipelineExecutablePropertiesKHR / StatisticsKHR (extension commands: through
+// vkGetDeviceProcAddr) for one pipeline, appended to `statistics`.
+Status Executor::Impl::read_pipeline_statistics(const std::string& name, VkPipeline pipeline) {
+  auto properties = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(vk(), "vkGetPipelineExecutablePropertiesKHR"));
+  auto statistics_of = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(vk(), "vkGetPipelineExecutableStatisticsKHR"));
+  if (!properties || !statistics_of)
+    return error("pipeline statistics: the driver has no vkGetPipelineExecutable*KHR entry points");
+  const std::string what = fmt::format("reading the statistics of pipeline '{}'", name);
+  VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  info.pipeline = pipeline;
+  uint32_t n = 0;
+  STRATA_RETURN_IF_ERROR(vk_check(properties(vk(), &info, &n, nullptr), "vkGetPipelineExecutablePropertiesKHR", what));
+  std::vector<VkPipelineExecutablePropertiesKHR> executables(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
+  STRATA_RETURN_IF_ERROR(
+      vk_check(properties(vk(), &info, &n, executables.data()), "vkGetPipelineExecutablePropertiesKHR", what));
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR exec{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    exec.pipeline = pipeline;
+    exec.executableIndex = e;
+    uint32_t m = 0;
+    STRATA_RETURN_IF_ERROR(
+        vk_check(statistics_of(vk(), &exec, &m, nullptr), "vkGetPipelineExecutableStatisticsKHR", what));
+    std::vector<VkPipelineExecutableStatisticKHR> values(m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    STRATA_RETURN_IF_ERROR(
+        vk_check(statistics_of(vk(), &exec, &m, values.data()), "vkGetPipelineExecutableStatisticsKHR", what));
+    PipelineStatistics out{name, executables[e].name, {}};
+    for (const VkPipelineExecutableStatisticKHR& v : values) {
+      std::string text;
+      switch (v.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: text = v.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: text = std::to_string(v.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: text = std::to_string(v.value.u64); break;
+        default: text = fmt::format("{}", v.value.f64); break;
+      }
+      out.values.emplace_back(v.name, std::move(text));
+    }
+    statistics.push_back(std::move(out));
+  }
+  return Status::ok();
+}
+
 // Per pipeline: set layout (storage buffers 0..n-1), pipeline layout (one
 // push-constant range), shader module (destroyed once the pipeline exists) and the
 // compute pipeline with its specialisation constants.
@@ -90,9 +133,11 @@ Status Executor::Impl::create_pipelines() {
     cp.stage.pName = p.entry_point.c_str();
     cp.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
     cp.layout = o.layout;
+    if (options.pipeline_statistics) cp.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VkResult r = vkCreateComputePipelines(vk(), pipeline_cache, 1, &cp, nullptr, &o.pipeline);
     vkDestroyShaderModule(vk(), module, nullptr);
     STRATA_RETURN_IF_ERROR(vk_check(r, "vkCreateComputePipelines", what));
+    if (options.pipeline_statistics) STRATA_RETURN_IF_ERROR(read_pipeline_statistics(p.name, o.pipeline));
   }
   return Status::ok();
 }

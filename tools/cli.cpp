@@ -133,6 +133,18 @@ std::string profile_of(const LoadedDecoder& loaded) {
                         {.device_name = loaded.device_name, .costs = dispatch_costs(loaded.graph, loaded.plan())});
 }
 
+// --pipeline-stats: what the driver reports per pipeline executable, one line each.
+std::string pipeline_stats_of(const LoadedDecoder& loaded) {
+  std::string out = "pipeline statistics (the driver's, VK_KHR_pipeline_executable_properties):\n";
+  for (const runtime::PipelineStatistics& p : loaded.executor->pipeline_statistics()) {
+    out += fmt::format("  {} [{}]:", p.pipeline, p.executable);
+    for (size_t i = 0; i < p.values.size(); ++i)
+      out += fmt::format("{} {} = {}", i ? "," : "", p.values[i].first, p.values[i].second);
+    out += "\n";
+  }
+  return out;
+}
+
 Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {
   STRATA_ASSIGN_OR_RETURN(auto hw, check_latent_shape(vae.config, latent.shape));
   STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = hw.first, .latent_w = hw.second}));
@@ -152,6 +164,7 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
   } else {
     progress.stage("compiling and loading");
     STRATA_ASSIGN_OR_RETURN(LoadedDecoder loaded, load_on_device(g, vae.weights, r, log));
+    if (r.pipeline_stats) log << pipeline_stats_of(loaded);
     if (r.check_range) {
       progress.stage("checking ranges");
       STRATA_ASSIGN_OR_RETURN(auto reports, check_ranges(loaded.graph, vae.weights, {latent}));
@@ -390,6 +403,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   }
   progress.done();
   if (settings->profile) out << profile_of(*loaded);
+  if (settings->pipeline_stats) out << pipeline_stats_of(*loaded);
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
@@ -416,7 +430,8 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
                                    {"save-plan", true, "write the plan to FILE (see `strata inspect`)"}});
   for (const auto& spec : run_option_specs())
-    if (spec.name != "check-range" && spec.name != "profile") specs.push_back(spec);
+    if (spec.name != "check-range" && spec.name != "profile" && spec.name != "pipeline-stats")
+      specs.push_back(spec);
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "compile: " + a.message());
   auto settings = run_settings(*a);

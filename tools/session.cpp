@@ -23,6 +23,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"check-range", false, "report the largest |value| at every f16 site (runs the interpreter)"},
       {"profile", false,
        "device time per kernel kind and model stage, with TFLOP/s and GB/s (timestamp queries; compiles afresh)"},
+      {"pipeline-stats", false,
+       "the driver's statistics of every pipeline: registers, local memory, ... (VK_KHR_pipeline_executable_"
+       "properties, where the device has it; compiles afresh)"},
       {"stop-after", true, "run the passes only up to PASS (to bisect a pass's effect)"},
       {"binding-limit", true,
        "largest storage-buffer binding, bytes or KiB/MiB/GiB (e.g. 64KiB); default and cap: the device's "
@@ -76,6 +79,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   }
   r.check_range = a.has("check-range");
   r.profile = a.has("profile");
+  r.pipeline_stats = a.has("pipeline-stats");
   r.stop_after = a.get_or("stop-after", "");
   for (const char* flag : {"binding-limit", "memory-budget"}) {
     auto text = a.get(flag);
@@ -222,8 +226,8 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
 bool uses_plan_cache(const RunSettings& r) {
   // Runs that must see the passes (dumps, bands, range checks, bisecting, the
   // profile's per-node costs) compile afresh and leave the cache alone.
-  return !r.no_cache && !r.cache_dir.empty() && !r.profile && r.dump_graph.empty() && !r.explain_bands &&
-         r.stop_after.empty() && !r.check_range;
+  return !r.no_cache && !r.cache_dir.empty() && !r.profile && !r.pipeline_stats && r.dump_graph.empty() &&
+         !r.explain_bands && r.stop_after.empty() && !r.check_range;
 }
 
 Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
@@ -274,11 +278,13 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
 
   STRATA_ASSIGN_OR_RETURN(CompiledDecoder compiled, compile_for_device(g, weights, r, log));
   // The plan says which features its kernels use (f16, cooperative matrices, ...).
-  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(compiled.device.index)},
+  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(compiled.device.index),
+                                                             .pipeline_statistics = r.pipeline_stats},
                                                             compiled.plan.requirements));
   LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms, false};
   runtime::ExecutorOptions executor_options;
   executor_options.profile = r.profile;
+  executor_options.pipeline_statistics = r.pipeline_stats;
   const runtime::Plan* plan_for_cache = nullptr;
   std::optional<runtime::Plan> plan_copy;
   if (cache) plan_copy = compiled.plan, plan_for_cache = &*plan_copy;

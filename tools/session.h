@@ -30,6 +30,7 @@ struct RunSettings {
   std::string dump_graph;              // --dump-graph STAGE | all | ""
   bool check_range = false;            // --check-range
   bool profile = false;                // --profile
+  bool pipeline_stats = false;         // --pipeline-stats: the driver's statistics per pipeline
   std::string stop_after;              // --stop-after PASS: compile the graph as it is after PASS
   std::optional<uint64_t> binding_limit;  // --binding-limit: at most this, the device's range if lower
   std::optional<uint64_t> memory_budget;  // --memory-budget (CompileOptions::memory_budget)

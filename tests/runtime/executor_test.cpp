@@ -407,6 +407,48 @@ TEST(RuntimeExecutor, PipelineCacheRoundTrip) {
   EXPECT_TRUE(close(z[10], 0.5f * (3.f * 10.f + 1.f)));
 }
 
+// --pipeline-stats: where the device offers VK_KHR_pipeline_executable_properties the
+// executor keeps the driver's statistics of every pipeline; where it does not
+// (lavapipe), opening the device for them is an error naming the extension. Asking
+// the executor without a device opened for them is an error too, and by default
+// there are none.
+TEST(RuntimeExecutor, PipelineStatisticsWhereTheDeviceOffersThem) {
+  std::shared_ptr<Device> plain = testing::open_test_device();
+  ASSERT_TRUE(plain);
+  {
+    Expected<std::unique_ptr<Executor>> exec = Executor::create(plain, chain_plan());
+    ASSERT_TRUE(exec) << exec.message();
+    EXPECT_TRUE((*exec)->pipeline_statistics().empty());
+    ExecutorOptions o;
+    o.pipeline_statistics = true;
+    Expected<std::unique_ptr<Executor>> refused = Executor::create(plain, chain_plan(), {}, o);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.message().find("DeviceOptions::pipeline_statistics"), std::string::npos) << refused.message();
+  }
+  DeviceOptions opts;
+  opts.index = static_cast<int>(plain->info().index);
+  opts.pipeline_statistics = true;
+  Expected<std::shared_ptr<Device>> dev = open_device(opts, DeviceRequirements{});
+  if (!plain->info().pipeline_executable_info) {
+    ASSERT_FALSE(dev);
+    EXPECT_NE(dev.message().find("VK_KHR_pipeline_executable_properties"), std::string::npos) << dev.message();
+    return;
+  }
+  ASSERT_TRUE(dev) << dev.message();
+  EXPECT_TRUE((*dev)->pipeline_statistics());
+  ExecutorOptions o;
+  o.pipeline_statistics = true;
+  const Plan plan = chain_plan();
+  Expected<std::unique_ptr<Executor>> exec = Executor::create(*dev, plan, {}, o);
+  ASSERT_TRUE(exec) << exec.message();
+  for (const PipelineDesc& p : plan.pipelines) {
+    bool found = false;
+    for (const PipelineStatistics& st : (*exec)->pipeline_statistics())
+      found = found || (st.pipeline == p.name && !st.values.empty());
+    EXPECT_TRUE(found) << "no statistics for pipeline " << p.name;
+  }
+}
+
 TEST(RuntimeExecutor, ProfilerTimesEveryDispatch) {
   std::shared_ptr<Device> dev = testing::open_test_device();
   ASSERT_TRUE(dev);
