@@ -65,6 +65,20 @@ codegen::Target device_target(codegen::TensorCores tensor_cores) {
   return target;
 }
 
+// An H200-like target (subgroup 32, 48 KiB shared memory, 4 GiB bindings,
+// GL_NV_cooperative_matrix), for compiling the native variants.
+codegen::Target h200_target() {
+  codegen::Target h200;
+  h200.subgroup_size = 32;
+  h200.max_shared_memory_bytes = 48 << 10;
+  h200.max_storage_buffer_range = 4ull << 30;
+  h200.min_storage_buffer_offset_alignment = 16;
+  h200.max_workgroup_count_x = 1u << 31;
+  h200.max_push_constants_bytes = 256;
+  h200.tensor_cores = codegen::TensorCores::nv_coopmat;
+  return h200;
+}
+
 // The names of the plan's pipelines that run attention.
 std::vector<std::string> attention_kernels(const runtime::Plan& plan) {
   std::vector<std::string> names;
@@ -262,12 +276,7 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
 // only natively — NativeMatchesInterpreter runs the default, PF 2 — since lavapipe
 // takes minutes to compile their emulation.)
 TEST(CodegenAttentionCoop, DsplitPrefetchVariantsCompile) {
-  codegen::Target h200;
-  h200.subgroup_size = 32;
-  h200.max_shared_memory_bytes = 48 << 10;
-  h200.max_storage_buffer_range = 4ull << 30;
-  h200.min_storage_buffer_offset_alignment = 16;
-  h200.tensor_cores = codegen::TensorCores::nv_coopmat;
+  const codegen::Target h200 = h200_target();
   for (const char* pf : {"0", "1", "2"}) {
     Attn t;
     build(t, {1, 128, 512}, {1, 128, 512}, {1, 128, 512}, 880);
@@ -372,14 +381,7 @@ TEST(CodegenAttentionCoop, PortableFallbacks) {
 // the shared memory, and glslang compiles it to SPIR-V the validator accepts. (It can
 // only run on a device with VK_NV_cooperative_matrix.)
 TEST(CodegenAttentionCoop, NativeVariantCompiles) {
-  codegen::Target h200;
-  h200.subgroup_size = 32;
-  h200.max_shared_memory_bytes = 48 << 10;
-  h200.max_storage_buffer_range = 4ull << 30;
-  h200.min_storage_buffer_offset_alignment = 16;
-  h200.max_workgroup_count_x = 1u << 31;
-  h200.max_push_constants_bytes = 256;
-  h200.tensor_cores = codegen::TensorCores::nv_coopmat;
+  const codegen::Target h200 = h200_target();
   for (int64_t d : {512, 384, 64}) {
     SCOPED_TRACE("D " + std::to_string(d));
     Attn t;
