@@ -48,6 +48,10 @@ struct Target {
   // target_for() picks nv_coopmat when the device offers kCoopShape16 (f16 plans use
   // them; f32 plans keep the portable kernels).
   TensorCores tensor_cores = TensorCores::none;
+  // The device rounds f32 -> f16 conversions to nearest even when a shader declares it
+  // (shaderRoundingModeRTEFloat16): f16 kernels then round with one conversion
+  // instead of common.glsl's bit arithmetic (F16_RTE), for the same bits.
+  bool f16_rounding_rte = false;
 };
 
 Target target_for(const runtime::DeviceInfo& device);

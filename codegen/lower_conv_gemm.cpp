@@ -92,6 +92,10 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 CoopTile default_coop_tile(int64_t channels) {
   if (channels <= 16) return {4, 1, 2, 1};
   if (channels <= 32) return {4, 1, 2, 2};
+  // 96-channel tiles where they cover the channels with less padding than 128 (96,
+  // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
+  auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
+  if (covered(96) < covered(128)) return {2, 2, 4, 3};
   return {};
 }
 

@@ -21,12 +21,18 @@
 //       it becomes a conv_gemm whose oihw weight "<weight>[1x1]" is the [M, K] linear
 //       weight seen as [M, K, 1, 1] (a derived copy), so its residual add can fuse
 //       (fuse_residual).
-//   (c) Every conv2d becomes conv_gemm {kernel, pad, stride, weight_layout = "oihw",
+//   (c) A linear over the tokens of a map (reshape [1, K, H, W] → [K, H·W], permute
+//       [1, 0], the attention's q / k / v projections) is a 1×1 convolution of that
+//       map: it becomes a conv_gemm of the map (weight "<weight>[1x1]" as in (b)),
+//       followed by a reshape [M, H·W] and a permute [1, 0] that give the tokens back,
+//       so the projection runs on the conv kernels (tensor cores) instead of the
+//       portable GEMM. The input's permute and reshape go when nothing else reads them.
+//   (d) Every conv2d becomes conv_gemm {kernel, pad, stride, weight_layout = "oihw",
 //       gather = "plain"} with the same operands.
 //
 // Requires: a verified graph of logical layouts. Preserves: what the interpreter
-// computes, bit for bit for (a) and (c) (the skipped taps only ever added 0); (b)
-// sums the same products in another order (≤ 1 ulp of f32). Graph inputs and outputs
+// computes, bit for bit for (a) and (d) (the skipped taps only ever added 0); (b) and
+// (c) sum the same products in another order (≤ 1 ulp of f32). Graph inputs and outputs
 // keep their types.
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -241,7 +247,63 @@ Expected<int64_t> linears_to_convs(Graph& g, WeightStore& ws) {
   return count;
 }
 
-// (c) conv2d → conv_gemm(oihw, plain).
+// (c) map → reshape [K, T] → permute [1, 0] → linear  ⇒  1×1 conv_gemm of the map →
+//     reshape [M, T] → permute [1, 0] (the linear's result, for its readers).
+Expected<int64_t> map_linears_to_convs(Graph& g, WeightStore& ws) {
+  int64_t count = 0;
+  std::vector<int64_t> producer = g.producers();
+  for (size_t l = 0; l < g.nodes().size(); ++l) {
+    const Node lin = g.nodes()[l];
+    if (lin.op != Op::linear || g.value(lin.inputs[0]).type.rank() != 2) continue;
+    const int64_t p = producer[static_cast<size_t>(lin.inputs[0])];
+    if (p < 0) continue;
+    const Node& perm = g.nodes()[static_cast<size_t>(p)];
+    if (perm.op != Op::permute || perm.attrs.get_ints("perm") != std::vector<int64_t>{1, 0}) continue;
+    const int64_t r = producer[static_cast<size_t>(perm.inputs[0])];
+    if (r < 0 || g.nodes()[static_cast<size_t>(r)].op != Op::reshape) continue;
+    const ValueId map = g.nodes()[static_cast<size_t>(r)].inputs[0];
+    const Shape ms = g.value(map).type.shape;
+    const Shape x = g.value(lin.inputs[0]).type.shape;  // [T, K]
+    if (ms.size() != 4 || ms[0] != 1 || ms[1] != x[1] || ms[2] * ms[3] != x[0]) continue;
+    const ValueId w = lin.inputs[1], y = lin.outputs[0];
+    if (g.value(w).kind != ValueKind::constant) continue;
+    const int64_t m = g.value(y).type.shape[1];
+    auto w4 = derive_constant(g, ws, w, "[1x1]", {m, x[1], 1, 1}, iota(m * x[1]));
+    if (!w4) return w4.status().with_context(fmt::format("linear '{}'", lin.name));
+    const DType dt = g.value(y).type.dtype;
+    const ValueId ym = g.add_value(lin.name + ".map", TensorType{{1, m, ms[2], ms[3]}, dt, {}});
+    const ValueId yt = g.add_value(lin.name + ".channels", TensorType{{m, x[0]}, dt, {}});
+    Node conv = lin;
+    conv.op = Op::conv_gemm;
+    conv.inputs[0] = map;
+    conv.inputs[1] = *w4;
+    conv.outputs = {ym};
+    conv.attrs = Attrs{{"kernel", std::vector<int64_t>{1, 1}}, {"pad", std::vector<int64_t>{0, 0}},
+                       {"stride", std::vector<int64_t>{1, 1}}, {"weight_layout", std::string("oihw")},
+                       {"gather", std::string("plain")}};
+    Node to_channels{Op::reshape, lin.name + ".channels", Attrs{{"shape", std::vector<int64_t>{m, x[0]}}}, {ym}, {yt}};
+    Node to_tokens{Op::permute, lin.name + ".tokens", Attrs{{"perm", std::vector<int64_t>{1, 0}}}, {yt}, {y}};
+    auto& nodes = g.nodes();
+    nodes[l] = std::move(conv);
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(l) + 1, {std::move(to_channels), std::move(to_tokens)});
+    producer = g.producers();
+    ++count;
+  }
+  // The input's permute, then its reshape, once nothing reads them.
+  for (bool removed = count > 0; removed;) {
+    const Uses uses = find_uses(g);
+    std::vector<bool> dead(g.nodes().size(), false);
+    removed = false;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const Node& n = g.nodes()[i];
+      if ((n.op == Op::permute || n.op == Op::reshape) && uses.count(n.outputs[0]) == 0) dead[i] = removed = true;
+    }
+    if (removed) remove_nodes(g, dead);
+  }
+  return count;
+}
+
+// (d) conv2d → conv_gemm(oihw, plain).
 int64_t convs_to_gemm(Graph& g) {
   int64_t count = 0;
   for (Node& n : g.nodes()) {
@@ -272,10 +334,12 @@ Status run_canonicalize(Graph& graph, PassContext& ctx) {
       ctx.log.push_back("canonicalize: rank-5 values kept: " + blocker);
   }
   STRATA_ASSIGN_OR_RETURN(const int64_t linears, linears_to_convs(graph, ctx.weights));
+  STRATA_ASSIGN_OR_RETURN(const int64_t map_linears, map_linears_to_convs(graph, ctx.weights));
   const int64_t convs = convs_to_gemm(graph);
   graph.compact();  // drops the linear weights replaced by their [1x1] copies
-  ctx.log.push_back(fmt::format("canonicalize: {} conv2d → conv_gemm, {} token linears → 1×1 conv_gemm", convs,
-                                linears));
+  ctx.log.push_back(fmt::format("canonicalize: {} conv2d → conv_gemm, {} token linears → 1×1 conv_gemm, {} linears "
+                                "over a map's tokens → 1×1 conv_gemm",
+                                convs, linears, map_linears));
   return Status::ok();
 }
 

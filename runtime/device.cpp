@@ -146,6 +146,7 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p11};
   vkGetPhysicalDeviceProperties2(pd, &props2);
   d.driver_name = p12.driverName;
+  d.f16_rounding_rte = p12.shaderRoundingModeRTEFloat16;
   d.driver_info = p12.driverInfo;
   d.subgroup_size = p11.subgroupSize;
   d.subgroup_operations =

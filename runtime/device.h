@@ -71,6 +71,9 @@ struct DeviceInfo {
   bool shader_float16 = false;
   bool storage_buffer_16bit_access = false;
   bool vulkan_memory_model = false;
+  // shaderRoundingModeRTEFloat16 (VkPhysicalDeviceVulkan12Properties): a shader may
+  // declare round-to-nearest-even for its f32 -> f16 conversions.
+  bool f16_rounding_rte = false;
   bool cooperative_matrix_nv = false;                // extension present + feature on
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // subgroup-scope shapes
   // VK_KHR_pipeline_executable_properties present + pipelineExecutableInfo: the

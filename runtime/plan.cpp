@@ -168,6 +168,7 @@ std::string describe(const DeviceRequirements& r) {
   if (r.shader_float16) add("shaderFloat16");
   if (r.storage_buffer_16bit_access) add("storageBuffer16BitAccess");
   if (r.vulkan_memory_model) add("vulkanMemoryModel");
+  if (r.f16_rounding_rte) add("shaderRoundingModeRTEFloat16");
   if (r.cooperative_matrix_nv) add("VK_NV_cooperative_matrix");
   for (const CoopMatShape& s : r.cooperative_matrix_shapes) add("coopmat " + describe(s));
   if (r.min_subgroup_size) add(fmt::format("subgroup >= {}", r.min_subgroup_size));

@@ -28,7 +28,7 @@
 namespace strata::runtime {
 
 // Bumped whenever the meaning of a field changes; part of the plan-cache key.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -61,6 +61,7 @@ struct DeviceRequirements {
   bool shader_float16 = false;               // VkPhysicalDeviceVulkan12Features
   bool storage_buffer_16bit_access = false;  // VkPhysicalDeviceVulkan11Features
   bool vulkan_memory_model = false;          // VkPhysicalDeviceVulkan12Features
+  bool f16_rounding_rte = false;             // shaderRoundingModeRTEFloat16 (a property)
   bool cooperative_matrix_nv = false;        // VK_NV_cooperative_matrix
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // each must be supported
   uint32_t min_subgroup_size = 0;     // kernels assume at least this many lanes

@@ -239,6 +239,7 @@ void read_requirements(Reader& r, DeviceRequirements& q) {
   q.shader_float16 = r.boolean("shader_float16");
   q.storage_buffer_16bit_access = r.boolean("storage_buffer_16bit_access");
   q.vulkan_memory_model = r.boolean("vulkan_memory_model");
+  q.f16_rounding_rte = r.boolean("f16_rounding_rte");
   q.cooperative_matrix_nv = r.boolean("cooperative_matrix_nv");
   uint64_t n = r.count("cooperative matrix shapes count", 28);
   for (uint64_t i = 0; i < n && r.ok(); ++i) {
@@ -352,6 +353,7 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
   w.boolean(q.shader_float16);
   w.boolean(q.storage_buffer_16bit_access);
   w.boolean(q.vulkan_memory_model);
+  w.boolean(q.f16_rounding_rte);
   w.boolean(q.cooperative_matrix_nv);
   w.u64(q.cooperative_matrix_shapes.size());
   for (const CoopMatShape& s : q.cooperative_matrix_shapes) {

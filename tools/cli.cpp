@@ -447,7 +447,7 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   if (settings->backend == "cpu") {
     if (a->has("save-plan")) return usage_error(err, "compile: --save-plan needs the vulkan backend (no plan with cpu)");
     Precision precision = settings->precision.value_or(Precision::f16);
-    if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, out); !s.is_ok()) return fail(err, s);
+    if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, false, out); !s.is_ok()) return fail(err, s);
     return 0;
   }
   // With the plan cache, compile fills it ahead of time: load_on_device compiles (or

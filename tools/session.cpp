@@ -133,9 +133,14 @@ std::string codegen_options_text(const RunSettings& r) {
                      r.conv_tile, defines);
 }
 
-CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range) {
+CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range, bool tensor_cores) {
   CompileOptions options;
   options.precision = precision;
+  // The tensor-core conv kernel steps through input channels 32 at a time and takes
+  // any output count in its tiles (96-channel tiles among them): padding to 32 keeps
+  // Qwen-Image's 96 and 192 channels as they are, where 64 made 96 into 128 (1.8×
+  // the work of a 96 → 96 conv). The portable kernels' tiles want 64.
+  if (tensor_cores && precision == Precision::f16 && !r.portable_kernels) options.channel_tile = 32;
   options.stop_after = r.stop_after;
   options.memory_budget = r.memory_budget.value_or(0);
   options.binding_limit = device_range;
@@ -152,8 +157,8 @@ Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options,
 }
 
 Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Precision precision,
-                      uint64_t device_range, std::ostream& log) {
-  CompileOptions options = compile_options(r, precision, device_range);
+                      uint64_t device_range, bool tensor_cores, std::ostream& log) {
+  CompileOptions options = compile_options(r, precision, device_range, tensor_cores);
   options.on_pass = [&](const std::string& pass, const Graph& after) {
     if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
   };
@@ -205,8 +210,9 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
   const Precision precision = choice.precision;
   CompiledDecoder out{g, {}, info, precision, 0};
   const RunSettings settings = for_device(r, info);
+  const bool tensor_cores = codegen::target_for(info).tensor_cores != codegen::TensorCores::none;
   STRATA_RETURN_IF_ERROR(
-      run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range, log));
+      run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range, tensor_cores, log));
 
   // Codegen checks every binding against the target's range: the same limit the
   // passes banded for.
@@ -239,7 +245,9 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
     STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
     const auto key_start = std::chrono::steady_clock::now();
     const CacheKeyParts parts = cache_key_parts(
-        g, weights, compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range),
+        g, weights,
+        compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range,
+                        codegen::target_for(choice.info).tensor_cores != codegen::TensorCores::none),
         choice.info, codegen_options_text(r));
     key = plan_cache_key(parts);
     const double key_ms = elapsed_ms(key_start);

@@ -52,16 +52,18 @@ Expected<RunSettings> run_settings(const ParsedArgs& a);
 // errors name the item that is not of that form.
 Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel_defines(const std::string& text);
 
-// The options the passes run with: `precision`, --stop-after, --memory-budget, and
+// The options the passes run with: `precision`, --stop-after, --memory-budget,
 // binding_limit = min(device_range, --binding-limit), either one alone when the other
-// is absent (device_range 0: no device, as with --backend cpu).
-CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range);
+// is absent (device_range 0: no device, as with --backend cpu), and channel_tile 32
+// for f16 on a device with tensor cores (the kernels that will run; else 64).
+CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range,
+                               bool tensor_cores = false);
 
-// Runs the pass pipeline on `g` with compile_options(r, precision, device_range):
-// graphs dumped to `log` as --dump-graph asks, then the passes' reports and, with
-// --explain-bands, explain_bands() for the limit used.
+// Runs the pass pipeline on `g` with compile_options(r, precision, device_range,
+// tensor_cores): graphs dumped to `log` as --dump-graph asks, then the passes' reports
+// and, with --explain-bands, explain_bands() for the limit used.
 Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Precision precision,
-                      uint64_t device_range, std::ostream& log);
+                      uint64_t device_range, bool tensor_cores, std::ostream& log);
 
 // A graph compiled for a device, not loaded (`strata compile`).
 struct CompiledDecoder {

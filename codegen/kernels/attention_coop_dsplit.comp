@@ -13,12 +13,15 @@
 // H200). Here every subgroup owns one slice of the head dims for all BR rows:
 //   - its Q slice (BR × D/NSG) is loaded once into A fragments and stays in registers;
 //   - its O slice (BR × DV/NSG) lives in its accumulators;
-//   - its K and V slices are read straight from memory into B fragments (no staging:
-//     the NSG subgroups together read each K and V row once per workgroup);
+//   - its K and V slices are read once per workgroup (the NSG subgroups together read
+//     each K and V row once): natively with 16-byte loads, passed through the
+//     subgroup's own region of shared memory into B fragments (KV_STAGE below); in the
+//     emulation straight into B fragments;
 // and the only thing the subgroups exchange is the score block:
 //   1. each subgroup computes the partial scores of its D slice, S_g = Q_g·K_gᵀ
 //      (BR × BC), and stores them to shared memory (f32);
-//   2. LPR = WG / BR lanes per row sum the NSG partials in a fixed order (so the
+//   2. LPR = WG / BR lanes per row (each CPL adjacent keys, read as 4-float vectors)
+//      sum the NSG partials in a fixed order (so the
 //      result does not depend on timing), scale them, and run the online-softmax
 //      update: m' = max(m, max_j s), p_j = exp(s_j - m') rounded to f16 (the P
 //      operand; l sums the rounded values, so the weights of the v rows sum to 1),
@@ -75,7 +78,7 @@
 #define PS (BC + 8)             // row stride of P (halves)
 
 #if D % (16 * NSG) != 0 || DV % (16 * NSG) != 0 || BC % 16 != 0 || WG % CM_SG != 0 || WG % BR != 0 || \
-    LPR > CM_SG || BC % LPR != 0 || (LPR & (LPR - 1)) != 0
+    LPR > CM_SG || BC % LPR != 0 || (LPR & (LPR - 1)) != 0 || CPL % 4 != 0
 #error "attention_coop_dsplit.comp: tile sizes do not fit"
 #endif
 
@@ -111,11 +114,11 @@
 #define ACC_PV(rt, dv, m) CM_MAD(pa[rt], vb[kt * DTV + (dv)], m);
 #define ACC_OUT(rt, dv, m)                                                                       \
   barrier();                                                                                     \
-  CM_STORE_ACC(m, s_s, sg * 256u, 16u, false);                                                   \
+  CM_STORE_ACC(m, S_ARR, sg * 256u / S_UNIT, 16u / S_UNIT, false);                                                   \
   barrier();                                                                                     \
   for (uint e = gl_SubgroupInvocationID; e < 256u; e += CM_SG) {                                 \
     const uint r = (rt) * 16u + e / 16u;                                                         \
-    o[o_first + r * DV + (dv) * 16u + e % 16u] = O_T(store_round(s_s[sg * 256u + e] / s_l[r])); \
+    o[o_first + r * DV + (dv) * 16u + e % 16u] = O_T(store_round(S_GET(sg * 256u + e) / s_l[r]));   \
   }
 #ifndef PF
 #if COOPMAT == 1
@@ -136,6 +139,31 @@
 #endif
 #if ACC_NAMED && PF == 0
 #error "attention_coop_dsplit.comp: ACC_NAMED needs PF >= 1"
+#endif
+// KV_STAGE = 1 (the native default): each subgroup reads its K and V slices of a block
+// with 16-byte loads (whole 128-byte rows per quarter-subgroup) into registers, stores
+// them into its own region of s_s and loads the fragments from there, instead of
+// loading the fragments from global memory. A fragment load from global memory fetches
+// a few bytes per lane from 16 different rows; on the H200 those loads were most of
+// the kernel's time (without any K and V loads it ran in 40 % of the time). Region g
+// holds subgroup g's partial scores only between the two barriers of a block, so it
+// is free for the V slice after the second and for the next K slice once P·V has read
+// V. The next block's K and this block's V are loaded right after the scores, in
+// flight during the softmax. Needs PF 2 semantics (it replaces PF).
+#ifndef KV_STAGE
+#define KV_STAGE (COOPMAT == 1 && ACC_NAMED)
+#endif
+#if KV_STAGE
+#if COOPMAT != 1 || !ACC_NAMED
+#error "attention_coop_dsplit.comp: KV_STAGE is native only and needs ACC_NAMED"
+#endif
+#define KS_ROW(dt) ((dt) * 2u + 1u)           // uvec4s per staged row of a slice (+1: banks)
+#define K_RAW (BC * DTQ * 2 / CM_SG)          // 16-byte loads per lane for a K slice
+#define V_RAW (BC * DTV * 2 / CM_SG)
+#if (BC * DTQ * 2) % CM_SG != 0 || (BC * DTV * 2) % CM_SG != 0 || \
+    BC * (2 * DTQ + 1) * 16 > BR * SP * 4 || BC * (2 * DTV + 1) * 16 > BR * SP * 4
+#error "attention_coop_dsplit.comp: a K or V slice does not fit its subgroup's region"
+#endif
 #endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
@@ -165,7 +193,23 @@ layout(push_constant) uniform Push {
   float scale;
 } pc;
 
+#if KV_STAGE
+// Partial scores (float) of subgroup g at g·BR·SP; row numbers; output staging; and,
+// per subgroup region, the staged K and V slices (16-byte elements of 8 halves).
+shared uvec4 s_s4[NSG * BR * SP / 4];
+#define S_GET(i) uintBitsToFloat(s_s4[(i) >> 2u][(i) & 3u])
+#define S_GET4(i) uintBitsToFloat(s_s4[(i) >> 2u])  // i a multiple of 4
+#define S_SET(i, x) s_s4[(i) >> 2u][(i) & 3u] = floatBitsToUint(x)
+#define S_ARR s_s4
+#define S_UNIT 4u  // floats per element of S_ARR
+#else
 shared float s_s[NSG * BR * SP];  // partial scores of subgroup g at g·BR·SP; row numbers; output staging
+#define S_GET(i) s_s[i]
+#define S_GET4(i) vec4(s_s[i], s_s[(i) + 1u], s_s[(i) + 2u], s_s[(i) + 3u])
+#define S_SET(i, x) s_s[i] = (x)
+#define S_ARR s_s
+#define S_UNIT 1u
+#endif
 shared float16_t s_p[BR * PS];    // P
 shared float s_corr[BR];          // rescale factors of the current block
 shared float s_l[BR];             // the final sums
@@ -175,6 +219,34 @@ shared float s_l[BR];             // the final sums
   UNROLL for (uint kt_ = 0u; kt_ < KT; ++kt_)                                      \
     UNROLL for (uint dq_ = 0u; dq_ < DTQ; ++dq_)                                   \
       GLOAD(kb[kt_ * DTQ + dq_], k, k_first + ((key0_) + kt_ * 16u) * D + dq_ * 16u, D, true)
+
+#if KV_STAGE
+// A slice (BC rows of dt·16 halves from `first` + key0·stride, rows `stride` halves
+// apart) into `regs`: lane l takes 16-byte units u = l + i·CM_SG, row u / (2·dt).
+#define LOAD_RAW(regs, n, dt, buf, first, stride, key0_)                                  \
+  UNROLL for (uint i_ = 0u; i_ < (n); ++i_) {                                             \
+    const uint u_ = gl_SubgroupInvocationID + i_ * CM_SG;                                 \
+    regs[i_] = buf[((first) + ((key0_) + u_ / (2u * (dt))) * (stride) + u_ % (2u * (dt)) * 8u) >> 3u]; \
+  }
+// ... and from `regs` into this subgroup's region, rows KS_ROW(dt) units apart.
+#define STAGE_RAW(regs, n, dt)                                                            \
+  UNROLL for (uint i_ = 0u; i_ < (n); ++i_) {                                             \
+    const uint u_ = gl_SubgroupInvocationID + i_ * CM_SG;                                 \
+    s_s4[region + u_ / (2u * (dt)) * KS_ROW(dt) + u_ % (2u * (dt))] = regs[i_];                   \
+  }
+#endif
+
+// P_EXP2 = 1: the softmax weights through the device's exp2 (within 3 + 2·|x| ULP by
+// Vulkan's rules, x <= 0 here) instead of exp_precise; they are rounded to halves
+// (11 bits) right after. The rescale factors stay precise.
+#ifndef P_EXP2
+#define P_EXP2 (COOPMAT == 1)
+#endif
+#if P_EXP2
+#define P_EXP(x) exp2((x) * 1.44269504)
+#else
+#define P_EXP(x) exp_precise(x)
+#endif
 
 const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
 
@@ -195,10 +267,10 @@ void main() {
   const uint sr = sid / LPR, sl = sid % LPR;
   float m_run = kNegHuge, l_run = 0.0;  // the same in all LPR lanes of the row
 
-  for (uint e = tid; e < 256u; e += WG) s_s[e] = float(e >> 4u);  // row numbers
+  for (uint e = tid; e < 256u; e += WG) S_SET(e, float(e >> 4u));  // row numbers
   barrier();
   CM_ACC rowmap;
-  CM_LOAD_ACC(rowmap, s_s, 0u, 16u, false);
+  CM_LOAD_ACC(rowmap, S_ARR, 0u, 16u / S_UNIT, false);
   CM_A qa[RT * DTQ];  // Q tile (row tile rt, column tile dq of the slice) at rt·DTQ + dq
   UNROLL for (uint rt = 0u; rt < RT; ++rt)
     UNROLL for (uint dq = 0u; dq < DTQ; ++dq) GLOAD(qa[rt * DTQ + dq], q, q_first + rt * 16u * D + dq * 16u, D, false);
@@ -210,12 +282,29 @@ void main() {
 #endif
   barrier();  // the row numbers are read before the first partial scores overwrite them
 
-#if PF == 2
+#if KV_STAGE
+  const uint region = sg * (BR * SP / 4u);  // this subgroup's region of s_s4, in 16-byte elements
+  uvec4 kr[K_RAW];  // the next block's K slice as loaded
+  uvec4 vr[V_RAW];  // this block's V slice as loaded
+  LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, 0u);
+#elif PF == 2
   CM_B kb[KT * DTQ];  // the K fragments of the next block, loaded during this block's P·V
   LOAD_K(0u);
 #endif
   for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
-#if PF == 1
+#if KV_STAGE
+    CM_B kb[KT * DTQ];
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // the previous block's V fragments have been read from the region
+    STAGE_RAW(kr, K_RAW, DTQ);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    UNROLL for (uint kt_ = 0u; kt_ < KT; ++kt_)
+      UNROLL for (uint dq_ = 0u; dq_ < DTQ; ++dq_)
+        CM_LOAD(kb[kt_ * DTQ + dq_], s_s4, region + kt_ * 16u * KS_ROW(DTQ) + dq_ * 2u, KS_ROW(DTQ), true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // the K slice is read before the partial scores overwrite it
+#elif PF == 1
     CM_B kb[KT * DTQ];
     LOAD_K(key0);
 #endif
@@ -233,9 +322,13 @@ void main() {
 #endif
         UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_MAD(qa[rt * DTQ + dq], KB(kt, dq), sa[rt]);
       }
-      UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], s_s, (sg * BR + rt * 16u) * SP + kt * 16u, SP, false);
+      UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_STORE_ACC(sa[rt], S_ARR, ((sg * BR + rt * 16u) * SP + kt * 16u) / S_UNIT, SP / S_UNIT, false);
     }
-#if PF >= 1
+#if KV_STAGE
+    // This block's V slice and the next block's K slice: in flight during the softmax.
+    LOAD_RAW(vr, V_RAW, DTV, v, v_first, DV, key0);
+    if (key0 + BC < pc.tk) LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, key0 + BC);  // subgroup-uniform
+#elif PF >= 1
     // This block's V fragments: in flight while the softmax runs.
     CM_B vb[KT * DTV];
     UNROLL for (uint kt = 0u; kt < KT; ++kt)
@@ -244,22 +337,24 @@ void main() {
 #endif
     barrier();  // the partial scores are complete; the previous block's P and corr are read
 
-    // 2. The online softmax update: lane sl of row sr takes keys j ≡ sl (mod LPR).
+    // 2. The online softmax update: lane sl of row sr takes keys sl·CPL ... + CPL - 1,
+    //    read as 16-byte vectors of 4 scores.
     {
       float sc[CPL];
       float m_new = m_run;
-      UNROLL for (uint c = 0u; c < CPL; ++c) {
-        const uint j = sl + LPR * c;
-        float s = 0.0;
-        UNROLL for (uint g = 0u; g < NSG; ++g) s += s_s[(g * BR + sr) * SP + j];
-        sc[c] = s * pc.scale;
-        m_new = max(m_new, sc[c]);
+      UNROLL for (uint c4 = 0u; c4 < CPL / 4u; ++c4) {
+        vec4 s4 = vec4(0.0);
+        UNROLL for (uint g = 0u; g < NSG; ++g) s4 += S_GET4((g * BR + sr) * SP + sl * CPL + c4 * 4u);
+        UNROLL for (uint c = 0u; c < 4u; ++c) {
+          sc[c4 * 4u + c] = s4[c] * pc.scale;
+          m_new = max(m_new, sc[c4 * 4u + c]);
+        }
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
       float sum = 0.0;
       UNROLL for (uint c = 0u; c < CPL; ++c) {
-        const float p = round_f16(exp_precise(sc[c] - m_new));
-        s_p[sr * PS + sl + LPR * c] = float16_t(p);  // exact: p is a half
+        const float p = round_f16(P_EXP(sc[c] - m_new));
+        s_p[sr * PS + sl * CPL + c] = float16_t(p);  // exact: p is a half
         sum += p;
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
@@ -270,7 +365,16 @@ void main() {
     }
     barrier();  // P and corr are complete; the partial scores are read
 
-#if PF == 2
+#if KV_STAGE
+    // The partial scores are dead: the region takes the V slice.
+    STAGE_RAW(vr, V_RAW, DTV);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    CM_B vb[KT * DTV];
+    UNROLL for (uint kt_ = 0u; kt_ < KT; ++kt_)
+      UNROLL for (uint dv_ = 0u; dv_ < DTV; ++dv_)
+        CM_LOAD(vb[kt_ * DTV + dv_], s_s4, region + kt_ * 16u * KS_ROW(DTV) + dv_ * 2u, KS_ROW(DTV), false);
+#elif PF == 2
     if (key0 + BC < pc.tk) LOAD_K(key0 + BC);  // subgroup-uniform
 #endif
     // 3. O = O·corr + P·V_g.
@@ -316,11 +420,11 @@ void main() {
   UNROLL for (uint rt = 0u; rt < RT; ++rt) {
     UNROLL for (uint dv = 0u; dv < DTV; ++dv) {
       barrier();  // the staging's previous readers are done (first time: the last P·V, and l is final)
-      CM_STORE_ACC(acc[rt * DTV + dv], s_s, sg * 256u, 16u, false);
+      CM_STORE_ACC(acc[rt * DTV + dv], S_ARR, sg * 256u / S_UNIT, 16u / S_UNIT, false);
       barrier();
       for (uint e = gl_SubgroupInvocationID; e < 256u; e += CM_SG) {
         const uint r = rt * 16u + e / 16u;
-        o[o_first + r * DV + dv * 16u + e % 16u] = O_T(store_round(s_s[sg * 256u + e] / s_l[r]));
+        o[o_first + r * DV + dv * 16u + e % 16u] = O_T(store_round(S_GET(sg * 256u + e) / s_l[r]));
       }
     }
   }

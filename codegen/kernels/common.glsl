@@ -19,6 +19,15 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
+// F16_RTE = 1 (the lowering sets it with F16 where the device has
+// shaderRoundingModeRTEFloat16; the plan then requires that): the shader declares
+// round-to-nearest-even for its 16-bit float results (SPV_KHR_float_controls'
+// RoundingModeRTE execution mode, 4462, capability 4467), so one f32 -> f16
+// conversion rounds exactly as round_f16 below does in the half's normal range.
+#if defined(F16) && defined(F16_RTE) && F16_RTE
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
+#endif
 
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
@@ -37,8 +46,9 @@
 #define ROUND_BF16 2
 
 // x rounded to the nearest IEEE half (ties to even), as float; overflow gives inf.
-// Bit-exact with strata::float_to_half (ir/types.cpp).
-float round_f16(float x) {
+// Bit-exact with strata::float_to_half (ir/types.cpp): the hardware conversion where
+// F16_RTE allows (round_f16), else the bit arithmetic (round_f16_bits).
+float round_f16_bits(float x) {
   uint u = floatBitsToUint(x);
   uint sign = u & 0x80000000u;
   uint a = u & 0x7fffffffu;
@@ -52,6 +62,16 @@ float round_f16(float x) {
   uint rest = a & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0u)) h += 1u;
   return uintBitsToFloat(sign | (h << 13));
+}
+
+float round_f16(float x) {
+#if defined(F16) && defined(F16_RTE) && F16_RTE
+  // The normal range, overflow and inf through the hardware; NaN and the half's
+  // subnormal range (whose treatment float controls leave to the device unless it
+  // preserves 16-bit denormals) below. Far cheaper for memory-bound kernels.
+  if (abs(x) >= 6.103515625e-5) return float(float16_t(x));
+#endif
+  return round_f16_bits(x);
 }
 
 // x rounded to the nearest bfloat16 (ties to even), as float. Bit-exact with

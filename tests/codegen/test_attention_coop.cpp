@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 
 namespace strata {
@@ -271,24 +272,29 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
 }
 
 // CodegenOptions::kernel_defines reaches the pipelines: the dsplit kernel's load
-// schedules PF 1 and 2 (a block's K and V fragments loaded together; and the next
-// block's K during P·V) compile to valid SPIR-V for an H200-like target. (They run
-// only natively — NativeMatchesInterpreter runs the default, PF 2 — since lavapipe
-// takes minutes to compile their emulation.)
+// schedules PF 0, 1 and 2 (each fragment just before use; a block's K and V fragments
+// loaded together; and the next block's K during P·V), with K and V staged through
+// shared memory (KV_STAGE, the native default where PF >= 1) and without, compile to
+// valid SPIR-V for an H200-like target. (They run only natively —
+// NativeMatchesInterpreter runs the default — since lavapipe takes minutes to compile
+// their emulation.)
 TEST(CodegenAttentionCoop, DsplitPrefetchVariantsCompile) {
   const codegen::Target h200 = h200_target();
-  for (const char* pf : {"0", "1", "2"}) {
+  const std::vector<std::map<std::string, std::string>> variants = {
+      {{"PF", "0"}}, {{"PF", "1"}}, {{"PF", "2"}}, {{"PF", "1"}, {"KV_STAGE", "0"}}, {{"PF", "2"}, {"KV_STAGE", "0"}}};
+  for (const auto& defines : variants) {
     Attn t;
     build(t, {1, 128, 512}, {1, 128, 512}, {1, 128, 512}, 880);
     ASSERT_TRUE(t.b.ok());
     codegen::CodegenOptions options;
-    options.kernel_defines["attention_coop_dsplit.comp"]["PF"] = pf;
+    options.kernel_defines["attention_coop_dsplit.comp"] = defines;
     auto plan = codegen::compile_plan(t.graph, t.weights, h200, options);
     ASSERT_TRUE(plan.has_value()) << plan.message();
     ASSERT_TRUE(uses(*plan, "attention_coop_dsplit.comp"));
     for (const auto& p : plan->pipelines) {
       if (p.name.rfind("attention_coop_dsplit.comp", 0) != 0) continue;
-      EXPECT_NE(p.name.find(std::string("PF=") + pf), std::string::npos) << p.name;
+      for (const auto& [name, value] : defines)
+        EXPECT_NE(p.name.find(name + "=" + value), std::string::npos) << p.name;
       Status valid = codegen::validate_spirv(p.spirv);
       EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
     }

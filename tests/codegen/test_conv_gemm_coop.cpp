@@ -254,16 +254,39 @@ TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
 
 TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // GL_NV_cooperative_matrix, as on the H200 (subgroup 32), the variants the
-  // decoders use: 3×3 with upsample gather and residual, 1×1.
-  for (const char* k : {"1", "3"}) {
+  // decoders use: 3×3 with upsample gather and residual, 1×1, and the 96-channel tile
+  // (FC 3) with the device's f16 rounding (F16_RTE).
+  struct Variant {
+    const char *k, *fc, *bk, *stages, *rte;
+  };
+  for (const Variant& v : {Variant{"1", "4", "64", "1", "0"}, Variant{"3", "4", "32", "2", "0"},
+                           Variant{"3", "3", "32", "1", "1"}}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", "4"},     {"BK", k[0] == '1' ? "64" : "32"}, {"STAGES", k[0] == '1' ? "1" : "2"}, {"KH", k},
-                          {"KW", k},        {"U", "1"},      {"HAS_BIAS", "1"}, {"HAS_RES", "1"},
-                          {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
+                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages},
+                          {"KH", v.k},      {"KW", v.k},     {"U", "1"},        {"HAS_BIAS", "1"},
+                          {"HAS_RES", "1"}, {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"F16_RTE", v.rte},
+                          {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
     auto spirv = codegen::compile_kernel("conv_gemm_coop.comp", d);
     ASSERT_TRUE(spirv) << spirv.message();
     Status valid = codegen::validate_spirv(*spirv);
     EXPECT_TRUE(valid.is_ok()) << valid.message();
+  }
+}
+
+// The default tile follows the output channels: 128-channel tiles for 128k channels,
+// 96-channel tiles where those pad less (96, 192: Qwen-Image's up blocks).
+TEST(CodegenConvGemmCoop, TileChannelsFollowTheOutputChannels) {
+  codegen::Target nv = emulated_target();
+  nv.tensor_cores = codegen::TensorCores::nv_coopmat;
+  nv.subgroup_size = 32;
+  for (const auto& [co, fc] : std::vector<std::pair<int64_t, std::string>>{{96, "3"}, {192, "3"}, {128, "4"},
+                                                                            {256, "4"}, {384, "4"}}) {
+    CoopCase c;
+    c.co = co;
+    const Built t = build(c);
+    auto plan = codegen::compile_plan(t.graph, t.weights, nv);
+    ASSERT_TRUE(plan) << plan.message();
+    EXPECT_NE(pipeline_names(*plan).find("FC=" + fc + ","), std::string::npos) << co << ": " << pipeline_names(*plan);
   }
 }
 

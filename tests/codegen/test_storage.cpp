@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace strata {
 namespace {
@@ -148,6 +149,67 @@ TEST(CodegenStorage, HalfInputsAreStagedAndWindowed) {
   ASSERT_TRUE(want) << want.message();
   expect_close(out[0], (*want)[0], 1e-3, 1e-6);
   expect_close(out[1], (*want)[1], 1e-3, 1e-6);
+}
+
+// f32 -> f16 stores round to the nearest half, ties to even, exactly as the
+// interpreter does (float_to_half): through the device's round-to-nearest-even
+// conversion (F16_RTE, where the target has shaderRoundingModeRTEFloat16, as lavapipe
+// and the H200 do) and through common.glsl's bit arithmetic. The values: ties and
+// near-ties at every exponent from the half's subnormal range to beyond its largest
+// value, the largest half and the overflow threshold, zeros, infinities, and random
+// bit patterns over the same exponents.
+TEST(CodegenStorage, HalfRoundingMatchesTheInterpreterBitForBit) {
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> values = {0.0f, -0.0f, 65504.0f, 65519.99609375f, 65520.0f, -65520.0f, 1e30f, -1e30f,
+                               INFINITY, -INFINITY, 6.103515625e-5f, 6.1035152e-5f, 2.98023224e-8f, 8.94069672e-8f};
+  for (uint32_t e = 98; e <= 145; ++e)  // 2^-29 .. 2^18
+    for (uint32_t m : {0x000000u, 0x001000u, 0x003000u, 0x000fffu, 0x001001u, 0x002fffu, 0x7fe000u, 0x7ff000u,
+                       0x7fffffu, 0x2aaaaau})
+      for (uint32_t sign : {0u, 0x80000000u}) values.push_back(from_bits(sign | (e << 23) | m));
+  uint64_t z = 12345;
+  for (int i = 0; i < 4000; ++i) {
+    z += 0x9e3779b97f4a7c15ull;
+    uint64_t r = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    r = (r ^ (r >> 27)) * 0x94d049bb133111ebull;
+    r ^= r >> 31;
+    const uint32_t e = 98 + static_cast<uint32_t>(r % 48);
+    values.push_back(from_bits(static_cast<uint32_t>(r >> 32 & 0x807fffffu) | (e << 23)));
+  }
+  Graph g;
+  Builder b(g, nullptr);
+  const Shape shape = {static_cast<int64_t>(values.size())};
+  ValueId x = b.input("x", shape);
+  b.output(b.cast(x, DType::f16));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  Tensor in(shape);
+  in.data = values;
+  auto want = interpret(g, WeightStore(), {in});
+  ASSERT_TRUE(want) << want.message();
+
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  const codegen::Target native = codegen::target_for((*device)->info());
+  for (const bool rte : {true, false}) {
+    if (rte && !native.f16_rounding_rte) continue;  // nothing to compare on this device
+    SCOPED_TRACE(rte ? "F16_RTE" : "bit arithmetic");
+    codegen::Target target = native;
+    target.f16_rounding_rte = rte;
+    auto plan = codegen::compile_plan(g, WeightStore(), target);
+    ASSERT_TRUE(plan) << plan.message();
+    EXPECT_EQ(plan->requirements.f16_rounding_rte, rte);
+    bool named = false;
+    for (const auto& p : plan->pipelines) named |= p.name.find("F16_RTE=1") != std::string::npos;
+    EXPECT_EQ(named, rte);
+    auto exec = runtime::Executor::create(*device, *plan);
+    ASSERT_TRUE(exec) << exec.message();
+    Tensor out(shape);
+    ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(in.data))}, {std::as_writable_bytes(std::span(out.data))}));
+    expect_identical(out, (*want)[0]);
+  }
 }
 
 TEST(CodegenStorage, HalfConvGemmWeightsUploadAsHalf) {

@@ -89,7 +89,9 @@ TEST_P(FusedDecoder, FusionChainKeepsTheImage) {
   EXPECT_EQ(after["norm_act"], before["group_norm"] + before["rms_norm"]);
   if (c.model == "flux_small") {
     EXPECT_EQ(after.count("add"), 0u);
-    EXPECT_EQ(after["conv_gemm"], before["conv2d"] + 1);  // + the attention's output projection
+    // + the attention's four projections (q, k, v from the map, the output back to it)
+    EXPECT_EQ(after["conv_gemm"], before["conv2d"] + 4);
+    EXPECT_EQ(after.count("linear"), 0u);
   } else {
     EXPECT_EQ(after["add"], 1);  // the latent de-normalisation's broadcast shift
     EXPECT_EQ(after["conv_gemm"], before["conv2d"] + before["conv3d"]);

@@ -67,6 +67,7 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
   d.field("requirements.storage_buffer_16bit_access", ra.storage_buffer_16bit_access,
           rb.storage_buffer_16bit_access);
   d.field("requirements.vulkan_memory_model", ra.vulkan_memory_model, rb.vulkan_memory_model);
+  d.field("requirements.f16_rounding_rte", ra.f16_rounding_rte, rb.f16_rounding_rte);
   d.field("requirements.cooperative_matrix_nv", ra.cooperative_matrix_nv, rb.cooperative_matrix_nv);
   d.list("requirements.cooperative_matrix_shapes", ra.cooperative_matrix_shapes, rb.cooperative_matrix_shapes,
          [&](const std::string& p, const CoopMatShape& x, const CoopMatShape& y) {

@@ -181,6 +181,18 @@ TEST(PlanCache, KernelDefinesParseAndChangeTheCodegenText) {
   EXPECT_NE(codegen_options_text(defined).find("attention_coop_dsplit.comp:PF=1"), std::string::npos);
 }
 
+// The channel tile the passes pad to: 32 for f16 with tensor cores (the coop conv's
+// input-channel step; Qwen-Image's 96 channels stay 96), 64 otherwise. It is part of
+// the options, so of the cache key.
+TEST(PlanCache, ChannelTileFollowsTheKernelsThatWillRun) {
+  RunSettings r;
+  EXPECT_EQ(compile_options(r, Precision::f16, 0, true).channel_tile, 32);
+  EXPECT_EQ(compile_options(r, Precision::f16, 0, false).channel_tile, 64);
+  EXPECT_EQ(compile_options(r, Precision::f32, 0, true).channel_tile, 64);
+  r.portable_kernels = true;
+  EXPECT_EQ(compile_options(r, Precision::f16, 0, true).channel_tile, 64);
+}
+
 TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
   TempDir dir("damage");
   Model m;
