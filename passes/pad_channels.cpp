@@ -1,8 +1,9 @@
 // pad_channels: channel counts padded to the GEMM tile, invisibly.
 //
 // Rewrites: every GEMM producer (conv_gemm, linear) writes its output channels
-// padded to padded_channel_count(C): a multiple of CompileOptions::channel_tile (64),
-// or of 4 for counts below the tile (3 → 4, 16 → 16, 96 → 128, 144 → 192). Its
+// padded to padded_channel_count(C): a multiple of CompileOptions::channel_tile (64 by
+// default: 3 → 4, 16 → 16, 96 → 128, 144 → 192; 32 for f16 tensor-core plans: 96 →
+// 96), or of 4 for counts below the tile. Its
 // weight and bias become zero-padded derived tensors in ctx.weights, named
 // "<orig>[pad 96x64x3x3->128x64x3x3]" (input channels are padded to what the input
 // value holds, so a padded input meets zero weight columns). Padding then flows

@@ -32,7 +32,8 @@ struct CompileOptions {
   // default on devices with shaderFloat16; the CLI picks it.
   Precision precision = Precision::f32;
   // Channel counts are padded to a multiple of this (the GEMM tile); counts below
-  // it are padded to a multiple of 4 only.
+  // it are padded to a multiple of 4 only. 64 suits the portable kernels; the CLI
+  // picks 32 for f16 plans on tensor cores (tools/session.cpp compile_options).
   int64_t channel_tile = 64;
   // Range guards: log2 of the scale applied where an un-normalised stream is cast
   // to f16 (x · 2^-k stored, ·2^k restored in the consumer's f32 epilogue).
