@@ -213,6 +213,10 @@ shared float s_s[NSG * BR * SP];  // partial scores of subgroup g at g·BR·SP; 
 shared float16_t s_p[BR * PS];    // P
 shared float s_corr[BR];          // rescale factors of the current block
 shared float s_l[BR];             // the final sums
+// s_rescale[b & 1] != 0: some row's maximum rose in key block b, so the accumulators
+// need the rescale; written (1 only) by the rows' softmax lanes between the block's two
+// barriers, read by everyone after the second, reset one block ahead.
+shared uint s_rescale[2];
 
 // The K fragments (Kᵀ: (d, j) at (key0 + kt·16 + j)·D + d) of the block at key0 into kb.
 #define LOAD_K(key0_)                                                                  \
@@ -268,6 +272,7 @@ void main() {
   float m_run = kNegHuge, l_run = 0.0;  // the same in all LPR lanes of the row
 
   for (uint e = tid; e < 256u; e += WG) S_SET(e, float(e >> 4u));  // row numbers
+  if (tid < 2u) s_rescale[tid] = 0u;
   barrier();
   CM_ACC rowmap;
   CM_LOAD_ACC(rowmap, S_ARR, 0u, 16u / S_UNIT, false);
@@ -362,6 +367,9 @@ void main() {
       l_run = l_run * corr + sum;
       m_run = m_new;
       if (sl == 0u) s_corr[sr] = corr;
+      if (sl == 0u && corr != 1.0) s_rescale[(key0 / BC) & 1u] = 1u;
+      // Free for block b + 1: its last readers were block b - 1's, before this block's first barrier.
+      if (tid == 0u) s_rescale[(key0 / BC + 1u) & 1u] = 0u;
     }
     barrier();  // P and corr are complete; the partial scores are read
 
@@ -377,20 +385,27 @@ void main() {
 #elif PF == 2
     if (key0 + BC < pc.tk) LOAD_K(key0 + BC);  // subgroup-uniform
 #endif
-    // 3. O = O·corr + P·V_g.
-#if ACC_NAMED
-    float cf[RT][CM_ELEMS];
-    UNROLL for (uint rt = 0u; rt < RT; ++rt)
-      UNROLL for (int i = 0; i < CM_ELEMS; ++i)
-        cf[rt][i] = i < CM_ACC_LENGTH(rowmap) ? s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))] : 1.0;
-    ACC_LIST(ACC_RESCALE)
-#else
-    UNROLL for (uint rt = 0u; rt < RT; ++rt)
-      UNROLL for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
-        const float c = s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))];
-        UNROLL for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
-      }
+    // 3. O = O·corr + P·V_g. The rescale only where some row's maximum rose (once the
+    //    maxima settle most blocks have corr = 1 in every row; skipping a multiply by 1
+    //    changes no bit). The flag is the same for the whole workgroup.
+#ifndef RESCALE_SKIP
+#define RESCALE_SKIP 1
 #endif
+    if (RESCALE_SKIP == 0 || s_rescale[(key0 / BC) & 1u] != 0u) {
+#if ACC_NAMED
+      float cf[RT][CM_ELEMS];
+      UNROLL for (uint rt = 0u; rt < RT; ++rt)
+        UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+          cf[rt][i] = i < CM_ACC_LENGTH(rowmap) ? s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))] : 1.0;
+      ACC_LIST(ACC_RESCALE)
+#else
+      UNROLL for (uint rt = 0u; rt < RT; ++rt)
+        UNROLL for (int i = 0; i < CM_ACC_LENGTH(rowmap); ++i) {
+          const float c = s_corr[rt * 16u + uint(CM_ACC_AT(rowmap, i))];
+          UNROLL for (uint dv = 0u; dv < DTV; ++dv) CM_ACC_AT(acc[rt * DTV + dv], i) *= c;
+        }
+#endif
+    }
     UNROLL for (uint kt = 0u; kt < KT; ++kt) {
       CM_A pa[RT];
       UNROLL for (uint rt = 0u; rt < RT; ++rt) CM_LOAD(pa[rt], s_p, rt * 16u * PS + kt * 16u, PS, false);
