@@ -289,7 +289,8 @@ Expected<int64_t> map_linears_to_convs(Graph& g, WeightStore& ws) {
     producer = g.producers();
     ++count;
   }
-  // The input's permute, then its reshape, once nothing reads them.
+  // The input's permute, then its reshape, once nothing reads them (any permute or
+  // reshape nothing reads goes: it computes nothing anyone uses).
   for (bool removed = count > 0; removed;) {
     const Uses uses = find_uses(g);
     std::vector<bool> dead(g.nodes().size(), false);

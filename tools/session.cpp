@@ -175,6 +175,12 @@ struct DeviceChoice {
   Precision precision = Precision::f32;
 };
 
+// Whether f16 plans for this device get the tensor-core kernels (compile_options'
+// channel tile follows from it).
+bool has_tensor_cores(const runtime::DeviceInfo& info) {
+  return codegen::target_for(info).tensor_cores != codegen::TensorCores::none;
+}
+
 Expected<DeviceChoice> choose_device(const RunSettings& r) {
   STRATA_ASSIGN_OR_RETURN(auto devices, runtime::list_devices());
   STRATA_ASSIGN_OR_RETURN(uint32_t index, runtime::select_device(devices, {.index = r.device}));
@@ -210,9 +216,8 @@ Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weight
   const Precision precision = choice.precision;
   CompiledDecoder out{g, {}, info, precision, 0};
   const RunSettings settings = for_device(r, info);
-  const bool tensor_cores = codegen::target_for(info).tensor_cores != codegen::TensorCores::none;
-  STRATA_RETURN_IF_ERROR(
-      run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range, tensor_cores, log));
+  STRATA_RETURN_IF_ERROR(run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range,
+                                        has_tensor_cores(info), log));
 
   // Codegen checks every binding against the target's range: the same limit the
   // passes banded for.
@@ -247,7 +252,7 @@ Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, con
     const CacheKeyParts parts = cache_key_parts(
         g, weights,
         compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range,
-                        codegen::target_for(choice.info).tensor_cores != codegen::TensorCores::none),
+                        has_tensor_cores(choice.info)),
         choice.info, codegen_options_text(r));
     key = plan_cache_key(parts);
     const double key_ms = elapsed_ms(key_start);

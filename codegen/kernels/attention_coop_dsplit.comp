@@ -49,7 +49,9 @@
 // Shared memory (bytes): 4·NSG·BR·(BC + 8)   partial scores / output staging
 //                        + 2·BR·(BC + 8)     P (f16)
 //                        + 4·2·BR            corr, l
-// e.g. 43 520 at NSG 8, BR 32, BC 32.
+//                        + 8                 the rescale flags
+// e.g. 43 784 at NSG 8, BR 32, BC 32 (KV_STAGE stages K and V inside the partial
+// scores' space; the H200's driver reports 48 896 for that variant).
 //
 // Registers per lane (native, subgroup 32): Q BR/16·D/(16·NSG) A fragments (4 each),
 // O BR/16·DV/(16·NSG) accumulators (8 each): 32 + 64 at D = DV = 512, NSG 8.
