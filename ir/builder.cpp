@@ -39,6 +39,21 @@ void Builder::output(ValueId v) {
   if (ok() && v != kNoValue) graph_.mark_output(v);
 }
 
+ValueId Builder::state_input(const std::string& name, TensorType type, const std::string& state) {
+  if (!ok()) return kNoValue;
+  if (state.empty()) {
+    fail(error("state input %{}: the state name is empty", name));
+    return kNoValue;
+  }
+  return graph_.add_state_input(name, std::move(type), state);
+}
+
+void Builder::state_output(ValueId v, const std::string& state) {
+  if (!ok() || v == kNoValue) return;
+  if (state.empty()) return fail(error("state output %{}: the state name is empty", graph_.value(v).name));
+  graph_.mark_state_output(v, state);
+}
+
 ValueId Builder::weight(const std::string& name, std::optional<Shape> expected, bool match_elements) {
   if (!ok()) return kNoValue;
   if (!weights_) {

@@ -52,6 +52,10 @@ public:
 
   ValueId input(const std::string& name, Shape shape, DType dtype = DType::f32);
   void output(ValueId v);
+  // A graph input read from state `state` at the start of a run (Graph::add_state_input),
+  // and a graph output written back to state `state` at the end (Graph::mark_state_output).
+  ValueId state_input(const std::string& name, TensorType type, const std::string& state);
+  void state_output(ValueId v, const std::string& state);
 
   // A constant bound to the store's tensor `name`. With `expected` set, the tensor must
   // have that shape or, when `match_elements` is set, that many elements (for γ stored

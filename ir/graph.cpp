@@ -27,6 +27,30 @@ ValueId Graph::add_input(std::string name, TensorType type) {
   return id;
 }
 
+ValueId Graph::add_state_input(std::string name, TensorType type, std::string state) {
+  ValueId id = add_input(std::move(name), std::move(type));
+  state_reads_.push_back(StateBinding{std::move(state), inputs_.size() - 1});
+  return id;
+}
+
+void Graph::mark_state_output(ValueId v, std::string state) {
+  outputs_.push_back(v);
+  state_writes_.push_back(StateBinding{std::move(state), outputs_.size() - 1});
+}
+
+namespace {
+const std::string* bound_state(const std::vector<StateBinding>& bindings, size_t index) {
+  for (const StateBinding& b : bindings)
+    if (b.index == index) return &b.state;
+  return nullptr;
+}
+}  // namespace
+
+const std::string* Graph::input_state(size_t input_index) const { return bound_state(state_reads_, input_index); }
+const std::string* Graph::output_state(size_t output_index) const {
+  return bound_state(state_writes_, output_index);
+}
+
 ValueId Graph::add_constant(std::string name, TensorType type, std::string weight) {
   return add(Value{kNoValue, std::move(name), std::move(type), ValueKind::constant, std::move(weight)});
 }
