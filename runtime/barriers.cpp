@@ -73,9 +73,13 @@ std::optional<std::string> find_hazard(const Plan& plan, size_t d,
 }  // namespace
 
 std::vector<BarrierPoint> plan_barriers(const Plan& plan) {
+  return plan_barriers(plan, 0, plan.dispatches.size());
+}
+
+std::vector<BarrierPoint> plan_barriers(const Plan& plan, size_t first, size_t count) {
   std::vector<BarrierPoint> points;
   std::vector<Touch> written, read;  // since the last barrier
-  for (size_t d = 0; d < plan.dispatches.size(); ++d) {
+  for (size_t d = first; d < first + count; ++d) {
     if (std::optional<std::string> reason = find_hazard(plan, d, written, read)) {
       points.push_back(BarrierPoint{d, merge(written), std::move(*reason)});
       written.clear();

@@ -39,5 +39,9 @@ struct BarrierPoint {
 
 // Requires validate(plan) to have passed (indices in range).
 std::vector<BarrierPoint> plan_barriers(const Plan& plan);
+// The same rule over dispatches [first, first + count) alone, as if they were the
+// whole list: one entry of a program (EntryDesc), whose command buffer starts with a
+// global barrier of its own. Indices stay those of plan.dispatches.
+std::vector<BarrierPoint> plan_barriers(const Plan& plan, size_t first, size_t count);
 
 }  // namespace strata::runtime

@@ -39,12 +39,12 @@ std::string shape_str(const TensorIO& io) {
 }
 
 // The output count and sizes run() and read_outputs() check; `what` names the call.
-Status check_outputs(const Plan& plan, const std::vector<std::span<std::byte>>& outputs,
+Status check_outputs(const Plan& plan, const EntryDesc& entry, const std::vector<std::span<std::byte>>& outputs,
                      const char* what) {
-  if (outputs.size() != plan.outputs.size())
-    return error("{}: {} outputs given, the plan makes {}", what, outputs.size(), plan.outputs.size());
+  if (outputs.size() != entry.outputs.size())
+    return error("{}: {} outputs given, the plan makes {}", what, outputs.size(), entry.outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const TensorIO& io = plan.outputs[i];
+    const TensorIO& io = plan.outputs[entry.outputs[i]];
     if (outputs[i].size() != io.bytes) {
       return error("{}: output '{}' has room for {} bytes, the plan writes {} ({})", what, io.name,
                    outputs[i].size(), io.bytes, shape_str(io));
@@ -151,18 +151,20 @@ Status Executor::Impl::submit_and_wait(VkCommandBuffer cb, const std::string& wh
   return vk_check(vkResetFences(vk(), 1, &fence), "vkResetFences", what);
 }
 
-Status Executor::Impl::read_profile() {
-  size_t n = plan.dispatches.size() + 1;
+// Timestamps of the entry that ran; dispatches of other entries read 0.
+Status Executor::Impl::read_profile(size_t entry) {
+  const EntryDesc& e = entries[entry];
+  size_t n = e.dispatch_count + 1;
   std::vector<uint64_t> stamps(n);
   STRATA_RETURN_IF_ERROR(vk_check(
-      vkGetQueryPoolResults(vk(), query_pool, 0, static_cast<uint32_t>(n), n * sizeof(uint64_t),
-                            stamps.data(), sizeof(uint64_t),
+      vkGetQueryPoolResults(vk(), query_pool, e.first_dispatch + static_cast<uint32_t>(entry),
+                            static_cast<uint32_t>(n), n * sizeof(uint64_t), stamps.data(), sizeof(uint64_t),
                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
       "vkGetQueryPoolResults", "reading the profile timestamps"));
   double us_per_tick = device->info().timestamp_period_ns / 1000.0;
   profile.dispatch_us.assign(plan.dispatches.size(), 0.0);
   for (size_t i = 0; i + 1 < n; ++i)
-    profile.dispatch_us[i] = double(stamps[i + 1] - stamps[i]) * us_per_tick;
+    profile.dispatch_us[e.first_dispatch + i] = double(stamps[i + 1] - stamps[i]) * us_per_tick;
   profile.total_us = double(stamps[n - 1] - stamps[0]) * us_per_tick;
   return Status::ok();
 }
@@ -179,7 +181,7 @@ Executor::Impl::~Impl() {
   if (pipeline_cache) vkDestroyPipelineCache(d, pipeline_cache, nullptr);
   if (query_pool) vkDestroyQueryPool(d, query_pool, nullptr);
   if (fence) vkDestroyFence(d, fence, nullptr);
-  if (command_pool) vkDestroyCommandPool(d, command_pool, nullptr);  // frees command_buffer
+  if (command_pool) vkDestroyCommandPool(d, command_pool, nullptr);  // frees command_buffers
 }
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,7 +220,11 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
   impl->plan = std::move(plan);
   impl->options = options;
   STRATA_RETURN_IF_ERROR(impl->check_device_limits());
-  impl->barriers = plan_barriers(impl->plan);
+  impl->entries = entry_list(impl->plan);
+  for (const EntryDesc& e : impl->entries) {
+    auto part = plan_barriers(impl->plan, e.first_dispatch, e.dispatch_count);
+    impl->barriers.insert(impl->barriers.end(), part.begin(), part.end());
+  }
   STRATA_RETURN_IF_ERROR(impl->create_buffers());
   STRATA_RETURN_IF_ERROR(impl->create_pipeline_cache());
   STRATA_RETURN_IF_ERROR(impl->create_pipelines());
@@ -227,49 +233,109 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
   STRATA_RETURN_IF_ERROR(impl->zero_buffers());
   STRATA_RETURN_IF_ERROR(impl->upload_weights(weights));
   STRATA_RETURN_IF_ERROR(impl->record());
-  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+  auto executor = std::unique_ptr<Executor>(new Executor(std::move(impl)));
+  executor->ran_.assign(executor->impl_->entries.size(), false);
+  return executor;
+}
+
+Expected<size_t> Executor::Impl::find_entry(std::string_view name, const char* what) const {
+  std::string names;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    if (name.empty() ? entries.size() == 1 : entries[e].name == name) return e;
+    names += (names.empty() ? "'" : ", '") + entries[e].name + "'";
+  }
+  if (name.empty()) return error("{}: the program has {} plans ({}); name the one to run", what, entries.size(), names);
+  return error("{}: no plan '{}' in the program (it has {})", what, name, names);
+}
+
+Expected<size_t> Executor::Impl::find_state(std::string_view name, const char* what) const {
+  std::string names;
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    if (plan.states[i].name == name) return i;
+    names += (names.empty() ? "'" : ", '") + plan.states[i].name + "'";
+  }
+  return error("{}: no state '{}' in the program ({})", what, name, names.empty() ? "it has none" : "it has " + names);
+}
+
+Status Executor::Impl::copy_state(size_t state, std::span<std::byte> to_host, std::span<const std::byte> from_host) {
+  const StateDesc& st = plan.states[state];
+  const DeviceBuffer& b = buffers[st.buffer];
+  if (uint8_t* m = host_view(b)) {  // the device is idle between runs
+    if (!to_host.empty()) std::memcpy(to_host.data(), m + st.offset, st.bytes);
+    else std::memcpy(m + st.offset, from_host.data(), st.bytes);
+    return Status::ok();
+  }
+  const bool reading = !to_host.empty();
+  STRATA_ASSIGN_OR_RETURN(DeviceBuffer staging,
+                          DeviceBuffer::create(*device, st.bytes, reading ? MemoryUse::readback : MemoryUse::upload,
+                                               "state staging"));
+  if (!reading) std::memcpy(staging.mapped(), from_host.data(), st.bytes);
+  STRATA_RETURN_IF_ERROR(submit_once(
+      [&](VkCommandBuffer cb) {
+        VkBufferCopy region{reading ? st.offset : 0, reading ? 0 : st.offset, st.bytes};
+        if (reading) vkCmdCopyBuffer(cb, b.handle(), staging.handle(), 1, &region);
+        else vkCmdCopyBuffer(cb, staging.handle(), b.handle(), 1, &region);
+      },
+      fmt::format("{} state '{}'", reading ? "reading" : "writing", st.name)));
+  if (reading) std::memcpy(to_host.data(), staging.mapped(), st.bytes);
+  return Status::ok();
 }
 
 Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
+                     const std::vector<std::span<std::byte>>& outputs) {
+  return run("", inputs, outputs);
+}
+
+Status Executor::run(std::string_view plan_name, const std::vector<std::span<const std::byte>>& inputs,
                      const std::vector<std::span<std::byte>>& outputs) {
   Impl& m = *impl_;
   const Plan& plan = m.plan;
   if (m.device->lost())
     return error("run: device '{}' was lost earlier; reopen it", m.device->info().name);
-  if (inputs.size() != plan.inputs.size())
-    return error("run: {} inputs given, the plan takes {}", inputs.size(), plan.inputs.size());
-  if (outputs.size() != plan.outputs.size())
-    return error("run: {} outputs given, the plan makes {}", outputs.size(), plan.outputs.size());
+  STRATA_ASSIGN_OR_RETURN(size_t entry, m.find_entry(plan_name, "run"));
+  const EntryDesc& e = m.entries[entry];
+  if (inputs.size() != e.inputs.size())
+    return error("run: {} inputs given, the plan takes {}", inputs.size(), e.inputs.size());
+  if (outputs.size() != e.outputs.size())
+    return error("run: {} outputs given, the plan makes {}", outputs.size(), e.outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorIO& io = plan.inputs[i];
+    const TensorIO& io = plan.inputs[e.inputs[i]];
     if (inputs[i].size() != io.bytes) {
       return error("run: input '{}' is {} bytes, the plan expects {} ({})", io.name,
                    inputs[i].size(), io.bytes, shape_str(io));
     }
   }
-  STRATA_RETURN_IF_ERROR(check_outputs(plan, outputs, "run"));
+  STRATA_RETURN_IF_ERROR(check_outputs(plan, e, outputs, "run"));
   // The GPU is idle here (every run waits for its fence), so writing mapped device
   // memory directly cannot race with kernels of an earlier run.
-  ran_ = false;  // until this run succeeds, the inputs in place are no whole set
+  ran_[entry] = false;  // until this run succeeds, the inputs in place are no whole set
+  last_ = -1;
   for (size_t i = 0; i < inputs.size(); ++i)
-    std::memcpy(m.input_slots[i].host, inputs[i].data(), inputs[i].size());
-  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffer, "running the plan"));
+    std::memcpy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
+  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffers[entry], fmt::format("running plan '{}'", e.name)));
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(outputs[i].data(), m.output_slots[i].host, outputs[i].size());
-  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile());
-  ran_ = true;
+    std::memcpy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
+  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
+  ran_[entry] = true;
+  last_ = static_cast<int64_t>(entry);
   return Status::ok();
 }
 
-Status Executor::replay() {
+Status Executor::replay() { return replay(""); }
+
+Status Executor::replay(std::string_view plan_name) {
   Impl& m = *impl_;
   if (m.device->lost())
     return error("replay: device '{}' was lost earlier; reopen it", m.device->info().name);
-  if (!ran_) return error("replay: no run() yet, the inputs are not in place");
+  STRATA_ASSIGN_OR_RETURN(size_t entry, m.find_entry(plan_name, "replay"));
+  if (!ran_[entry]) return error("replay: no run() yet, the inputs are not in place");
   // The recorded command buffer copies the staged inputs in and the outputs out
   // itself; on mapped memory the inputs are the device buffers run() wrote.
-  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffer, "replaying the plan"));
-  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile());
+  last_ = -1;
+  STRATA_RETURN_IF_ERROR(
+      m.submit_and_wait(m.command_buffers[entry], fmt::format("replaying plan '{}'", m.entries[entry].name)));
+  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
+  last_ = static_cast<int64_t>(entry);
   return Status::ok();
 }
 
@@ -277,11 +343,35 @@ Status Executor::read_outputs(const std::vector<std::span<std::byte>>& outputs) 
   const Impl& m = *impl_;
   if (m.device->lost())
     return error("read_outputs: device '{}' was lost earlier; reopen it", m.device->info().name);
-  if (!ran_) return error("read_outputs: no run() yet, there are no outputs to read");
-  STRATA_RETURN_IF_ERROR(check_outputs(m.plan, outputs, "read_outputs"));
+  if (last_ < 0) return error("read_outputs: no run() yet, there are no outputs to read");
+  const EntryDesc& e = m.entries[static_cast<size_t>(last_)];
+  STRATA_RETURN_IF_ERROR(check_outputs(m.plan, e, outputs, "read_outputs"));
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(outputs[i].data(), m.output_slots[i].host, outputs[i].size());
+    std::memcpy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
   return Status::ok();
+}
+
+const std::vector<EntryDesc>& Executor::entries() const { return impl_->entries; }
+
+Status Executor::read_state(std::string_view name, std::span<std::byte> out) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("read_state: device '{}' was lost earlier; reopen it", m.device->info().name);
+  STRATA_ASSIGN_OR_RETURN(size_t state, m.find_state(name, "read_state"));
+  const StateDesc& st = m.plan.states[state];
+  if (out.size() != st.bytes)
+    return error("read_state: state '{}' is {} bytes, {} given", st.name, st.bytes, out.size());
+  return m.copy_state(state, out, {});
+}
+
+Status Executor::write_state(std::string_view name, std::span<const std::byte> in) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("write_state: device '{}' was lost earlier; reopen it", m.device->info().name);
+  STRATA_ASSIGN_OR_RETURN(size_t state, m.find_state(name, "write_state"));
+  const StateDesc& st = m.plan.states[state];
+  if (in.size() != st.bytes)
+    return error("write_state: state '{}' is {} bytes, {} given", st.name, st.bytes, in.size());
+  if (st.bytes == 0) return Status::ok();
+  return m.copy_state(state, {}, in);
 }
 
 uint64_t Executor::device_bytes() const {

@@ -16,9 +16,11 @@
 //     buffers 0..n-1), a VkPipelineLayout (one push-constant range) and a compute
 //     VkPipeline with its specialisation constants;
 //   - one VkDescriptorSet per dispatch (its windows never change between runs);
-//   - one primary command buffer holding, in order: a barrier against the previous
-//     run, the input copies, the dispatches with the barriers of plan_barriers()
-//     (runtime/barriers.h), and the output copies; plus one VkFence.
+//   - one primary command buffer per plan of the program (entry_list(plan): one for a
+//     plan compiled from one graph) holding, in order: a barrier against the previous
+//     run, the plan's input copies, its dispatches with the barriers of
+//     plan_barriers() over its range (runtime/barriers.h), its state write-backs and
+//     its output copies; plus one VkFence.
 //   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
@@ -27,6 +29,10 @@
 // until the next run overwrites it.
 // What run() does: copy the inputs into place, vkQueueSubmit the recorded command
 // buffer, wait on the fence, copy the outputs out. Nothing is re-recorded.
+// Programs: the plans share every buffer (weights, activations, states); the caller
+// runs them in any order, one at a time. States (Plan::states) stay on the device
+// between runs: zeros at first, then what the last plan that wrote them left there;
+// read_state() / write_state() reach them from the host.
 // What replay() does: the submit and the wait alone, on the inputs the last run()
 // put in place, leaving the outputs in device memory and the readback staging
 // buffer (read_outputs() copies them out): the decode as the device sees it, with
@@ -50,6 +56,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -137,6 +144,13 @@ public:
   // later run fails at once); other submit/wait failures.
   Status run(const std::vector<std::span<const std::byte>>& inputs,
              const std::vector<std::span<std::byte>>& outputs);
+  // The same for the plan named `plan` of a program: inputs[i] holds
+  // plan.inputs[entry.inputs[i]], outputs[i] receives plan.outputs[entry.outputs[i]];
+  // its state write-backs take effect when it ends. run() without a name runs the
+  // only plan; with several it is an error naming them. Errors as run(), and an
+  // unknown plan (naming the plans there are).
+  Status run(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs,
+             const std::vector<std::span<std::byte>>& outputs);
 
   // One replay without host-side copies: vkQueueSubmit of the recorded command
   // buffer, vkWaitForFences, vkResetFences (as run() does), on the inputs the last
@@ -147,12 +161,26 @@ public:
   // place"); VK_ERROR_DEVICE_LOST (the Device is then marked lost and every later
   // run or replay fails at once); other submit/wait failures.
   Status replay();
+  // replay() of the plan named `plan`, which must have had a successful run() (its
+  // inputs in place). Note that a replay of a plan that writes states advances them.
+  Status replay(std::string_view plan);
 
   // Copies the outputs of the last run() or replay() out: outputs[i] receives
-  // plan.outputs[i]. No Vulkan calls (the device is idle after either).
+  // the i-th output of the plan that ran last. No Vulkan calls (the device is idle after either).
   // Errors: no successful run() yet; a lost device; wrong number of outputs; an
   // output of the wrong byte size (naming it), worded as run() words them.
   Status read_outputs(const std::vector<std::span<std::byte>>& outputs) const;
+
+  // The plans of the program, in dispatch order (entry_list(plan)).
+  const std::vector<EntryDesc>& entries() const;
+
+  // Copies state `name` (StateDesc::bytes, in its dtype and shape) to `out`, or
+  // `in` into it, with a one-time command buffer through a staging buffer where the
+  // state memory is not host-visible (vkCmdCopyBuffer, vkQueueSubmit,
+  // vkWaitForFences). Errors: an unknown state (naming those there are), a size other
+  // than the state's, a lost device.
+  Status read_state(std::string_view name, std::span<std::byte> out);
+  Status write_state(std::string_view name, std::span<const std::byte> in);
 
   // vkGetPipelineCacheData: the bytes to persist beside the plan cache and hand to
   // ExecutorOptions::pipeline_cache_data next time.
@@ -181,9 +209,10 @@ public:
 private:
   explicit Executor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  // Set by a successful run(): the inputs are in place for replay() and the
-  // outputs hold a decode for read_outputs().
-  bool ran_ = false;
+  // Per plan, set by a successful run(): its inputs are in place for replay().
+  std::vector<bool> ran_;
+  // The plan whose outputs read_outputs() reads: the last one run or replayed (-1: none).
+  int64_t last_ = -1;
 };
 
 }  // namespace strata::runtime

@@ -8,6 +8,8 @@
 #include <vulkan/vulkan.h>
 
 #include <functional>
+#include <span>
+#include <string_view>
 #include <string>
 
 namespace strata::runtime {
@@ -44,11 +46,14 @@ struct Executor::Impl {
   std::vector<VkDescriptorSet> sets;  // one per dispatch
 
   VkCommandPool command_pool = VK_NULL_HANDLE;
-  VkCommandBuffer command_buffer = VK_NULL_HANDLE;
+  std::vector<EntryDesc> entries;                // entry_list(plan)
+  std::vector<VkCommandBuffer> command_buffers;  // one per entry
   VkFence fence = VK_NULL_HANDLE;
-  VkQueryPool query_pool = VK_NULL_HANDLE;  // profile only: dispatches + 1 timestamps
+  // profile only: per entry e, timestamps first_dispatch + e .. first_dispatch + e + count
+  // (dispatches + entries in all).
+  VkQueryPool query_pool = VK_NULL_HANDLE;
 
-  std::vector<BarrierPoint> barriers;
+  std::vector<BarrierPoint> barriers;  // every entry's, in dispatch order
   Profile profile;
   std::vector<PipelineStatistics> statistics;  // ExecutorOptions::pipeline_statistics
 
@@ -64,7 +69,13 @@ struct Executor::Impl {
   Status check_device_limits() const;
   Status create_buffers();
   Status submit_and_wait(VkCommandBuffer cb, const std::string& what);
-  Status read_profile();
+  Status read_profile(size_t entry);
+  // The entry named `name` ("" names the only one, for single-plan programs).
+  Expected<size_t> find_entry(std::string_view name, const char* what) const;
+  Expected<size_t> find_state(std::string_view name, const char* what) const;
+  // Copies between a state's window and the host, through a staging buffer when the
+  // state buffer is not host-visible.
+  Status copy_state(size_t state, std::span<std::byte> to_host, std::span<const std::byte> from_host);
   // executor_pipelines.cpp
   Status create_pipeline_cache();
   Status create_pipelines();
@@ -76,6 +87,7 @@ struct Executor::Impl {
   Status zero_buffers();
   Status upload_weights(const WeightSource& source);
   Status record();
+  Status record_entry(size_t entry);
 };
 
 }  // namespace strata::runtime

@@ -45,38 +45,49 @@ Status Executor::Impl::create_commands() {
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = command_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, &command_buffer),
-                                  "vkAllocateCommandBuffers", "allocating the command buffer"));
+  ai.commandBufferCount = static_cast<uint32_t>(entries.size());
+  command_buffers.assign(entries.size(), VK_NULL_HANDLE);
+  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, command_buffers.data()),
+                                  "vkAllocateCommandBuffers", "allocating the command buffers"));
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   STRATA_RETURN_IF_ERROR(
       vk_check(vkCreateFence(vk(), &fi, nullptr, &fence), "vkCreateFence", "creating the fence"));
   if (options.profile) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    qi.queryCount = static_cast<uint32_t>(plan.dispatches.size() + 1);
+    qi.queryCount = static_cast<uint32_t>(plan.dispatches.size() + entries.size());
     STRATA_RETURN_IF_ERROR(vk_check(vkCreateQueryPool(vk(), &qi, nullptr, &query_pool),
                                     "vkCreateQueryPool", "creating the profiling query pool"));
   }
   return Status::ok();
 }
 
-// The command buffer replayed by every run(). Barriers, in order:
+Status Executor::Impl::record() {
+  for (size_t e = 0; e < entries.size(); ++e) STRATA_RETURN_IF_ERROR(record_entry(e));
+  return Status::ok();
+}
+
+// The command buffer of one entry (a plan of the program), replayed by every run()
+// of it. Barriers, in order:
 //  1. a global barrier against the previous run (its kernels and copies touched the
 //     same buffers; the fence orders execution but does not make writes visible);
 //  2. after the staged input copies, buffer barriers transfer -> compute for them;
 //  3. before dispatch i, the barrier plan_barriers() put there (compute -> compute,
 //     buffer barriers for the ranges written since the previous barrier);
 //  4. after the last dispatch, a global barrier compute -> transfer/host so outputs
-//     can be copied out or read through mapped memory;
+//     and state write-backs can be copied, or outputs read through mapped memory
+//     (it also orders the state copies after every kernel that reads a state);
 //  5. after the output copies, transfer -> host for the readback staging buffer.
-Status Executor::Impl::record() {
-  VkCommandBuffer cb = command_buffer;
+// The state write-backs copy into the state windows after that barrier; the next
+// run's barrier 1 makes them visible to its kernels.
+Status Executor::Impl::record_entry(size_t entry) {
+  const EntryDesc& e = entries[entry];
+  VkCommandBuffer cb = command_buffers[entry];
+  const std::string what = fmt::format("recording plan '{}'", e.name);
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  STRATA_RETURN_IF_ERROR(vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer",
-                                  "recording the plan's command buffer"));
-  uint32_t query_count = static_cast<uint32_t>(plan.dispatches.size() + 1);
-  if (query_pool) vkCmdResetQueryPool(cb, query_pool, 0, query_count);
+  STRATA_RETURN_IF_ERROR(vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what));
+  const uint32_t query_base = e.first_dispatch + static_cast<uint32_t>(entry);
+  if (query_pool) vkCmdResetQueryPool(cb, query_pool, query_base, e.dispatch_count + 1);
 
   VkMemoryBarrier prev = memory_barrier(VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                                         kShaderRW | kTransferRW);
@@ -84,7 +95,7 @@ Status Executor::Impl::record() {
                        nullptr);
 
   std::vector<VkBufferMemoryBarrier> in_barriers;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+  for (uint32_t i : e.inputs) {
     if (!input_slots[i].staged) continue;
     const TensorIO& io = plan.inputs[i];
     VkBufferCopy region{input_slots[i].staging_offset, io.offset, io.bytes};
@@ -97,10 +108,11 @@ Status Executor::Impl::record() {
                          static_cast<uint32_t>(in_barriers.size()), in_barriers.data(), 0, nullptr);
   }
 
-  if (query_pool) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, 0);
+  if (query_pool) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, query_base);
   size_t next_barrier = 0;
+  while (next_barrier < barriers.size() && barriers[next_barrier].before_dispatch < e.first_dispatch) ++next_barrier;
   uint32_t bound_pipeline = UINT32_MAX;
-  for (size_t i = 0; i < plan.dispatches.size(); ++i) {
+  for (size_t i = e.first_dispatch; i < size_t{e.first_dispatch} + e.dispatch_count; ++i) {
     if (next_barrier < barriers.size() && barriers[next_barrier].before_dispatch == i) {
       std::vector<VkBufferMemoryBarrier> bs;
       for (const ByteRange& r : barriers[next_barrier].writes) {
@@ -127,7 +139,7 @@ Status Executor::Impl::record() {
     vkCmdDispatch(cb, d.grid[0], d.grid[1], d.grid[2]);
     if (query_pool) {
       vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool,
-                          static_cast<uint32_t>(i + 1));
+                          static_cast<uint32_t>(i + 1 + entry));
     }
   }
 
@@ -135,8 +147,13 @@ Status Executor::Impl::record() {
                                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
   vkCmdPipelineBarrier(cb, kCompute | kTransfer, kTransfer | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &done,
                        0, nullptr, 0, nullptr);
+  for (const StateWrite& w : e.state_writes) {
+    const StateDesc& st = plan.states[w.state];
+    VkBufferCopy region{w.offset, st.offset, st.bytes};
+    vkCmdCopyBuffer(cb, buffers[w.buffer].handle(), buffers[st.buffer].handle(), 1, &region);
+  }
   bool staged_out = false;
-  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+  for (uint32_t i : e.outputs) {
     if (!output_slots[i].staged) continue;
     const TensorIO& io = plan.outputs[i];
     VkBufferCopy region{io.offset, output_slots[i].staging_offset, io.bytes};
@@ -148,8 +165,7 @@ Status Executor::Impl::record() {
     vkCmdPipelineBarrier(cb, kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, nullptr, 0,
                          nullptr);
   }
-  return vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer",
-                  "recording the plan's command buffer");
+  return vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", what);
 }
 
 Status Executor::Impl::submit_once(const std::function<void(VkCommandBuffer)>& body,

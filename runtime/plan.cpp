@@ -46,6 +46,7 @@ const char* usage_name(BufferUsage u) {
     case BufferUsage::output: return "output";
     case BufferUsage::scratch: return "scratch";
     case BufferUsage::host_activations: return "host_activations";
+    case BufferUsage::state: return "state";
   }
   return "?";
 }
@@ -134,6 +135,48 @@ Status validate_dispatch(const Plan& plan, const DispatchDesc& d, size_t i) {
   return Status::ok();
 }
 
+// States sit in state buffers; entries tile the dispatch list in order, and name
+// inputs, outputs and states that exist.
+Status validate_program(const Plan& plan) {
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateDesc& s = plan.states[i];
+    const std::string what = fmt::format("state '{}'", s.name);
+    STRATA_RETURN_IF_ERROR(check_window(plan, s.buffer, s.offset, s.bytes, what));
+    if (plan.buffers[s.buffer].usage != BufferUsage::state)
+      return error("{}: buffer '{}' is not a state buffer", what, plan.buffers[s.buffer].name);
+    for (size_t j = 0; j < i; ++j)
+      if (plan.states[j].name == s.name) return error("{} is declared twice", what);
+  }
+  if (plan.entries.empty()) return Status::ok();
+  uint64_t next = 0;
+  for (size_t e = 0; e < plan.entries.size(); ++e) {
+    const EntryDesc& entry = plan.entries[e];
+    const std::string what = fmt::format("plan {} '{}'", e, entry.name);
+    if (entry.name.empty()) return error("plan {} has no name", e);
+    for (size_t j = 0; j < e; ++j)
+      if (plan.entries[j].name == entry.name) return error("{}: the name is taken by plan {}", what, j);
+    if (entry.first_dispatch != next)
+      return error("{}: starts at dispatch {}, the previous plan ends at {}", what, entry.first_dispatch, next);
+    next = uint64_t{entry.first_dispatch} + entry.dispatch_count;
+    if (next > plan.dispatches.size())
+      return error("{}: dispatches [{}, {}) beyond the {} of the program", what, entry.first_dispatch, next,
+                   plan.dispatches.size());
+    for (uint32_t i : entry.inputs)
+      if (i >= plan.inputs.size()) return error("{}: input index {} out of range", what, i);
+    for (uint32_t i : entry.outputs)
+      if (i >= plan.outputs.size()) return error("{}: output index {} out of range", what, i);
+    for (const StateWrite& w : entry.state_writes) {
+      if (w.state >= plan.states.size()) return error("{}: state index {} out of range", what, w.state);
+      const StateDesc& s = plan.states[w.state];
+      STRATA_RETURN_IF_ERROR(check_window(plan, w.buffer, w.offset, s.bytes,
+                                          fmt::format("{}: the write-back of state '{}'", what, s.name)));
+    }
+  }
+  if (next != plan.dispatches.size())
+    return error("the program's plans cover {} of its {} dispatches", next, plan.dispatches.size());
+  return Status::ok();
+}
+
 }  // namespace
 
 Status validate(const Plan& plan) {
@@ -159,7 +202,15 @@ Status validate(const Plan& plan) {
   for (const TensorIO& io : plan.outputs)
     STRATA_RETURN_IF_ERROR(check_window(plan, io.buffer, io.offset, io.bytes,
                                         fmt::format("output '{}'", io.name)));
-  return Status::ok();
+  return validate_program(plan);
+}
+
+std::vector<EntryDesc> entry_list(const Plan& plan) {
+  if (!plan.entries.empty()) return plan.entries;
+  EntryDesc all{"main", 0, static_cast<uint32_t>(plan.dispatches.size()), {}, {}, {}};
+  for (uint32_t i = 0; i < plan.inputs.size(); ++i) all.inputs.push_back(i);
+  for (uint32_t i = 0; i < plan.outputs.size(); ++i) all.outputs.push_back(i);
+  return {all};
 }
 
 std::string describe(const DeviceRequirements& r) {
@@ -220,9 +271,30 @@ std::string describe(const Plan& plan) {
   }
   for (const TensorIO& io : plan.inputs) out += io_line("input", plan, io);
   for (const TensorIO& io : plan.outputs) out += io_line("output", plan, io);
+  for (const StateDesc& s : plan.states) {
+    std::string shape;
+    for (int64_t d : s.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    out += fmt::format("state '{}': {}[{}] in '{}' @{} ({} bytes)\n", s.name, dtype_name(s.dtype), shape,
+                       s.buffer < plan.buffers.size() ? plan.buffers[s.buffer].name : "?", s.offset, s.bytes);
+  }
   // Barriers are derived, so the printout only shows them for a consistent plan.
   std::vector<BarrierPoint> barriers;
-  if (validate(plan).is_ok()) barriers = plan_barriers(plan);
+  if (validate(plan).is_ok())
+    for (const EntryDesc& e : entry_list(plan)) {
+      auto part = plan_barriers(plan, e.first_dispatch, e.dispatch_count);
+      barriers.insert(barriers.end(), part.begin(), part.end());
+    }
+  for (const EntryDesc& e : plan.entries) {
+    std::string ins, outs, writes;
+    for (uint32_t k : e.inputs) ins += (ins.empty() ? "" : ", ") + (k < plan.inputs.size() ? plan.inputs[k].name : "?");
+    for (uint32_t k : e.outputs)
+      outs += (outs.empty() ? "" : ", ") + (k < plan.outputs.size() ? plan.outputs[k].name : "?");
+    for (const StateWrite& w : e.state_writes)
+      writes += fmt::format("{}{} <- {}@{}", writes.empty() ? "" : ", ",
+                            w.state < plan.states.size() ? plan.states[w.state].name : "?", w.buffer, w.offset);
+    out += fmt::format("plan '{}': dispatches [{}, {}); inputs ({}) outputs ({}){}\n", e.name, e.first_dispatch,
+                       e.first_dispatch + e.dispatch_count, ins, outs, writes.empty() ? "" : "; writes back " + writes);
+  }
   size_t next = 0;
   for (size_t i = 0; i < plan.dispatches.size(); ++i) {
     if (next < barriers.size() && barriers[next].before_dispatch == i) {

@@ -28,7 +28,7 @@
 namespace strata::runtime {
 
 // Bumped whenever the meaning of a field changes; part of the plan-cache key.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+inline constexpr uint32_t kPlanFormatVersion = 3;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -93,7 +93,8 @@ struct PipelineDesc {
 
 // host_activations: activations kept out of device memory (a memory budget): the
 // runtime allocates them in host-visible system memory the device reads over the bus.
-enum class BufferUsage { weights, activations, input, output, scratch, host_activations };
+// state: a program's states (StateDesc), kept on the device between runs.
+enum class BufferUsage { weights, activations, input, output, scratch, host_activations, state };
 const char* usage_name(BufferUsage u);
 
 struct BufferDesc {
@@ -159,6 +160,45 @@ struct BandDesc {
   int64_t bands = 0;
 };
 
+// A state of a program: a tensor that outlives a run, at a fixed window of a
+// BufferUsage::state buffer. Every state starts as zeros (the executor's zero fill);
+// a plan reads it by binding that window directly (its input is never copied from
+// the host) and writes it back at the end of its run (EntryDesc::state_writes).
+struct StateDesc {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::f32;
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// At the end of a plan's run, after its last dispatch: `bytes` of StateDesc
+// `state` are copied from (buffer, offset) into the state's window. Copying after
+// the dispatches means every read of the state during the run sees the value from
+// before the run, whatever order the kernels read and write in.
+struct StateWrite {
+  uint32_t state = 0;
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+};
+
+// One named plan of a program: a contiguous range of the dispatch list, the inputs
+// the caller passes and the outputs it gets back (indices into Plan::inputs /
+// Plan::outputs, in the caller's order), and the states it writes back. The runtime
+// records each entry as its own command buffer and replays any of them in any
+// order. A Plan with no entries has one implicit entry: every dispatch, input and
+// output (entry_list()).
+struct EntryDesc {
+  std::string name;
+  uint32_t first_dispatch = 0;
+  uint32_t dispatch_count = 0;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<StateWrite> state_writes;
+  bool operator==(const EntryDesc&) const = default;
+};
+
 struct Plan {
   uint32_t format_version = kPlanFormatVersion;
   std::string compiler_version;  // STRATA_VERSION of the producer
@@ -171,12 +211,22 @@ struct Plan {
   std::vector<TensorIO> inputs;
   std::vector<TensorIO> outputs;
   std::vector<BandDesc> bands;
+  // A program (compile/program.h): its states and its named plans. Both empty for a
+  // plan compiled from one graph without state.
+  std::vector<StateDesc> states;
+  std::vector<EntryDesc> entries;
 };
+
+// The plan's entries: Plan::entries, or, when that is empty, one entry named "main"
+// with every dispatch, input and output.
+std::vector<EntryDesc> entry_list(const Plan& plan);
 
 // Checks the Plan's internal consistency (everything that does not depend on the
 // device): indices in range, windows inside their buffers, binding and push-constant
 // counts matching the pipeline, SPIR-V present with the right magic number,
-// non-zero sizes and grids. The first problem is returned, naming the dispatch /
+// non-zero sizes and grids; entries that cover the dispatch list in order without
+// gaps or overlaps, with valid input / output / state indices and unique names;
+// states in state buffers, with state writes of their exact size. The first problem is returned, naming the dispatch /
 // pipeline / buffer / weight / input it is in.
 Status validate(const Plan& plan);
 

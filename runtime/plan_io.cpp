@@ -35,6 +35,8 @@ constexpr char kTagDispatches[] = "DISP";
 constexpr char kTagInputs[] = "INPS";
 constexpr char kTagOutputs[] = "OUTS";
 constexpr char kTagBands[] = "BAND";
+constexpr char kTagStates[] = "STAT";
+constexpr char kTagEntries[] = "ENTR";
 
 // ---- writing ----------------------------------------------------------------------
 
@@ -436,6 +438,35 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
     w.i64(b.bands);
   }
 
+  w.tag(kTagStates);
+  w.u64(plan.states.size());
+  for (const StateDesc& st : plan.states) {
+    w.str(st.name);
+    w.u64(st.shape.size());
+    for (int64_t d : st.shape) w.i64(d);
+    w.u32(static_cast<uint32_t>(st.dtype));
+    w.u32(st.buffer);
+    w.u64(st.offset);
+    w.u64(st.bytes);
+  }
+  w.tag(kTagEntries);
+  w.u64(plan.entries.size());
+  for (const EntryDesc& e : plan.entries) {
+    w.str(e.name);
+    w.u32(e.first_dispatch);
+    w.u32(e.dispatch_count);
+    for (const std::vector<uint32_t>* list : {&e.inputs, &e.outputs}) {
+      w.u64(list->size());
+      for (uint32_t i : *list) w.u32(i);
+    }
+    w.u64(e.state_writes.size());
+    for (const StateWrite& sw : e.state_writes) {
+      w.u32(sw.state);
+      w.u32(sw.buffer);
+      w.u64(sw.offset);
+    }
+  }
+
   std::vector<uint8_t>& out = w.bytes();
   w.patch_u64(16, out.size());
   w.patch_u64(24, fnv1a64(std::span(out).subspan(kPlanHeaderBytes)));
@@ -498,6 +529,36 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes) {
     b.band_rows = rr.i64("band_rows");
     b.bands = rr.i64("bands");
     return b;
+  });
+  read_section(r, kTagStates, "state", 8 + 8 + 4 + 4 + 8 + 8, plan.states, [](Reader& rr) {
+    StateDesc st;
+    st.name = rr.str("name");
+    uint64_t rank = rr.count("rank", 8);
+    for (uint64_t i = 0; i < rank && rr.ok(); ++i) st.shape.push_back(rr.i64("shape"));
+    st.dtype = rr.enumeration("dtype", dtype_name);
+    st.buffer = rr.u32("buffer");
+    st.offset = rr.u64("offset");
+    st.bytes = rr.u64("bytes");
+    return st;
+  });
+  read_section(r, kTagEntries, "plan", 8 + 4 + 4 + 8 + 8 + 8, plan.entries, [](Reader& rr) {
+    EntryDesc e;
+    e.name = rr.str("name");
+    e.first_dispatch = rr.u32("first_dispatch");
+    e.dispatch_count = rr.u32("dispatch_count");
+    for (std::vector<uint32_t>* list : {&e.inputs, &e.outputs}) {
+      uint64_t n = rr.count("indices", 4);
+      for (uint64_t i = 0; i < n && rr.ok(); ++i) list->push_back(rr.u32("index"));
+    }
+    uint64_t n = rr.count("state writes", 16);
+    for (uint64_t i = 0; i < n && rr.ok(); ++i) {
+      StateWrite sw;
+      sw.state = rr.u32("state");
+      sw.buffer = rr.u32("buffer");
+      sw.offset = rr.u64("offset");
+      e.state_writes.push_back(sw);
+    }
+    return e;
   });
   if (!r.ok()) return r.status();
   if (r.remaining() != 0) return error("{} unread bytes after the last section, at byte {}", r.remaining(), r.pos());

@@ -127,6 +127,27 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
     d.field(p + ".band_rows", x.band_rows, y.band_rows);
     d.field(p + ".bands", x.bands, y.bands);
   });
+  d.list("states", a.states, b.states, [&](const std::string& p, const StateDesc& x, const StateDesc& y) {
+    d.field(p + ".name", x.name, y.name);
+    d.field(p + ".shape", x.shape, y.shape);
+    d.field(p + ".dtype", x.dtype, y.dtype);
+    d.field(p + ".buffer", x.buffer, y.buffer);
+    d.field(p + ".offset", x.offset, y.offset);
+    d.field(p + ".bytes", x.bytes, y.bytes);
+  });
+  d.list("entries", a.entries, b.entries, [&](const std::string& p, const EntryDesc& x, const EntryDesc& y) {
+    d.field(p + ".name", x.name, y.name);
+    d.field(p + ".first_dispatch", x.first_dispatch, y.first_dispatch);
+    d.field(p + ".dispatch_count", x.dispatch_count, y.dispatch_count);
+    d.field(p + ".inputs", x.inputs, y.inputs);
+    d.field(p + ".outputs", x.outputs, y.outputs);
+    d.list(p + ".state_writes", x.state_writes, y.state_writes,
+           [&](const std::string& q, const StateWrite& s, const StateWrite& t) {
+             d.field(q + ".state", s.state, t.state);
+             d.field(q + ".buffer", s.buffer, t.buffer);
+             d.field(q + ".offset", s.offset, t.offset);
+           });
+  });
   return d.first;
 }
 

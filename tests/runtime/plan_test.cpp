@@ -120,3 +120,56 @@ TEST(RuntimePlan, DescribeShowsDispatchesAndBarriers) {
 
 }  // namespace
 }  // namespace strata::runtime
+
+namespace strata::runtime {
+namespace {
+
+// A program of two entries over the two-buffer plan, with one state in buffer 2.
+Plan two_entry_program() {
+  Plan p = two_buffer_plan();
+  p.buffers.push_back(BufferDesc{"state", 1024, BufferUsage::state});
+  p.dispatches = {dispatch(r(0, 0, 1024), w(1, 0, 1024)), dispatch(r(1, 0, 1024), w(0, 1024, 1024))};
+  p.states = {StateDesc{"s", {256}, DType::f32, 2, 0, 1024}};
+  p.entries = {EntryDesc{"one", 0, 1, {}, {}, {}}, EntryDesc{"two", 1, 1, {}, {}, {StateWrite{0, 0, 1024}}}};
+  return p;
+}
+
+TEST(RuntimeProgram, EntriesTileTheDispatchListAndNameWhatTheyUse) {
+  Plan p = two_entry_program();
+  ASSERT_TRUE(validate(p).is_ok()) << validate(p).message();
+  EXPECT_EQ(entry_list(p).size(), 2u);
+  auto broken = [&](auto edit) {
+    Plan q = two_entry_program();
+    edit(q);
+    Status s = validate(q);
+    return s.is_ok() ? std::string("(valid)") : s.message();
+  };
+  EXPECT_EQ(broken([](Plan& q) { q.entries[1].first_dispatch = 0; }),
+            "plan 1 'two': starts at dispatch 0, the previous plan ends at 1");
+  EXPECT_EQ(broken([](Plan& q) { q.entries[1].dispatch_count = 0; }),
+            "the program's plans cover 1 of its 2 dispatches");
+  EXPECT_EQ(broken([](Plan& q) { q.entries[1].name = "one"; }), "plan 1 'one': the name is taken by plan 0");
+  EXPECT_EQ(broken([](Plan& q) { q.entries[0].inputs = {3}; }), "plan 0 'one': input index 3 out of range");
+  EXPECT_EQ(broken([](Plan& q) { q.entries[1].state_writes[0].state = 1; }),
+            "plan 1 'two': state index 1 out of range");
+  EXPECT_EQ(broken([](Plan& q) { q.entries[1].state_writes[0].offset = 3584; }),
+            "plan 1 'two': the write-back of state 's': window [3584, 4608) exceeds buffer 'a' of 4096 bytes");
+  EXPECT_EQ(broken([](Plan& q) { q.states[0].buffer = 1; }), "state 's': buffer 'b' is not a state buffer");
+}
+
+TEST(RuntimeProgram, BarriersAreComputedPerEntry) {
+  // Dispatch 1 reads what dispatch 0 wrote: one barrier in a single plan, none across
+  // entries (each entry's command buffer starts with a full barrier of its own).
+  Plan p = two_entry_program();
+  EXPECT_EQ(plan_barriers(p).size(), 1u);
+  EXPECT_TRUE(plan_barriers(p, 0, 1).empty());
+  EXPECT_TRUE(plan_barriers(p, 1, 1).empty());
+  const std::string text = describe(p);
+  EXPECT_NE(text.find("state 's': f32[256] in 'state' @0 (1024 bytes)"), std::string::npos) << text;
+  EXPECT_NE(text.find("plan 'two': dispatches [1, 2); inputs () outputs (); writes back s <- 0@1024"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace strata::runtime
