@@ -200,6 +200,41 @@ public:
 
   Expected<Graph> parse() {
     STRATA_RETURN_IF_ERROR(next());
+    STRATA_ASSIGN_OR_RETURN(Graph g, parse_one_graph());
+    if (tok_.kind != Tok::end) return expected("end of input after the graph");
+    return g;
+  }
+
+  Expected<ProgramGraph> parse_program() {
+    ProgramGraph p;
+    STRATA_RETURN_IF_ERROR(next());
+    STRATA_RETURN_IF_ERROR(expect_keyword("program", "at the start of a program"));
+    if (tok_.kind != Tok::global) return expected("'@' and the program's name after 'program'");
+    p.name = tok_.text;
+    STRATA_RETURN_IF_ERROR(next());
+    STRATA_RETURN_IF_ERROR(expect_punct('{', "to open the program body"));
+    std::unordered_map<std::string, Pos> plan_at;
+    while (is_keyword("graph")) {
+      Pos at = tok_.pos;
+      STRATA_ASSIGN_OR_RETURN(Graph g, parse_one_graph());
+      auto [it, fresh] = plan_at.emplace(g.name, at);
+      if (!fresh)
+        return error("{}: plan @{} is already defined (at {})", pos_str(at), name_token(g.name), pos_str(it->second));
+      p.plans.push_back(std::move(g));
+    }
+    STRATA_RETURN_IF_ERROR(expect_punct('}', "to close the program body (or 'graph' to start another plan)"));
+    if (tok_.kind != Tok::end) return expected("end of input after the program");
+    STRATA_RETURN_IF_ERROR(verify_program(p).with_context("parsed program fails verification"));
+    return p;
+  }
+
+private:
+  // `graph @NAME(...) { ... }` from the current token on.
+  Expected<Graph> parse_one_graph() {
+    g_ = Graph();
+    defined_at_.clear();
+    reads_at_.clear();
+    writes_at_.clear();
     STRATA_RETURN_IF_ERROR(expect_keyword("graph", "at the start of a graph"));
     if (tok_.kind != Tok::global) return expected("'@' and the graph's name after 'graph'");
     g_.name = tok_.text;
@@ -220,18 +255,18 @@ public:
     }
     STRATA_RETURN_IF_ERROR(parse_return());
     STRATA_RETURN_IF_ERROR(expect_punct('}', "to close the graph body"));
-    if (tok_.kind != Tok::end) return expected("end of input after the graph");
     // The checks above imply the verifier's; running it guards the parser itself.
     STRATA_RETURN_IF_ERROR(verify(g_).with_context("parsed graph fails verification"));
     return std::move(g_);
   }
 
-private:
   struct Result {
     std::string name;
     TensorType type;
     Pos pos;
     std::optional<BufferAssignment> buffer;
+    std::optional<std::string> state;  // ` state "NAME"` (graph inputs only)
+    Pos state_pos;
   };
 
   Status next() { return lex_.next(tok_); }
@@ -334,13 +369,42 @@ private:
       b.offset = static_cast<uint64_t>(offset);
       r.buffer = std::move(b);
     }
+    if (is_keyword("state")) {
+      r.state_pos = tok_.pos;
+      STRATA_ASSIGN_OR_RETURN(r.state, parse_state_name());
+    }
     return r;
+  }
+
+  // 'state' STRING: the state's name, non-empty.
+  Expected<std::string> parse_state_name() {
+    STRATA_RETURN_IF_ERROR(next());  // 'state'
+    if (tok_.kind != Tok::string) return expected("the state's name (a string) after 'state'");
+    if (tok_.text.empty()) return error("{}: empty state name", pos_str(tok_.pos));
+    std::string name = tok_.text;
+    STRATA_RETURN_IF_ERROR(next());
+    return name;
+  }
+
+  // A state bound once per direction in a graph (the verifier's rule, with a position).
+  static Status bind_once(std::unordered_map<std::string, Pos>& at, const std::string& state, Pos pos,
+                          std::string_view verb) {
+    auto [it, fresh] = at.emplace(state, pos);
+    if (!fresh)
+      return error("{}: state '{}' is already {} (at {})", pos_str(pos), state, verb, pos_str(it->second));
+    return Status::ok();
   }
 
   Status parse_input() {
     STRATA_ASSIGN_OR_RETURN(Result r, parse_result());
     STRATA_RETURN_IF_ERROR(define_check(r.name, r.pos));
-    ValueId id = g_.add_input(r.name, r.type);
+    ValueId id = kNoValue;
+    if (r.state) {
+      STRATA_RETURN_IF_ERROR(bind_once(reads_at_, *r.state, r.state_pos, "read by an input"));
+      id = g_.add_state_input(r.name, r.type, *r.state);
+    } else {
+      id = g_.add_input(r.name, r.type);
+    }
     g_.value(id).buffer = r.buffer;
     return Status::ok();
   }
@@ -437,6 +501,11 @@ private:
       STRATA_RETURN_IF_ERROR(next());
     }
     STRATA_RETURN_IF_ERROR(expect_punct('=', "after the result types (or ',' before another result)"));
+    for (const Result& r : results)
+      if (r.state)
+        return error("{}: 'state' on {} %{}: only graph inputs and returned values carry a state",
+                     pos_str(r.state_pos), is_keyword("weight") ? "the constant" : "the node result",
+                     name_token(r.name));
     if (is_keyword("weight")) return parse_constant(results);
     return parse_node(results, stmt_pos);
   }
@@ -504,10 +573,33 @@ private:
     STRATA_RETURN_IF_ERROR(next());  // 'return'
     if (tok_.kind != Tok::value) return Status::ok();
     while (true) {
+      Pos use_pos = tok_.pos;
       STRATA_ASSIGN_OR_RETURN(ValueId v, parse_use(false));
-      g_.mark_output(v);
+      if (is_keyword("state")) {
+        Pos state_pos = tok_.pos;
+        STRATA_ASSIGN_OR_RETURN(std::string state, parse_state_name());
+        STRATA_RETURN_IF_ERROR(bind_once(writes_at_, state, state_pos, "written by a returned value"));
+        STRATA_RETURN_IF_ERROR(check_write_type(state, v, use_pos));
+        g_.mark_state_output(v, state);
+      } else {
+        g_.mark_output(v);
+      }
       if (!is_punct(',')) break;
       STRATA_RETURN_IF_ERROR(next());
+    }
+    return Status::ok();
+  }
+
+  // A value written back to a state this graph reads has the read's shape and dtype.
+  Status check_write_type(const std::string& state, ValueId v, Pos pos) const {
+    for (const StateBinding& r : g_.state_reads()) {
+      if (r.state != state) continue;
+      const TensorType& a = g_.value(g_.inputs()[r.index]).type;
+      const TensorType& b = g_.value(v).type;
+      if (a.shape != b.shape || a.dtype != b.dtype)
+        return error("{}: state '{}' is read as %{}: {} but written back as %{}: {}", pos_str(pos), state,
+                     name_token(g_.value(g_.inputs()[r.index]).name), type_str(a), name_token(g_.value(v).name),
+                     type_str(b));
     }
     return Status::ok();
   }
@@ -516,10 +608,13 @@ private:
   Token tok_;
   Graph g_;
   std::unordered_map<std::string, Pos> defined_at_;
+  std::unordered_map<std::string, Pos> reads_at_;   // state -> where an input reads it
+  std::unordered_map<std::string, Pos> writes_at_;  // state -> where a returned value writes it
 };
 
 }  // namespace
 
 Expected<Graph> parse_graph(std::string_view text) { return Parser(text).parse(); }
+Expected<ProgramGraph> parse_program(std::string_view text) { return Parser(text).parse_program(); }
 
 }  // namespace strata

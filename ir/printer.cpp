@@ -96,7 +96,10 @@ std::string to_string(const Node& node) {
 
 std::string print_graph(const Graph& g) {
   std::string out = "graph @" + name_token(g.name) + "(";
-  for (size_t i = 0; i < g.inputs().size(); ++i) out += (i ? ", " : "") + typed_ref(g, g.inputs()[i]);
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    out += (i ? ", " : "") + typed_ref(g, g.inputs()[i]);
+    if (const std::string* st = g.input_state(i)) out += " state " + quoted(*st);
+  }
   out += ") {\n";
 
   std::vector<bool> printed(g.values().size(), false);
@@ -114,13 +117,33 @@ std::string print_graph(const Graph& g) {
   for (ValueId id : g.constants()) print_constant(id);
 
   out += "  return";
-  for (size_t i = 0; i < g.outputs().size(); ++i) out += (i ? ", " : " ") + value_ref(g, g.outputs()[i]);
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    out += (i ? ", " : " ") + value_ref(g, g.outputs()[i]);
+    if (const std::string* st = g.output_state(i)) out += " state " + quoted(*st);
+  }
   return out + "\n}\n";
 }
+
+std::string print_program(const ProgramGraph& p) {
+  std::string out = "program @" + name_token(p.name) + " {\n";
+  for (const Graph& g : p.plans) {
+    std::string text = print_graph(g);
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      out += "  " + text.substr(start, end - start + 1);
+      start = end + 1;
+    }
+  }
+  return out + "}\n";
+}
+
+std::string to_string(const ProgramGraph& p) { return print_program(p); }
 
 std::string to_string(const Graph& g) { return print_graph(g); }
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << print_graph(g); }
+std::ostream& operator<<(std::ostream& os, const ProgramGraph& p) { return os << print_program(p); }
 std::ostream& operator<<(std::ostream& os, const Node& node) { return os << to_string(node); }
 std::ostream& operator<<(std::ostream& os, const Value& value) { return os << to_string(value); }
 std::ostream& operator<<(std::ostream& os, const TensorType& type) { return os << to_string(type); }

@@ -29,6 +29,12 @@
 //     '.', 'e', "inf" or "nan", ints never do; an empty list prints `[]` and parses
 //     back as an int list (check_attrs accepts it where floats are declared).
 //   - Footer: `return %a, %b` (just `return` for no outputs), then `}`.
+//   - State (ir/graph.h StateBinding): an input that reads a state carries
+//     ` state "NAME"` after its type (and buffer), `%acc: f32[4] state "sum"`; a
+//     returned value written back to a state carries it after its name,
+//     `return %y, %acc.next state "sum"`.
+//   - Programs (ir/program.h): `program @NAME {`, then each plan's graph in order,
+//     every line indented by two more spaces, then `}`.
 //   - Types print via type_str: `f32[1,64,8,8]`, `f16[1,64,8,8]{nhwc:cpad=64}`, `f32[]`.
 //     A value placed by plan_buffers (Value::buffer) adds ` @ARENA+OFFSET` after its
 //     type, in the input list and on the line that defines it: `%h: f16[...] @act+4096`.
@@ -44,6 +50,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/program.h"
 
 #include <ostream>
 #include <string>
@@ -52,11 +59,14 @@ namespace strata {
 
 // The whole graph in the text form above; ends with "}\n".
 std::string print_graph(const Graph& g);
+// A program: `program @NAME {`, each plan's print_graph indented by two spaces, `}`.
+std::string print_program(const ProgramGraph& p);
 
 // One object each. `to_string(node, g)` is the node's statement without indentation
 // (as in print_graph); `to_string(node)` without a graph writes operands by id (%#3).
 // `to_string(value)` is `%name: TYPE`, plus ` = weight "W"` for a constant.
 std::string to_string(const Graph& g);
+std::string to_string(const ProgramGraph& p);
 std::string to_string(const Node& node, const Graph& g);
 std::string to_string(const Node& node);
 std::string to_string(const Value& value);
@@ -76,6 +86,7 @@ std::string name_token(const std::string& name);
 
 // Stream forms so that GoogleTest and logs print IR objects readably.
 std::ostream& operator<<(std::ostream& os, const Graph& g);
+std::ostream& operator<<(std::ostream& os, const ProgramGraph& p);
 std::ostream& operator<<(std::ostream& os, const Node& node);
 std::ostream& operator<<(std::ostream& os, const Value& value);
 std::ostream& operator<<(std::ostream& os, const TensorType& type);

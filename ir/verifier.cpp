@@ -23,7 +23,7 @@ public:
       ValueId v = g_.outputs()[i];
       if (!in_range(v)) return error("graph output {} is not a value of the graph (id {})", i, v);
     }
-    return Status::ok();
+    return check_state();
   }
 
 private:
@@ -117,6 +117,45 @@ private:
         return error("{}: result {} is declared {}, inferred {}", node_str(i), value_ref(g_, n.outputs[k]),
                      type_str(d), type_str(t));
     }
+    return Status::ok();
+  }
+
+  // One direction's bindings: names non-empty, positions in range and increasing (so
+  // each input / output carries at most one state), each state bound once.
+  Status check_bindings(const std::vector<StateBinding>& bindings, const std::vector<ValueId>& list,
+                        std::string_view what) {
+    std::unordered_map<std::string, size_t> seen;
+    for (size_t k = 0; k < bindings.size(); ++k) {
+      const StateBinding& b = bindings[k];
+      if (b.index >= list.size())
+        return error("state '{}' is bound to graph {} {}, the graph has {}", b.state, what, b.index, list.size());
+      const std::string v = value_str(list[b.index]);
+      if (b.state.empty()) return error("graph {} {}, {}, is bound to a state with an empty name", what, b.index, v);
+      if (k > 0 && b.index <= bindings[k - 1].index)
+        return error("state bindings of graph {}s out of order or repeated at {} {} ({}, state '{}')", what, what,
+                     b.index, v, b.state);
+      auto [it, fresh] = seen.emplace(b.state, b.index);
+      if (!fresh)
+        return error("state '{}' is bound to graph {} {}, {}, and to graph {} {}, {}", b.state, what, it->second,
+                     value_str(list[it->second]), what, b.index, v);
+    }
+    return Status::ok();
+  }
+
+  Status check_state() {
+    STRATA_RETURN_IF_ERROR(check_bindings(g_.state_reads(), g_.inputs(), "input"));
+    STRATA_RETURN_IF_ERROR(check_bindings(g_.state_writes(), g_.outputs(), "output"));
+    // What a run writes back, the next run reads: the same shape and dtype. Layouts
+    // may differ (passes choose them; a runtime converts at the boundary).
+    for (const StateBinding& r : g_.state_reads())
+      for (const StateBinding& w : g_.state_writes()) {
+        if (r.state != w.state) continue;
+        const TensorType& a = g_.value(g_.inputs()[r.index]).type;
+        const TensorType& b = g_.value(g_.outputs()[w.index]).type;
+        if (a.shape != b.shape || a.dtype != b.dtype)
+          return error("state '{}' is read as {}: {} but written back as {}: {}", r.state,
+                       value_str(g_.inputs()[r.index]), type_str(a), value_str(g_.outputs()[w.index]), type_str(b));
+      }
     return Status::ok();
   }
 

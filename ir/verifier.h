@@ -15,6 +15,14 @@
 //            are chosen by passes and not compared).
 //   values   every intermediate is produced by a node.
 //   outputs  in range and defined.
+//   state    each state read / write names a state (non-empty) and a graph input /
+//            output in range, at most one state per position (bindings kept in
+//            position order), each state read at most once and written at most once;
+//            a state the graph both reads and writes has the same shape and dtype on
+//            both sides ("state 'sum' is read as value %acc (#0): f32[4] but written
+//            back as value %y (#3): f32[8]"). Dtype f32 and logical layout are NOT
+//            required: passes keep graph boundaries logical and f32 today, but a
+//            future plan may keep an f16 state (a KV cache), and the runtime decides.
 //
 // Node errors read "node 'decoder.conv_in' (conv2d, #3): ...", value errors
 // "value %name (#7): ...".
