@@ -74,6 +74,7 @@ std::string to_string(ValueKind kind) {
   return "?";
 }
 std::string to_string(const Attrs& attrs) { return attrs_str(attrs); }
+std::string to_string(const StateBinding& b) { return "state " + quoted(b.state) + " at " + std::to_string(b.index); }
 
 std::string to_string(const Value& value) {
   std::string out = "%" + name_token(value.name) + ": " + type_str(value.type) + buffer_suffix(value);
@@ -152,5 +153,6 @@ std::ostream& operator<<(std::ostream& os, DType dtype) { return os << to_string
 std::ostream& operator<<(std::ostream& os, Op op) { return os << to_string(op); }
 std::ostream& operator<<(std::ostream& os, ValueKind kind) { return os << to_string(kind); }
 std::ostream& operator<<(std::ostream& os, const Attrs& attrs) { return os << to_string(attrs); }
+std::ostream& operator<<(std::ostream& os, const StateBinding& b) { return os << to_string(b); }
 
 }  // namespace strata

@@ -76,6 +76,7 @@ std::string to_string(DType dtype);
 std::string to_string(Op op);
 std::string to_string(ValueKind kind);  // "input", "constant", "intermediate"
 std::string to_string(const Attrs& attrs);
+std::string to_string(const StateBinding& b);  // `state "sum" at 1`
 
 // `%name` for a value id of `g` (quoted when needed, `%<bad id N>` when out of range,
 // `_` for kNoValue).
@@ -95,5 +96,6 @@ std::ostream& operator<<(std::ostream& os, DType dtype);
 std::ostream& operator<<(std::ostream& os, Op op);
 std::ostream& operator<<(std::ostream& os, ValueKind kind);
 std::ostream& operator<<(std::ostream& os, const Attrs& attrs);
+std::ostream& operator<<(std::ostream& os, const StateBinding& b);
 
 }  // namespace strata

@@ -48,6 +48,7 @@ TEST(StateGraph, BindingsArePositions) {
   EXPECT_EQ(*g.output_state(1), "sum");
   EXPECT_EQ(g.input_state(2), nullptr);
   EXPECT_FALSE(Graph().has_state());
+  EXPECT_EQ(to_string(g.state_reads()[0]), "state \"sum\" at 1");
 }
 
 TEST(StateGraph, CompactKeepsBindingsValid) {
