@@ -181,6 +181,7 @@ struct StateWrite {
   uint32_t state = 0;
   uint32_t buffer = 0;
   uint64_t offset = 0;
+  bool operator==(const StateWrite&) const = default;
 };
 
 // One named plan of a program: a contiguous range of the dispatch list, the inputs

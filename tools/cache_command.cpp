@@ -3,7 +3,7 @@
 
 #include "tools/args.h"
 #include "tools/environment.h"
-#include "tools/plan_cache.h"
+#include "compile/plan_cache.h"
 
 #include <fmt/format.h>
 

@@ -128,15 +128,18 @@ bool progress_enabled(const std::ostream& err) { return &err == &std::cerr && st
 
 // --profile: device time per kernel kind and per stage, with the rates the compiled
 // graph's work gives (tools/profile_report.h).
-std::string profile_of(const LoadedDecoder& loaded) {
-  return profile_report(loaded.plan(), loaded.executor->last_profile(),
-                        {.device_name = loaded.device_name, .costs = dispatch_costs(loaded.graph, loaded.plan())});
+// A profile compiles afresh (never from the cache), so the graph after the passes is there.
+std::string profile_of(LoadedProgram& loaded) {
+  const Program& p = loaded.program();
+  return profile_report(loaded.plan(), loaded.executor().last_profile(),
+                        {.device_name = p.target.device.name,
+                         .costs = p.graphs.empty() ? std::vector<DispatchCost>{} : dispatch_costs(p.graphs[0], loaded.plan())});
 }
 
 // --pipeline-stats: what the driver reports per pipeline executable, one line each.
-std::string pipeline_stats_of(const LoadedDecoder& loaded) {
+std::string pipeline_stats_of(LoadedProgram& loaded) {
   std::string out = "pipeline statistics (the driver's, VK_KHR_pipeline_executable_properties):\n";
-  for (const runtime::PipelineStatistics& p : loaded.executor->pipeline_statistics()) {
+  for (const runtime::PipelineStatistics& p : loaded.executor().pipeline_statistics()) {
     out += fmt::format("  {} [{}]:", p.pipeline, p.executable);
     for (size_t i = 0; i < p.values.size(); ++i)
       out += fmt::format("{} {} = {}", i ? "," : "", p.values[i].first, p.values[i].second);
@@ -163,17 +166,17 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
     STRATA_ASSIGN_OR_RETURN(outputs, interpret(g, vae.weights, {latent}));
   } else {
     progress.stage("compiling and loading");
-    STRATA_ASSIGN_OR_RETURN(LoadedDecoder loaded, load_on_device(g, vae.weights, r, log));
-    if (r.pipeline_stats) log << pipeline_stats_of(loaded);
-    if (r.check_range) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, load_on_device(g, vae.weights, r, log));
+    if (r.pipeline_stats) log << pipeline_stats_of(*loaded);
+    if (r.check_range) {  // compiled afresh (compiler_options), so the passes' graph is there
       progress.stage("checking ranges");
-      STRATA_ASSIGN_OR_RETURN(auto reports, check_ranges(loaded.graph, vae.weights, {latent}));
+      STRATA_ASSIGN_OR_RETURN(auto reports, check_ranges(loaded->program().graphs.at(0), vae.weights, {latent}));
       log << format_range_reports(reports);
     }
     progress.stage("decoding");
     start = std::chrono::steady_clock::now();
-    STRATA_ASSIGN_OR_RETURN(outputs, loaded.run({latent}));
-    if (r.profile) log << profile_of(loaded);
+    STRATA_ASSIGN_OR_RETURN(outputs, loaded->run({latent}));
+    if (r.profile) log << profile_of(*loaded);
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -380,7 +383,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
     if (i == *warmup) progress.stage("timed decodes");
     progress.step(i < *warmup ? i + 1 : i - *warmup + 1, i < *warmup ? *warmup : *reps);
     auto start = std::chrono::steady_clock::now();
-    auto r = loaded->run({latent});
+    auto r = (*loaded)->run({latent});
     if (!r) return fail(err, r.status());
     if (i >= *warmup) times.push_back(ms_since(start));
     last = std::move(*r);
@@ -393,7 +396,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   for (int64_t i = 0; i < *reps; ++i) {
     progress.step(i + 1, *reps);
     auto start = std::chrono::steady_clock::now();
-    if (Status s = loaded->replay(); !s.is_ok()) return fail(err, s);
+    if (Status s = (*loaded)->replay(); !s.is_ok()) return fail(err, s);
     replay_times.push_back(ms_since(start));
   }
   if (auto path = a->get("out")) {
@@ -402,14 +405,14 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
     if (Status s = write_npy(*path, image); !s.is_ok()) return fail(err, s);
   }
   progress.done();
-  if (settings->profile) out << profile_of(*loaded);
-  if (settings->pipeline_stats) out << pipeline_stats_of(*loaded);
+  if (settings->profile) out << profile_of(**loaded);
+  if (settings->pipeline_stats) out << pipeline_stats_of(**loaded);
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;
   out << fmt::format("{} latent {}: {:.3f} TFLOP, {} dispatches, median {:.2f} ms ({:.1f} TFLOP/s), min {:.2f} ms "
                      "over {} decodes (wall time, inputs and outputs included)\n",
                      vae_class_name(vae->config), shape_str(latent.shape), tflop,
-                     loaded->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
+                     (*loaded)->plan().dispatches.size(), median, tflop / (median * 1e-3), times.front(),
                      times.size());
   std::sort(replay_times.begin(), replay_times.end());
   double replay_median = replay_times[replay_times.size() / 2];
@@ -419,8 +422,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
                      replay_median, tflop / (replay_median * 1e-3), replay_times.front(), replay_times.size());
   out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
                      "host {:.3f} GiB (activations over the memory budget, staging)\n",
-                     static_cast<double>(loaded->executor->device_bytes()) / (1ull << 30),
-                     static_cast<double>(loaded->executor->host_bytes()) / (1ull << 30));
+                     static_cast<double>((*loaded)->executor().device_bytes()) / (1ull << 30),
+                     static_cast<double>((*loaded)->executor().host_bytes()) / (1ull << 30));
   return 0;
 }
 
@@ -446,25 +449,20 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   if (!g) return fail(err, g.status());
   if (settings->backend == "cpu") {
     if (a->has("save-plan")) return usage_error(err, "compile: --save-plan needs the vulkan backend (no plan with cpu)");
-    Precision precision = settings->precision.value_or(Precision::f16);
-    if (Status s = run_passes_for(*g, vae->weights, *settings, precision, 0, false, out); !s.is_ok()) return fail(err, s);
+    if (Status s = run_passes_without_device(*g, vae->weights, *settings, out); !s.is_ok()) return fail(err, s);
     return 0;
   }
-  // With the plan cache, compile fills it ahead of time: load_on_device compiles (or
-  // finds the entry), builds the pipelines and stores plan, weights and pipeline cache.
-  const runtime::Plan* plan = nullptr;
-  std::optional<LoadedDecoder> loaded;
-  std::optional<CompiledDecoder> compiled;
-  if (uses_plan_cache(*settings)) {
-    auto l = load_on_device(*g, vae->weights, *settings, out);
+  // With the plan cache, compile fills it ahead of time: a miss is loaded (pipelines
+  // built) so that plan, weights and pipeline cache are stored.
+  auto compiled = compile_for_device(*g, vae->weights, *settings, out);
+  if (!compiled) return fail(err, compiled.status());
+  std::unique_ptr<LoadedProgram> loaded;
+  const runtime::Plan* plan = &compiled->plan;
+  if (compiled->store_on_load) {
+    auto l = LoadedProgram::load(std::move(*compiled), {}, out);
     if (!l) return fail(err, l.status());
     loaded = std::move(*l);
     plan = &loaded->plan();
-  } else {
-    auto c = compile_for_device(*g, vae->weights, *settings, out);
-    if (!c) return fail(err, c.status());
-    compiled = std::move(*c);
-    plan = &compiled->plan;
   }
   out << buffer_summary(*plan);
   if (auto path = a->get("save-plan")) {

@@ -5,7 +5,6 @@
 #include "passes/split_bands.h"
 #include "runtime/device.h"
 #include "tools/environment.h"
-#include "tools/plan_cache.h"
 
 #include <algorithm>
 #include <cctype>
@@ -125,28 +124,34 @@ Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel
   return out;
 }
 
-std::string codegen_options_text(const RunSettings& r) {
-  std::string defines;
-  for (const auto& [file, names] : r.kernel_defines)
-    for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
-  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}'", r.portable_kernels ? "portable" : "auto",
-                     r.conv_tile, defines);
+TargetOptions target_options(const RunSettings& r) {
+  return TargetOptions{.precision = r.precision,
+                       .binding_limit = r.binding_limit,
+                       .memory_budget = r.memory_budget,
+                       .portable_kernels = r.portable_kernels};
 }
 
-CompileOptions compile_options(const RunSettings& r, Precision precision, uint64_t device_range, bool tensor_cores) {
-  CompileOptions options;
-  options.precision = precision;
-  // The tensor-core conv kernel steps through input channels 32 at a time and takes
-  // any output count in its tiles (96-channel tiles among them): padding to 32 keeps
-  // Qwen-Image's 96 and 192 channels as they are, where 64 made 96 into 128 (1.8×
-  // the work of a 96 → 96 conv). The portable kernels' tiles want 64.
-  if (tensor_cores && precision == Precision::f16 && !r.portable_kernels) options.channel_tile = 32;
-  options.stop_after = r.stop_after;
-  options.memory_budget = r.memory_budget.value_or(0);
-  options.binding_limit = device_range;
-  if (r.binding_limit)
-    options.binding_limit = device_range ? std::min(device_range, *r.binding_limit) : *r.binding_limit;
-  return options;
+CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
+  CompilerOptions o;
+  o.stop_after = r.stop_after;
+  if (!r.dump_graph.empty()) {
+    const std::string which = r.dump_graph;
+    o.on_pass = [which, &log](const std::string&, const std::string& pass, const Graph& after) {
+      if (which == "all" || which == pass) log << "// after " << pass << "\n" << print_graph(after);
+    };
+  }
+  o.explain_bands = r.explain_bands;
+  o.codegen.profile = r.profile;
+  o.codegen.conv_tile = r.conv_tile;
+  o.codegen.kernel_defines = r.kernel_defines;
+  // Runs that must see the passes (range checks, driver statistics) compile afresh.
+  if (!r.no_cache && !r.check_range && !r.pipeline_stats) o.cache_dir = r.cache_dir;
+  return o;
+}
+
+Expected<Target> target_for_settings(const RunSettings& r) {
+  STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device(r.device));
+  return make_target(device, target_options(r));
 }
 
 Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options, std::ostream& log) {
@@ -156,186 +161,31 @@ Status run_passes(Graph& g, WeightStore& weights, const CompileOptions& options,
   return s;
 }
 
-Status run_passes_for(Graph& g, WeightStore& weights, const RunSettings& r, Precision precision,
-                      uint64_t device_range, bool tensor_cores, std::ostream& log) {
-  CompileOptions options = compile_options(r, precision, device_range, tensor_cores);
-  options.on_pass = [&](const std::string& pass, const Graph& after) {
-    if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
-  };
+Status run_passes_without_device(Graph& g, WeightStore& weights, const RunSettings& r, std::ostream& log) {
+  CompileOptions options;
+  options.precision = r.precision.value_or(Precision::f16);
+  options.stop_after = r.stop_after;
+  options.memory_budget = r.memory_budget.value_or(0);
+  options.binding_limit = r.binding_limit.value_or(0);
+  if (!r.dump_graph.empty())
+    options.on_pass = [&](const std::string& pass, const Graph& after) {
+      if (r.dump_graph == "all" || r.dump_graph == pass) log << "// after " << pass << "\n" << print_graph(after);
+    };
   STRATA_RETURN_IF_ERROR(run_passes(g, weights, options, log));
   if (r.explain_bands) log << explain_bands(g, options.binding_limit);
   return Status::ok();
 }
 
-namespace {
-
-// The device a command runs on and the storage precision it gets there.
-struct DeviceChoice {
-  runtime::DeviceInfo info;
-  Precision precision = Precision::f32;
-};
-
-// Whether f16 plans for this device get the tensor-core kernels (compile_options'
-// channel tile follows from it).
-bool has_tensor_cores(const runtime::DeviceInfo& info) {
-  return codegen::target_for(info).tensor_cores != codegen::TensorCores::none;
+Expected<Program> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r, std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
+  return compile(g, weights, target, compiler_options(r, log), log);
 }
 
-Expected<DeviceChoice> choose_device(const RunSettings& r) {
-  STRATA_ASSIGN_OR_RETURN(auto devices, runtime::list_devices());
-  STRATA_ASSIGN_OR_RETURN(uint32_t index, runtime::select_device(devices, {.index = r.device}));
-  const runtime::DeviceInfo& info = devices[index];
-  const bool has_f16 = info.shader_float16 && info.storage_buffer_16bit_access;
-  const Precision precision = r.precision.value_or(has_f16 ? Precision::f16 : Precision::f32);
-  if (precision == Precision::f16 && !has_f16)
-    return error("--precision f16: device '{}' lacks shaderFloat16 or storageBuffer16BitAccess", info.name);
-  return DeviceChoice{info, precision};
-}
-
-// `r` with the device's defaults filled in: without --memory-budget the budget is
-// the device's largest device-local heap.
-RunSettings for_device(const RunSettings& r, const runtime::DeviceInfo& info) {
-  RunSettings settings = r;
-  if (!settings.memory_budget)
-    for (const runtime::MemoryHeap& h : info.heaps)
-      if (h.device_local) settings.memory_budget = std::max(settings.memory_budget.value_or(0), h.size_bytes);
-  return settings;
-}
-
-double elapsed_ms(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
-Expected<CompiledDecoder> compile_for_device(const Graph& g, WeightStore& weights, const RunSettings& r,
-                                             std::ostream& log) {
-  auto start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
-  const runtime::DeviceInfo& info = choice.info;
-  const Precision precision = choice.precision;
-  CompiledDecoder out{g, {}, info, precision, 0};
-  const RunSettings settings = for_device(r, info);
-  STRATA_RETURN_IF_ERROR(run_passes_for(out.graph, weights, settings, precision, info.max_storage_buffer_range,
-                                        has_tensor_cores(info), log));
-
-  // Codegen checks every binding against the target's range: the same limit the
-  // passes banded for.
-  codegen::Target target = codegen::target_for(info);
-  target.max_storage_buffer_range = compile_options(r, precision, info.max_storage_buffer_range).binding_limit;
-  if (r.portable_kernels) target.tensor_cores = codegen::TensorCores::none;
-  STRATA_ASSIGN_OR_RETURN(out.plan, codegen::compile_plan(out.graph, weights, target,
-                                                          {.profile = r.profile, .conv_tile = r.conv_tile, .kernel_defines = r.kernel_defines}));
-  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines\n",
-                     info.name, precision == Precision::f16 ? "f16" : "f32",
-                     codegen::tensor_cores_name(target.tensor_cores), out.compile_ms, out.plan.dispatches.size(),
-                     out.plan.pipelines.size());
-  return out;
-}
-
-bool uses_plan_cache(const RunSettings& r) {
-  // Runs that must see the passes (dumps, bands, range checks, bisecting, the
-  // profile's per-node costs) compile afresh and leave the cache alone.
-  return !r.no_cache && !r.cache_dir.empty() && !r.profile && !r.pipeline_stats && r.dump_graph.empty() &&
-         !r.explain_bands && r.stop_after.empty() && !r.check_range;
-}
-
-Expected<LoadedDecoder> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
-                                       std::ostream& log) {
-  auto start = std::chrono::steady_clock::now();
-  std::optional<PlanCache> cache;
-  std::string key;
-  if (uses_plan_cache(r)) {
-    STRATA_ASSIGN_OR_RETURN(DeviceChoice choice, choose_device(r));
-    const auto key_start = std::chrono::steady_clock::now();
-    const CacheKeyParts parts = cache_key_parts(
-        g, weights,
-        compile_options(for_device(r, choice.info), choice.precision, choice.info.max_storage_buffer_range,
-                        has_tensor_cores(choice.info)),
-        choice.info, codegen_options_text(r));
-    key = plan_cache_key(parts);
-    const double key_ms = elapsed_ms(key_start);
-    log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", key, key_ms,
-                       static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
-    cache.emplace(r.cache_dir);
-    auto hit = cache->load(key, choice.info);
-    if (!hit) {
-      log << fmt::format("plan cache: entry {} in {} is unusable: {}; rebuilding\n", key, r.cache_dir,
-                         hit.status().message());
-      if (Status s = cache->remove(key); !s.is_ok()) log << "plan cache: " << s.message() << "\n";
-    } else if (*hit) {
-      CachedPlan& cached = **hit;
-      STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(choice.info.index)},
-                                                                cached.plan.requirements));
-      runtime::ExecutorOptions executor_options;
-      executor_options.pipeline_cache_data = cached.pipeline_cache;
-      const size_t dispatches = cached.plan.dispatches.size();
-      LoadedDecoder out{g, nullptr, choice.info.name, 0, true};
-      STRATA_ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(device), std::move(cached.plan),
-                                                                      cached.weight_source(), executor_options));
-      if (!cached.pipeline_cache_note.empty() || (!cached.pipeline_cache.empty() && !out.executor->used_pipeline_cache_data())) {
-        log << "plan cache: " << (cached.pipeline_cache_note.empty() ? "the driver rejected pipeline_cache.bin"
-                                                                     : cached.pipeline_cache_note)
-            << "; rewriting it\n";
-        auto data = out.executor->pipeline_cache_data();
-        Status s = data ? cache->store_pipeline_cache(key, *data, choice.info) : data.status();
-        if (!s.is_ok()) log << "plan cache: " << s.message() << "\n";
-      }
-      out.compile_ms = elapsed_ms(start);
-      log << fmt::format("plan cache: hit; loaded on {} in {:.0f} ms: {} dispatches\n", out.device_name,
-                         out.compile_ms, dispatches);
-      return out;
-    }
-  }
-
-  STRATA_ASSIGN_OR_RETURN(CompiledDecoder compiled, compile_for_device(g, weights, r, log));
-  // The plan says which features its kernels use (f16, cooperative matrices, ...).
-  STRATA_ASSIGN_OR_RETURN(auto device, runtime::open_device({.index = static_cast<int>(compiled.device.index),
-                                                             .pipeline_statistics = r.pipeline_stats},
-                                                            compiled.plan.requirements));
-  LoadedDecoder out{std::move(compiled.graph), nullptr, compiled.device.name, compiled.compile_ms, false};
-  runtime::ExecutorOptions executor_options;
-  executor_options.profile = r.profile;
-  executor_options.pipeline_statistics = r.pipeline_stats;
-  const runtime::Plan* plan_for_cache = nullptr;
-  std::optional<runtime::Plan> plan_copy;
-  if (cache) plan_copy = compiled.plan, plan_for_cache = &*plan_copy;
-  STRATA_ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(device), std::move(compiled.plan),
-                                                                  codegen::weight_source(weights), executor_options));
-  out.compile_ms = elapsed_ms(start);
-  log << fmt::format("loaded on {} in {:.0f} ms in all (pipelines built, weights uploaded)\n", out.device_name,
-                     out.compile_ms);
-  if (cache) {
-    auto data = out.executor->pipeline_cache_data();
-    const std::string description =
-        fmt::format("{} | {} | {} dispatches", g.name, compiled.device.name, plan_for_cache->dispatches.size());
-    Status s = data ? cache->store(key, *plan_for_cache, codegen::weight_source(weights), *data, compiled.device,
-                                   description)
-                    : data.status();
-    if (!s.is_ok()) log << "plan cache: not stored: " << s.message() << "\n";
-    else log << fmt::format("plan cache: stored {} in {}\n", key, r.cache_dir);
-  }
-  return out;
-}
-
-Expected<std::vector<Tensor>> LoadedDecoder::run(const std::vector<Tensor>& inputs) {
-  const runtime::Plan& p = plan();
-  if (inputs.size() != p.inputs.size()) return error("graph takes {} inputs, got {}", p.inputs.size(), inputs.size());
-  std::vector<std::span<const std::byte>> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const size_t values = static_cast<size_t>(num_elements(p.inputs[i].shape));
-    if (inputs[i].shape != p.inputs[i].shape || inputs[i].data.size() != values)
-      return error("input '{}': shape {} ({} values), the graph expects {}", p.inputs[i].name,
-                   shape_str(inputs[i].shape), inputs[i].data.size(), shape_str(p.inputs[i].shape));
-    in.push_back(std::as_bytes(std::span(inputs[i].data)));
-  }
-  std::vector<Tensor> outputs;
-  for (const runtime::TensorIO& io : p.outputs) outputs.emplace_back(io.shape);
-  std::vector<std::span<std::byte>> out;
-  for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
-  STRATA_RETURN_IF_ERROR(executor->run(in, out));
-  return outputs;
+Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
+                                                        std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(g, weights, r, log));
+  return LoadedProgram::load(std::move(program), {.profile = r.profile, .pipeline_statistics = r.pipeline_stats},
+                             log);
 }
 
 std::string buffer_summary(const runtime::Plan& plan) {

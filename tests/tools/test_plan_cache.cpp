@@ -1,4 +1,5 @@
-// The plan cache (tools/plan_cache.h) through the session's load_on_device, on the
+// The plan cache (compile/plan_cache.h) through compile() and LoadedProgram::load (via
+// the session's load_on_device), on the
 // test device: a warm start compiles no kernel and prepares no weight and decodes the
 // same bytes; a changed option, weight or device identity misses; a corrupted plan,
 // a truncated weight blob and a foreign pipeline-cache header are each reported,
@@ -7,7 +8,7 @@
 #include "models/config.h"
 #include "models/vae.h"
 #include "tools/cli.h"
-#include "tools/plan_cache.h"
+#include "compile/plan_cache.h"
 #include "tools/session.h"
 
 #include <gtest/gtest.h>
@@ -63,9 +64,9 @@ Loaded load_and_run(Model& m, const RunSettings& r) {
   auto loaded = load_on_device(m.graph, m.vae.weights, r, log);
   EXPECT_TRUE(loaded) << loaded.message() << "\n" << log.str();
   if (!loaded) return {};
-  auto out = loaded->run({m.latent});
+  auto out = (*loaded)->run({m.latent});
   EXPECT_TRUE(out) << out.message();
-  return {loaded->from_cache, log.str(), out ? (*out)[0].data : std::vector<float>{}};
+  return {(*loaded)->program().from_cache, log.str(), out ? (*out)[0].data : std::vector<float>{}};
 }
 
 std::string only_entry(const fs::path& dir) {
@@ -177,20 +178,12 @@ TEST(PlanCache, KernelDefinesParseAndChangeTheCodegenText) {
   }
   RunSettings plain, defined;
   defined.kernel_defines = *parsed;
-  EXPECT_NE(codegen_options_text(plain), codegen_options_text(defined));
-  EXPECT_NE(codegen_options_text(defined).find("attention_coop_dsplit.comp:PF=1"), std::string::npos);
-}
-
-// The channel tile the passes pad to: 32 for f16 with tensor cores (the coop conv's
-// input-channel step; Qwen-Image's 96 channels stay 96), 64 otherwise. It is part of
-// the options, so of the cache key.
-TEST(PlanCache, ChannelTileFollowsTheKernelsThatWillRun) {
-  RunSettings r;
-  EXPECT_EQ(compile_options(r, Precision::f16, 0, true).channel_tile, 32);
-  EXPECT_EQ(compile_options(r, Precision::f16, 0, false).channel_tile, 64);
-  EXPECT_EQ(compile_options(r, Precision::f32, 0, true).channel_tile, 64);
-  r.portable_kernels = true;
-  EXPECT_EQ(compile_options(r, Precision::f16, 0, true).channel_tile, 64);
+  std::ostringstream log;
+  const Target target;
+  const std::string plain_text = codegen_options_text(compiler_options(plain, log).codegen, target);
+  const std::string defined_text = codegen_options_text(compiler_options(defined, log).codegen, target);
+  EXPECT_NE(plain_text, defined_text);
+  EXPECT_NE(defined_text.find("attention_coop_dsplit.comp:PF=1"), std::string::npos);
 }
 
 TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
@@ -259,20 +252,21 @@ TEST(PlanCache, ConcurrentWritersLeaveOneUsableEntry) {
     EXPECT_TRUE(c) << c.message();
     return std::move(*c);
   }();
+  const runtime::DeviceInfo& device = compiled.target.device;
   const std::string key = "00112233445566778899aabbccddeeff";
   PlanCache cache(dir.path.string());
   std::vector<std::thread> writers;
   std::vector<Status> results(4);
   for (size_t i = 0; i < results.size(); ++i)
     writers.emplace_back([&, i] {
-      results[i] = cache.store(key, compiled.plan, codegen::weight_source(m.vae.weights), {}, compiled.device, "race");
+      results[i] = cache.store(key, compiled.plan, codegen::weight_source(m.vae.weights), {}, device, "race");
     });
   for (std::thread& t : writers) t.join();
   for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.message();
   auto entries = cache.list();
   ASSERT_TRUE(entries);
   ASSERT_EQ(entries->size(), 1u);
-  auto hit = cache.load(key, compiled.device);
+  auto hit = cache.load(key, device);
   ASSERT_TRUE(hit) << hit.message();
   ASSERT_TRUE(hit->has_value());
   EXPECT_EQ((*hit)->plan.dispatches.size(), compiled.plan.dispatches.size());

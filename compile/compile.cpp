@@ -1,0 +1,245 @@
+#include "compile/compile.h"
+
+#include "compile/link.h"
+#include "codegen/placement.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/split_bands.h"
+#include "runtime/device.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <span>
+
+namespace strata {
+namespace {
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Compiles that must see the passes (dumps, bands, bisecting, the profile's
+// per-node costs) compile afresh and leave the cache alone.
+bool uses_cache(const CompilerOptions& o) {
+  return !o.cache_dir.empty() && !o.on_pass && o.stop_after.empty() && !o.explain_bands && !o.codegen.profile;
+}
+
+// A single graph without state compiles to a plain plan (no entries): the same plan
+// as before programs existed, byte for byte.
+bool needs_link(const ProgramGraph& p) { return p.plans.size() != 1 || p.plans[0].has_state(); }
+
+// Looks the program up in the cache. A hit fills `out`; an unusable entry is
+// reported in one line and removed; nothing is returned as an error from here.
+bool load_cached(const std::vector<const Graph*>& graphs, const WeightStore& weights, const Target& target,
+                 const CompilerOptions& options, Program& out, std::ostream& log) {
+  const auto key_start = std::chrono::steady_clock::now();
+  const CacheKeyParts parts = cache_key_parts(graphs, weights, pass_options(target, options), target.device,
+                                              codegen_options_text(options.codegen, target));
+  out.cache_key = plan_cache_key(parts);
+  out.cache_dir = options.cache_dir;
+  log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", out.cache_key,
+                     elapsed_ms(key_start), static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
+  PlanCache cache(options.cache_dir);
+  auto hit = cache.load(out.cache_key, target.device);
+  if (!hit) {
+    log << fmt::format("plan cache: entry {} in {} is unusable: {}; rebuilding\n", out.cache_key, options.cache_dir,
+                       hit.status().message());
+    if (Status s = cache.remove(out.cache_key); !s.is_ok()) log << "plan cache: " << s.message() << "\n";
+    return false;
+  }
+  if (!*hit) return false;
+  auto cached = std::make_shared<CachedPlan>(std::move(**hit));
+  out.plan = cached->plan;
+  out.weights = cached->weight_source();
+  out.cached = std::move(cached);
+  out.from_cache = true;
+  return true;
+}
+
+}  // namespace
+
+CompileOptions pass_options(const Target& target, const CompilerOptions& options) {
+  CompileOptions p;
+  p.precision = target.precision;
+  p.channel_tile = target.channel_tile;
+  p.binding_limit = target.binding_limit;
+  p.memory_budget = target.memory_budget;
+  p.range_guard_log2 = options.range_guard_log2;
+  p.f16_conv_weights = options.f16_conv_weights;
+  p.write_in_place = options.write_in_place;
+  p.stop_after = options.stop_after;
+  return p;
+}
+
+std::string codegen_options_text(const codegen::CodegenOptions& o, const Target& target) {
+  std::string defines;
+  for (const auto& [file, names] : o.kernel_defines)
+    for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
+  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {}",
+                     codegen::tensor_cores_name(target.codegen.tensor_cores), o.conv_tile, defines,
+                     o.attention_query_chunk);
+}
+
+Expected<Program> compile(const Graph& graph, WeightStore& weights, const Target& target,
+                          const CompilerOptions& options, std::ostream& log) {
+  ProgramGraph program;
+  program.name = graph.name;
+  program.plans.push_back(graph);
+  return compile(program, weights, target, options, log);
+}
+
+Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, const Target& target,
+                          const CompilerOptions& options, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  STRATA_RETURN_IF_ERROR(verify_program(program).with_context(fmt::format("program '{}'", program.name)));
+  Program out;
+  out.name = program.name;
+  out.target = target;
+  std::vector<const Graph*> graphs;
+  for (const Graph& g : program.plans) graphs.push_back(&g);
+  if (uses_cache(options) && load_cached(graphs, weights, target, options, out, log)) {
+    out.compile_ms = elapsed_ms(start);
+    return out;
+  }
+  out.store_on_load = uses_cache(options);
+
+  const CompileOptions passes = pass_options(target, options);
+  std::vector<LinkPart> parts;
+  for (const Graph& model : program.plans) {
+    Graph g = model;
+    CompileOptions plan_passes = passes;
+    if (options.on_pass)
+      plan_passes.on_pass = [&](const std::string& pass, const Graph& after) { options.on_pass(model.name, pass, after); };
+    PassContext ctx{plan_passes, weights, {}};
+    Status s = run_pipeline(g, ctx);
+    for (const std::string& line : ctx.log) log << line << "\n";
+    // Errors of a program's plan name the plan; a lone graph's read as they always did.
+    auto in_plan = [&](const Status& st) {
+      return program.plans.size() > 1 ? st.with_context(fmt::format("plan '{}'", model.name)) : st;
+    };
+    STRATA_RETURN_IF_ERROR(in_plan(s));
+    if (options.explain_bands) log << explain_bands(g, target.binding_limit);
+    auto plan = codegen::compile_plan(g, weights, target.codegen, options.codegen);
+    if (!plan) return in_plan(plan.status());
+    parts.push_back(LinkPart{model.name, std::move(*plan), g.state_reads(), g.state_writes()});
+    out.graphs.push_back(std::move(g));
+  }
+  if (needs_link(program)) {
+    STRATA_ASSIGN_OR_RETURN(out.plan, link_program(parts, codegen::placement_alignment(target.codegen)));
+  } else {
+    out.plan = std::move(parts[0].plan);
+  }
+  out.weights = codegen::weight_source(weights);
+  out.compile_ms = elapsed_ms(start);
+  log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines{}\n",
+                     target.device.name, target.precision == Precision::f16 ? "f16" : "f32",
+                     codegen::tensor_cores_name(target.codegen.tensor_cores), out.compile_ms,
+                     out.plan.dispatches.size(), out.plan.pipelines.size(),
+                     out.plan.entries.empty() ? "" : fmt::format(", {} plans", out.plan.entries.size()));
+  return out;
+}
+
+Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, const LoadOptions& options,
+                                                             std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  const runtime::DeviceInfo& info = program.target.device;
+  // The plan says which features its kernels use (f16, cooperative matrices, ...).
+  STRATA_ASSIGN_OR_RETURN(auto device,
+                          runtime::open_device({.index = static_cast<int>(info.index),
+                                                .pipeline_statistics = options.pipeline_statistics},
+                                               program.plan.requirements));
+  runtime::ExecutorOptions executor_options;
+  executor_options.profile = options.profile;
+  executor_options.pipeline_statistics = options.pipeline_statistics;
+  if (program.cached) executor_options.pipeline_cache_data = program.cached->pipeline_cache;
+  std::unique_ptr<LoadedProgram> out(new LoadedProgram());
+  std::optional<runtime::Plan> plan_to_store;
+  if (program.store_on_load) plan_to_store = program.plan;
+  STRATA_ASSIGN_OR_RETURN(out->executor_, runtime::Executor::create(std::move(device), program.plan, program.weights,
+                                                                    executor_options));
+  out->load_ms_ = program.compile_ms + elapsed_ms(start);
+  const size_t dispatches = program.plan.dispatches.size();
+  PlanCache cache(program.cache_dir);
+  if (program.from_cache) {
+    const CachedPlan& cached = *program.cached;
+    if (!cached.pipeline_cache_note.empty() ||
+        (!cached.pipeline_cache.empty() && !out->executor_->used_pipeline_cache_data())) {
+      log << "plan cache: "
+          << (cached.pipeline_cache_note.empty() ? "the driver rejected pipeline_cache.bin" : cached.pipeline_cache_note)
+          << "; rewriting it\n";
+      auto data = out->executor_->pipeline_cache_data();
+      Status s = data ? cache.store_pipeline_cache(program.cache_key, *data, info) : data.status();
+      if (!s.is_ok()) log << "plan cache: " << s.message() << "\n";
+    }
+    log << fmt::format("plan cache: hit; loaded on {} in {:.0f} ms: {} dispatches\n", info.name, out->load_ms_,
+                       dispatches);
+  } else {
+    log << fmt::format("loaded on {} in {:.0f} ms in all (pipelines built, weights uploaded)\n", info.name,
+                       out->load_ms_);
+  }
+  if (plan_to_store) {
+    auto data = out->executor_->pipeline_cache_data();
+    const std::string description = fmt::format("{} | {} | {} dispatches", program.name, info.name, dispatches);
+    Status s = data ? cache.store(program.cache_key, *plan_to_store, program.weights, *data, info, description)
+                    : data.status();
+    if (!s.is_ok()) log << "plan cache: not stored: " << s.message() << "\n";
+    else log << fmt::format("plan cache: stored {} in {}\n", program.cache_key, program.cache_dir);
+  }
+  out->program_ = std::move(program);
+  return out;
+}
+
+Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, const std::vector<Tensor>& inputs) {
+  const runtime::Plan& p = plan();
+  const auto& entries = executor_->entries();
+  const runtime::EntryDesc* entry = nullptr;
+  std::string names;
+  for (const runtime::EntryDesc& e : entries) {
+    if (plan_name.empty() ? entries.size() == 1 : e.name == plan_name) entry = &e;
+    names += (names.empty() ? "'" : ", '") + e.name + "'";
+  }
+  if (!entry && plan_name.empty()) return error("the program has {} plans ({}); name the one to run", entries.size(), names);
+  if (!entry) return error("no plan '{}' in the program (it has {})", plan_name, names);
+  if (inputs.size() != entry->inputs.size())
+    return error("plan '{}' takes {} inputs, got {}", entry->name, entry->inputs.size(), inputs.size());
+  std::vector<std::span<const std::byte>> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const runtime::TensorIO& io = p.inputs[entry->inputs[i]];
+    const size_t values = static_cast<size_t>(num_elements(io.shape));
+    if (inputs[i].shape != io.shape || inputs[i].data.size() != values)
+      return error("input '{}': shape {} ({} values), the graph expects {}", io.name, shape_str(inputs[i].shape),
+                   inputs[i].data.size(), shape_str(io.shape));
+    in.push_back(std::as_bytes(std::span(inputs[i].data)));
+  }
+  std::vector<Tensor> outputs;
+  for (uint32_t o : entry->outputs) outputs.emplace_back(p.outputs[o].shape);
+  std::vector<std::span<std::byte>> out;
+  for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
+  STRATA_RETURN_IF_ERROR(executor_->run(entry->name, in, out));
+  return outputs;
+}
+
+Expected<Tensor> LoadedProgram::state(std::string_view name) {
+  for (const runtime::StateDesc& s : plan().states) {
+    if (s.name != name) continue;
+    Tensor t(s.shape);
+    if (t.data.size() * sizeof(float) != s.bytes || s.dtype != runtime::DType::f32)
+      return error("state '{}' is not stored as f32 {}", s.name, shape_str(s.shape));
+    STRATA_RETURN_IF_ERROR(executor_->read_state(name, std::as_writable_bytes(std::span(t.data))));
+    return t;
+  }
+  std::string names;
+  for (const runtime::StateDesc& s : plan().states) names += (names.empty() ? "'" : ", '") + s.name + "'";
+  return error("no state '{}' in the program ({})", name, names.empty() ? "it has none" : "it has " + names);
+}
+
+Status LoadedProgram::set_state(std::string_view name, const Tensor& value) {
+  for (const runtime::StateDesc& s : plan().states)
+    if (s.name == name && value.shape != s.shape)
+      return error("set_state: state '{}' is {}, the value {}", s.name, shape_str(s.shape), shape_str(value.shape));
+  return executor_->write_state(name, std::as_bytes(std::span(value.data)));
+}
+
+}  // namespace strata

@@ -1,0 +1,132 @@
+// The library entry point: a model graph (or a program of graphs sharing state)
+// becomes a Program compiled for a Target, and a Program is loaded on its device.
+//
+//   STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device());
+//   STRATA_ASSIGN_OR_RETURN(Target target, make_target(device));
+//   STRATA_ASSIGN_OR_RETURN(Program program, compile(graph, weights, target, {}, log));
+//   STRATA_ASSIGN_OR_RETURN(auto loaded, LoadedProgram::load(std::move(program), {}, log));
+//   STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out, loaded->run({input}));
+//
+// compile() runs the pass pipeline (passes/pass.h) on a copy of each plan's graph
+// with the options the Target implies (pass_options), compiles each to a
+// runtime::Plan (codegen/codegen.h) and, for a program with several plans or with
+// state, links them over shared buffers (compile/link.h). With a cache directory it
+// first looks the program up in the plan cache (compile/plan_cache.h): a hit skips
+// passes and codegen and takes the prepared weight bytes from the cache; an entry
+// that is unusable is reported in one line to the log, removed and rebuilt. Passes
+// may add derived tensors (padded, repacked weights) to `weights`.
+//
+// Errors name what failed: the pass and the graph it failed on, the node codegen
+// could not lower, the plan cache file that is corrupt (reported, then rebuilt), the
+// device that lacks a feature the plan needs.
+#pragma once
+
+#include "compile/plan_cache.h"
+#include "compile/target.h"
+#include "codegen/codegen.h"
+#include "ir/graph.h"
+#include "ir/program.h"
+#include "ir/tensor.h"
+#include "ir/weight_store.h"
+#include "passes/pass.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+// What a caller chooses beyond the Target.
+struct CompilerOptions {
+  // Pass options that do not follow from the target (passes/pass.h CompileOptions).
+  std::optional<int> range_guard_log2;
+  bool f16_conv_weights = true;
+  bool write_in_place = true;
+  std::string stop_after;  // run the passes up to this one only
+  // Called after every pass with the plan's name, the pass and the graph (dumps).
+  std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;
+  bool explain_bands = false;  // log explain_bands() of each plan after the passes
+  // Codegen choices (tiles, kernel defines, per-dispatch timestamps).
+  codegen::CodegenOptions codegen;
+  // The plan cache's directory; "" keeps the cache out. Compiles that must see the
+  // passes (on_pass, stop_after, explain_bands, a profile) never use it.
+  std::string cache_dir;
+};
+
+// The pass options of a compile: precision, channel tile, binding limit and memory
+// budget from the target; the rest from `options`.
+CompileOptions pass_options(const Target& target, const CompilerOptions& options);
+
+// Codegen's choices as text, for the plan-cache key.
+std::string codegen_options_text(const codegen::CodegenOptions& options, const Target& target);
+
+// A compiled program: its plans linked over one set of buffers, ready to load.
+struct Program {
+  std::string name;
+  // The runtime's view: every plan as an entry over shared buffers, the states. A
+  // single graph without state compiles to a plan with no entries (one implicit
+  // entry, runtime::entry_list).
+  runtime::Plan plan;
+  // Each plan's graph after the passes, in plan order; empty on a cache hit.
+  std::vector<Graph> graphs;
+  Target target;
+  bool from_cache = false;
+  double compile_ms = 0;  // passes and codegen, or reading the cache entry
+  // The plan cache entry it came from or goes to ("" when the cache is not used), and
+  // whether load() must store it (a miss).
+  std::string cache_key, cache_dir;
+  bool store_on_load = false;
+  // The weight table's bytes: from the WeightStore (which must outlive the Program)
+  // or from the cache entry (kept alive here).
+  runtime::WeightSource weights;
+  std::shared_ptr<const CachedPlan> cached;
+};
+
+Expected<Program> compile(const Graph& graph, WeightStore& weights, const Target& target,
+                          const CompilerOptions& options, std::ostream& log);
+Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, const Target& target,
+                          const CompilerOptions& options, std::ostream& log);
+
+struct LoadOptions {
+  bool profile = false;              // timestamps per dispatch (needs codegen.profile too)
+  bool pipeline_statistics = false;  // the driver's statistics per pipeline
+};
+
+// A Program on its device: weights uploaded, every plan recorded once.
+class LoadedProgram {
+public:
+  // Opens the target's device with the plan's requirements and creates the executor;
+  // on a cache miss, stores the entry (a failure to store is logged, not returned).
+  static Expected<std::unique_ptr<LoadedProgram>> load(Program program, const LoadOptions& options,
+                                                       std::ostream& log);
+
+  // One run of plan `plan` ("" names the only one): its inputs in order, f32 in their
+  // logical shapes (checked: a wrong shape is an error naming the input); its outputs
+  // in order. States it writes take their new values when it ends.
+  Expected<std::vector<Tensor>> run(std::string_view plan, const std::vector<Tensor>& inputs);
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) { return run("", inputs); }
+  // The plan's last run again on the device alone (runtime::Executor::replay).
+  Status replay(std::string_view plan = "") { return executor_->replay(plan); }
+  // A state's current value, and setting it (shape checked).
+  Expected<Tensor> state(std::string_view name);
+  Status set_state(std::string_view name, const Tensor& value);
+
+  const Program& program() const { return program_; }
+  const runtime::Plan& plan() const { return executor_->plan(); }
+  runtime::Executor& executor() { return *executor_; }
+  double load_ms() const { return load_ms_; }  // compile (or cache read) and load
+
+private:
+  LoadedProgram() = default;
+  Program program_;
+  std::unique_ptr<runtime::Executor> executor_;
+  double load_ms_ = 0;
+};
+
+}  // namespace strata
