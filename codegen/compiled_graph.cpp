@@ -1,6 +1,7 @@
 // weight_source (the bytes of a plan's weight table, from a WeightStore) and
 // CompiledGraph (compile_plan + runtime::Executor, the path `strata decode` takes).
 #include "codegen/codegen.h"
+#include "codegen/weight_transform.h"
 
 #include "ir/interpreter.h"
 
@@ -19,26 +20,19 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
   return [&weights](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
     ++g_weights_prepared;
     STRATA_ASSIGN_OR_RETURN(TensorView view, weights.get(w.source));
-    // The transform reads "<stored>[-><rounding dtype>]-><upload>" or just "<stored>"
-    // (uploaded as stored); the upload is f32 or f16 (codegen/placement.h,
-    // weight_transform).
-    std::vector<std::string> steps;
-    for (size_t at = 0;;) {
-      const size_t next = w.transform.find("->", at);
-      steps.push_back(w.transform.substr(at, next == std::string::npos ? std::string::npos : next - at));
-      if (next == std::string::npos) break;
-      at = next + 2;
-    }
-    const bool half = steps.back() == "f16";
-    if (steps.front() != dtype_name(view.dtype) || (steps.back() != "f32" && !half) || steps.size() > 3 ||
-        (half && steps.size() > 2))
-      return error("weight '{}': transform '{}' does not fit the stored {} tensor", w.source, w.transform,
+    // The transform's stored type must be the tensor's: a plan compiled against other
+    // weights (the cache key includes them) cannot convert these bytes.
+    const runtime::WeightTransform& t = w.transform;
+    const bool half = t.upload == runtime::DType::f16;
+    if (t.stored != to_runtime(view.dtype) || (t.upload != runtime::DType::f32 && !half) ||
+        (half && t.rounded_through))
+      return error("weight '{}': transform {} does not fit the stored {} tensor", w.source, describe(t),
                    dtype_name(view.dtype));
     const auto n = static_cast<size_t>(num_elements(view.shape));
     const size_t bytes = n * (half ? 2 : 4);
     if (dst.size() != bytes || w.bytes != bytes)
       return error("weight '{}': {} bytes wanted, the tensor converts to {}", w.source, dst.size(), bytes);
-    if (steps.size() == 1) {  // uploaded as stored (f32 or f16)
+    if (t.is_copy()) {  // uploaded as stored (f32 or f16)
       std::memcpy(dst.data(), view.data, bytes);
       return Status::ok();
     }
@@ -49,8 +43,8 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
       std::memcpy(dst.data(), h.data(), bytes);
       return Status::ok();
     }
-    if (steps.size() == 3) {
-      STRATA_ASSIGN_OR_RETURN(DType through, parse_dtype(steps[1]));
+    if (t.rounded_through) {
+      STRATA_ASSIGN_OR_RETURN(DType through, from_runtime(*t.rounded_through));
       for (float& v : values) v = interp::round_to(v, through);
     }
     std::memcpy(dst.data(), values.data(), bytes);

@@ -117,8 +117,16 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   const Attrs& a = node.attrs;
   const std::vector<int64_t> k = a.get_ints("kernel"), pad = a.get_ints("pad", {0, 0}),
                              stride = a.get_ints("stride", {1, 1});
-  const std::string layout = a.get_string("weight_layout"), gather = a.get_string("gather", "plain");
-  if (gather != "plain" && gather != "upsample2x") return l.fail(node, "gather '" + gather + "' has no kernel");
+  const Expected<WeightLayout> layout = conv_weight_layout(a);
+  if (!layout) return l.fail(node, layout.message());
+  const Expected<GatherKind> gather = conv_gather(a);
+  if (!gather) return l.fail(node, gather.message());
+  // The kernels' gather define: U = 1 reads x at half the virtual input's size.
+  std::string gather_define;
+  switch (*gather) {
+    case GatherKind::plain: gather_define = "0"; break;
+    case GatherKind::upsample2x: gather_define = "1"; break;
+  }
   const Shape &xs = l.shape(x), &ys = l.shape(y);
   const int64_t ci = xs[1], co = ys[1], co_store = stored_channels(l.type(y));
 
@@ -138,7 +146,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
   const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
-                    l.storage(w) == DType::f16 && layout == "o_hwi" && x_cfast && ci % 8 == 0 &&
+                    l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
                     sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
                     l.location(w).offset % 16 == 0;
@@ -173,7 +181,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"FP", std::to_string(tile.fp)},  {"FC", std::to_string(tile.fc)},
                    {"BK", std::to_string(tile.bk)},  {"STAGES", std::to_string(tile.stages)},
                    {"KH", std::to_string(k[0])},
-                   {"KW", std::to_string(k[1])},     {"U", gather == "upsample2x" ? "1" : "0"},
+                   {"KW", std::to_string(k[1])},     {"U", gather_define},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
                    {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
     key.workgroup_size = {invocations, 1, 1};
@@ -198,8 +206,8 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     key.defines = {{"BM", std::to_string(tile.bm)},     {"BN", std::to_string(tile.bn)},
                    {"BK", std::to_string(tile.bk)},     {"TM", std::to_string(tile.tm)},
                    {"TN", std::to_string(tile.tn)},     {"KH", std::to_string(k[0])},
-                   {"KW", std::to_string(k[1])},        {"U", gather == "upsample2x" ? "1" : "0"},
-                   {"X_CFAST", x_cfast ? "1" : "0"}, {"W_OHWI", layout == "o_hwi" ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                   {"KW", std::to_string(k[1])},        {"U", gather_define},
+                   {"X_CFAST", x_cfast ? "1" : "0"}, {"W_OHWI", *layout == WeightLayout::o_hwi ? "1" : "0"}, {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                    {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
     add_type_define(key.defines, "X_T", l.storage(x));
     add_type_define(key.defines, "W_T", l.storage(w));
@@ -228,7 +236,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
   std::vector<RowOp> row_ops;
-  if (gather == "upsample2x") row_ops.push_back(RowOp::make_upsample(2));
+  if (const int64_t f = gather_upsample(*gather); f > 1) row_ops.push_back(RowOp::make_upsample(f));
   row_ops.push_back(RowOp::make_conv(k[0], pad[0], stride[0]));
   const int64_t bands = (ys[2] + band - 1) / band;
   if (bands > 1) l.record_bands(node, ys[2], band);

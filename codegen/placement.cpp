@@ -1,6 +1,7 @@
 // Value placement: the buffers of a plan and the location of every value. See
 // placement.h for the scheme.
 #include "codegen/placement.h"
+#include "codegen/weight_transform.h"
 
 #include "codegen/storage.h"
 
@@ -168,14 +169,6 @@ uint64_t placement_alignment(const Target& target) {
 }
 
 bool host_compatible(const TensorType& t) { return t.dtype == DType::f32 && is_row_major(t); }
-
-std::string weight_transform(DType stored, DType value, DType upload) {
-  std::string s(dtype_name(stored));
-  if (upload == DType::f16) return stored == DType::f16 ? s : s + "->f16";
-  if (value != DType::f32 && value != stored) s += "->" + std::string(dtype_name(value));
-  if (s != "f32") s += "->f32";
-  return s;
-}
 
 Expected<Placement> place_values(const Graph& g, const WeightStore& weights, const Target& target) {
   const uint64_t align = placement_alignment(target);

@@ -14,7 +14,7 @@
 //                 padded value) lives elsewhere and is copied or converted into its
 //                 slot after the last node.
 //   "weights"     every constant some node or output reads, each at an aligned
-//                 offset, uploaded once (see weight_transform()); two constants
+//                 offset, uploaded once (see codegen/weight_transform.h); two constants
 //                 naming the same tensor with the same dtype share one upload.
 //   "activations" the arena for all other values. Walking the nodes in order, a
 //                 node's outputs are allocated first-fit over the freed ranges (the
@@ -61,14 +61,6 @@ struct Placement {
 };
 
 Expected<Placement> place_values(const Graph& graph, const WeightStore& weights, const Target& target);
-
-// The weight-table transform of a constant stored as `stored` whose value has dtype
-// `value`, uploaded as `upload` (f32 or f16): the steps joined by "->", the last one
-// the upload's element type. Uploaded as f32: "f32", "f16->f32", "bf16->f32", or with a
-// rounding step when the value is narrower than the stored tensor, e.g.
-// "f32->f16->f32" (f32 bytes rounded through f16, as the interpreter reads such a
-// constant). Uploaded as f16: "f16" (bytes as stored) or "f32->f16", "bf16->f16".
-std::string weight_transform(DType stored, DType value, DType upload = DType::f32);
 
 // Whether host I/O can use the value's own storage: f32 in a row-major layout.
 bool host_compatible(const TensorType& t);

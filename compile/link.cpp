@@ -167,7 +167,7 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
     // Weights: each upload once in the program.
     for (const runtime::WeightUpload& w : p.weights) {
       const uint32_t wb = maps[w.buffer].to_buffer;
-      auto key = std::make_tuple(w.source, w.transform, w.bytes);
+      auto key = std::make_tuple(w.source, runtime::describe(w.transform), w.bytes);
       auto it = upload_at.find(key);
       if (it == upload_at.end()) {
         const uint64_t at = out.buffers[wb].size_bytes;

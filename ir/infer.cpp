@@ -271,26 +271,25 @@ Expected<std::vector<TensorType>> infer_conv_gemm(const Attrs& a, const Types& i
   if (k.size() != 2 || pad.size() != 2 || stride.size() != 2 || k[0] < 1 || k[1] < 1)
     return error("conv_gemm kernel, pad and stride need 2 values each");
   int64_t ci = x->shape[1];
-  std::string layout = a.get_string("weight_layout");
+  STRATA_ASSIGN_OR_RETURN(const WeightLayout layout, conv_weight_layout(a));
   int64_t co = 0;
-  if (layout == "oihw") {
-    STRATA_RETURN_IF_ERROR(need_rank(w, 4, "conv_gemm oihw weight"));
-    if (w->shape[1] != ci || w->shape[2] != k[0] || w->shape[3] != k[1])
-      return error("conv_gemm weight {} does not fit {} input channels and kernel {}", shape_str(w->shape), ci,
-                   shape_str(k));
-    co = w->shape[0];
-  } else if (layout == "o_hwi") {
-    STRATA_RETURN_IF_ERROR(need_rank(w, 2, "conv_gemm o_hwi weight"));
-    if (w->shape[1] != k[0] * k[1] * ci)
-      return error("conv_gemm packed weight {} needs {} columns (kernel {} x {} input channels)",
-                   shape_str(w->shape), k[0] * k[1] * ci, shape_str(k), ci);
-    co = w->shape[0];
-  } else {
-    return error("conv_gemm weight_layout '{}' is not oihw or o_hwi", layout);
+  switch (layout) {
+    case WeightLayout::oihw:
+      STRATA_RETURN_IF_ERROR(need_rank(w, 4, "conv_gemm oihw weight"));
+      if (w->shape[1] != ci || w->shape[2] != k[0] || w->shape[3] != k[1])
+        return error("conv_gemm weight {} does not fit {} input channels and kernel {}", shape_str(w->shape), ci,
+                     shape_str(k));
+      break;
+    case WeightLayout::o_hwi:
+      STRATA_RETURN_IF_ERROR(need_rank(w, 2, "conv_gemm o_hwi weight"));
+      if (w->shape[1] != k[0] * k[1] * ci)
+        return error("conv_gemm packed weight {} needs {} columns (kernel {} x {} input channels)",
+                     shape_str(w->shape), k[0] * k[1] * ci, shape_str(k), ci);
+      break;
   }
-  std::string gather = a.get_string("gather", "plain");
-  int64_t up = gather == "upsample2x" ? 2 : 1;
-  if (gather != "plain" && gather != "upsample2x") return error("conv_gemm gather '{}' is not plain or upsample2x", gather);
+  co = w->shape[0];
+  STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(a));
+  const int64_t up = gather_upsample(gather);
   STRATA_RETURN_IF_ERROR(need_vector(b, co, "conv_gemm bias"));
   STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, k[0], pad[0], pad[0], stride[0], "H"));
   STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3] * up, k[1], pad[1], pad[1], stride[1], "W"));

@@ -193,8 +193,9 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       p.kernel = pair(a.get_ints("kernel"));
       p.pad = pair(a.get_ints("pad", {0, 0}));
       p.stride = pair(a.get_ints("stride", {1, 1}));
-      p.packed = a.get_string("weight_layout") == "o_hwi";
-      p.upsample = a.get_string("gather", "plain") == "upsample2x" ? 2 : 1;
+      // check_graph inferred every node's types, so both attributes parse.
+      p.packed = *conv_weight_layout(a) == WeightLayout::o_hwi;
+      p.upsample = gather_upsample(*conv_gather(a));
       p.acc_scale = a.get_float("acc_scale", 1.0);
       p.residual_scale = a.get_float("residual_scale", 1.0);
       p.out_scale = a.get_float("out_scale", 1.0);

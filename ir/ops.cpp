@@ -1,6 +1,8 @@
 #include "ir/ops.h"
 
 #include <array>
+#include <string>
+#include <utility>
 
 namespace strata {
 namespace {
@@ -78,5 +80,66 @@ std::optional<Op> op_from_name(std::string_view name) {
 }
 
 std::span<const OpInfo> all_ops() { return kOps; }
+
+namespace {
+struct GatherRow {
+  GatherKind kind;
+  std::string_view name;
+  int64_t upsample;
+};
+// Rows in the order of the GatherKind enum (checked below).
+constexpr std::array kGathers = {
+    GatherRow{GatherKind::plain, "plain", 1},
+    GatherRow{GatherKind::upsample2x, "upsample2x", 2},
+};
+constexpr bool gathers_in_enum_order() {
+  for (size_t i = 0; i < kGathers.size(); ++i)
+    if (static_cast<size_t>(kGathers[i].kind) != i) return false;
+  return true;
+}
+static_assert(gathers_in_enum_order(), "gather rows must follow the GatherKind enum");
+
+constexpr std::array<std::pair<WeightLayout, std::string_view>, 2> kLayouts = {{
+    {WeightLayout::oihw, "oihw"},
+    {WeightLayout::o_hwi, "o_hwi"},
+}};
+
+}  // namespace
+
+int64_t gather_upsample(GatherKind g) { return kGathers[static_cast<size_t>(g)].upsample; }
+std::string_view gather_name(GatherKind g) { return kGathers[static_cast<size_t>(g)].name; }
+
+std::optional<GatherKind> gather_from_name(std::string_view name) {
+  for (const auto& row : kGathers)
+    if (row.name == name) return row.kind;
+  return std::nullopt;
+}
+
+Expected<GatherKind> conv_gather(const Attrs& a) {
+  if (!a.has("gather")) return GatherKind::plain;
+  const std::string text = a.get_string("gather");
+  if (auto g = gather_from_name(text)) return *g;
+  std::string known;
+  for (const auto& row : kGathers) known += (known.empty() ? "" : ", ") + std::string(row.name);
+  return error("conv_gemm gather '{}' is not one of {}", text, known);
+}
+
+void set_gather(Attrs& a, GatherKind g) { a.set("gather", std::string(gather_name(g))); }
+
+std::string_view weight_layout_name(WeightLayout l) { return kLayouts[static_cast<size_t>(l)].second; }
+
+std::optional<WeightLayout> weight_layout_from_name(std::string_view name) {
+  for (const auto& [layout, text] : kLayouts)
+    if (text == name) return layout;
+  return std::nullopt;
+}
+
+Expected<WeightLayout> conv_weight_layout(const Attrs& a) {
+  const std::string text = a.get_string("weight_layout");
+  if (auto l = weight_layout_from_name(text)) return *l;
+  return error("conv_gemm weight_layout '{}' is not oihw or o_hwi", text);
+}
+
+void set_weight_layout(Attrs& a, WeightLayout l) { a.set("weight_layout", std::string(weight_layout_name(l))); }
 
 }  // namespace strata

@@ -100,4 +100,29 @@ std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
 std::span<const OpInfo> all_ops();
 
+// conv_gemm's typed attributes. The text form keeps them as strings (gather =
+// "upsample2x", weight_layout = "o_hwi"), so the printer, parser and golden texts are
+// unchanged; code reads them only through these accessors, never by comparing text.
+//
+// How conv_gemm reads its input x. A new kind (e.g. a causal temporal gather) is a
+// row in kGathers (ir/ops.cpp) plus its cases in the switches over GatherKind, which
+// the compiler finds (-Wswitch): the shape rule, the interpreter and the kernel.
+enum class GatherKind { plain, upsample2x };
+// The spatial factor x is read at: y's input grid is (H·f) × (W·f) (1 or 2).
+int64_t gather_upsample(GatherKind g);
+std::string_view gather_name(GatherKind g);  // "plain", "upsample2x"
+std::optional<GatherKind> gather_from_name(std::string_view name);
+// Attr "gather" (absent: plain); an error names an unknown kind.
+Expected<GatherKind> conv_gather(const Attrs& a);
+void set_gather(Attrs& a, GatherKind g);
+
+// How conv_gemm's weight is stored: oihw = w[Co,Ci,kh,kw] (as diffusers stores it),
+// o_hwi = w[Co, kh·kw·Ci] tap-major (column (ky·kw + kx)·Ci + ci; assign_layout).
+enum class WeightLayout { oihw, o_hwi };
+std::string_view weight_layout_name(WeightLayout l);  // "oihw", "o_hwi"
+std::optional<WeightLayout> weight_layout_from_name(std::string_view name);
+// Attr "weight_layout" (required); an error when absent or unknown.
+Expected<WeightLayout> conv_weight_layout(const Attrs& a);
+void set_weight_layout(Attrs& a, WeightLayout l);
+
 }  // namespace strata

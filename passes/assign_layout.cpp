@@ -133,14 +133,16 @@ Status run_assign_layout(Graph& g, PassContext& ctx) {
   std::map<ValueId, ValueId> repacked;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node& n = g.nodes()[i];
-    if (n.op != Op::conv_gemm || n.attrs.get_string("weight_layout") != "oihw") continue;
+    if (n.op != Op::conv_gemm) continue;
+    STRATA_ASSIGN_OR_RETURN(const WeightLayout layout, conv_weight_layout(n.attrs));
+    if (layout != WeightLayout::oihw) continue;
     ValueId w = n.inputs[1];
     if (g.value(w).kind != ValueKind::constant)
       return error("node '{}' (conv_gemm): weight %{} is not a constant, cannot repack it", n.name, g.value(w).name);
     auto r = repack(g, ctx, w, repacked);
     if (!r) return r.status().with_context(fmt::format("node '{}' (conv_gemm)", n.name));
     g.nodes()[i].inputs[1] = *r;
-    g.nodes()[i].attrs.set("weight_layout", std::string("o_hwi"));
+    set_weight_layout(g.nodes()[i].attrs, WeightLayout::o_hwi);
   }
 
   std::vector<bool> image = image_values(g);

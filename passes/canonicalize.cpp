@@ -47,6 +47,14 @@ namespace {
 
 constexpr size_t kFrameDim = 2;  // T in [N, C, T, H, W]
 
+// The attributes of a conv_gemm that reads x as is, with diffusers' oihw weights.
+Attrs plain_conv_gemm_attrs(std::vector<int64_t> kernel, std::vector<int64_t> pad, std::vector<int64_t> stride) {
+  Attrs a{{"kernel", std::move(kernel)}, {"pad", std::move(pad)}, {"stride", std::move(stride)}};
+  set_weight_layout(a, WeightLayout::oihw);
+  set_gather(a, GatherKind::plain);
+  return a;
+}
+
 Shape without(Shape s, size_t dim) {
   s.erase(s.begin() + static_cast<std::ptrdiff_t>(dim));
   return s;
@@ -235,9 +243,7 @@ Expected<int64_t> linears_to_convs(Graph& g, WeightStore& ws) {
     conv.op = Op::conv_gemm;
     conv.inputs[0] = map_v;
     conv.inputs[1] = *w4;
-    conv.attrs = Attrs{{"kernel", std::vector<int64_t>{1, 1}}, {"pad", std::vector<int64_t>{0, 0}},
-                       {"stride", std::vector<int64_t>{1, 1}}, {"weight_layout", std::string("oihw")},
-                       {"gather", std::string("plain")}};
+    conv.attrs = plain_conv_gemm_attrs({1, 1}, {0, 0}, {1, 1});
     g.nodes()[l] = std::move(new_perm);
     g.nodes()[p] = std::move(new_resh);
     g.nodes()[r] = std::move(conv);
@@ -278,9 +284,7 @@ Expected<int64_t> map_linears_to_convs(Graph& g, WeightStore& ws) {
     conv.inputs[0] = map;
     conv.inputs[1] = *w4;
     conv.outputs = {ym};
-    conv.attrs = Attrs{{"kernel", std::vector<int64_t>{1, 1}}, {"pad", std::vector<int64_t>{0, 0}},
-                       {"stride", std::vector<int64_t>{1, 1}}, {"weight_layout", std::string("oihw")},
-                       {"gather", std::string("plain")}};
+    conv.attrs = plain_conv_gemm_attrs({1, 1}, {0, 0}, {1, 1});
     Node to_channels{Op::reshape, lin.name + ".channels", Attrs{{"shape", std::vector<int64_t>{m, x[0]}}}, {ym}, {yt}};
     Node to_tokens{Op::permute, lin.name + ".tokens", Attrs{{"perm", std::vector<int64_t>{1, 0}}}, {yt}, {y}};
     auto& nodes = g.nodes();
@@ -311,11 +315,7 @@ int64_t convs_to_gemm(Graph& g) {
     if (n.op != Op::conv2d) continue;
     const Shape& w = g.value(n.inputs[1]).type.shape;
     n.op = Op::conv_gemm;
-    n.attrs = Attrs{{"kernel", std::vector<int64_t>{w[2], w[3]}},
-                    {"pad", n.attrs.get_ints("pad", {0, 0})},
-                    {"stride", n.attrs.get_ints("stride", {1, 1})},
-                    {"weight_layout", std::string("oihw")},
-                    {"gather", std::string("plain")}};
+    n.attrs = plain_conv_gemm_attrs({w[2], w[3]}, n.attrs.get_ints("pad", {0, 0}), n.attrs.get_ints("stride", {1, 1}));
     trim_operands(n);
     ++count;
   }

@@ -40,9 +40,11 @@ Status run_fold_upsample(Graph& g, PassContext& ctx) {
     size_t remaining = uses.count(big);
     for (size_t r : uses.readers[static_cast<size_t>(big)]) {
       Node& c = g.nodes()[r];
-      if (c.op != Op::conv_gemm || c.inputs[0] != big || c.attrs.get_string("gather", "plain") != "plain") continue;
+      if (c.op != Op::conv_gemm || c.inputs[0] != big) continue;
+      STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(c.attrs));
+      if (gather != GatherKind::plain) continue;
       c.inputs[0] = small;
-      c.attrs.set("gather", std::string("upsample2x"));
+      set_gather(c.attrs, GatherKind::upsample2x);
       --remaining;
       ++folded;
     }

@@ -231,8 +231,7 @@ private:
   }
 
   Status conv_gemm(Node& n) {
-    const std::string layout = n.attrs.get_string("weight_layout");
-    if (layout != "oihw" && layout != "o_hwi") return error("unknown weight_layout '{}'", layout);
+    STRATA_ASSIGN_OR_RETURN(const WeightLayout layout, conv_weight_layout(n.attrs));
     ValueId& x = n.inputs[0];
     ValueId w = n.inputs[1];
     ValueId b = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
@@ -251,7 +250,7 @@ private:
       if (pr.padded() && (pr.axis != 1 || pr.real != co)) r = n.inputs[3] = unpad(r);
       cop = shape(r)[1];
     }
-    if (layout == "oihw") {
+    if (layout == WeightLayout::oihw) {
       STRATA_ASSIGN_OR_RETURN(n.inputs[1], pad_constant(w, {cop, ci, ws[2], ws[3]}));
     } else {  // o_hwi [Co, taps·Ci]: pad the view [Co, taps, Ci]
       auto k = n.attrs.get_ints("kernel");

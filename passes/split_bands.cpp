@@ -115,7 +115,8 @@ struct Banding {
 Expected<Banding> banding_of(const Graph& g, const Node& n) {
   Banding b;
   if (n.op == Op::conv_gemm) {
-    if (n.attrs.get_string("gather", "plain") == "upsample2x") b.ops.push_back(RowOp::make_upsample(2));
+    STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(n.attrs));
+    if (const int64_t f = gather_upsample(gather); f > 1) b.ops.push_back(RowOp::make_upsample(f));
     const auto kernel = n.attrs.get_ints("kernel"), pad = n.attrs.get_ints("pad", {0, 0}),
                stride = n.attrs.get_ints("stride", {1, 1});
     if (kernel.empty() || pad.empty() || stride.empty()) return error("kernel, pad or stride is empty");

@@ -72,7 +72,27 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
+std::string describe(const WeightTransform& t) {
+  std::string s = dtype_name(t.stored);
+  if (t.rounded_through) s += std::string("->") + dtype_name(*t.rounded_through);
+  if (!t.is_copy()) s += std::string("->") + dtype_name(t.upload);
+  return s;
+}
+
 namespace {
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+// The conversions a WeightSource knows: float tensors uploaded as f32 or f16, rounded
+// through f16 or bf16 only on the way to f32.
+Status check_transform(const WeightUpload& w) {
+  const WeightTransform& t = w.transform;
+  const bool ok = is_float(t.stored) && (t.upload == DType::f32 || t.upload == DType::f16) &&
+                  (!t.rounded_through || ((*t.rounded_through == DType::f16 || *t.rounded_through == DType::bf16) &&
+                                          t.upload == DType::f32));
+  if (!ok) return error("weight '{}': transform {} is not a conversion a weight source makes", w.source, describe(t));
+  return Status::ok();
+}
 
 // A window [offset, offset+bytes) must lie inside buffer `buffer` of the plan.
 Status check_window(const Plan& plan, uint32_t buffer, uint64_t offset, uint64_t bytes,
@@ -193,6 +213,7 @@ Status validate(const Plan& plan) {
     const WeightUpload& w = plan.weights[i];
     STRATA_RETURN_IF_ERROR(
         check_window(plan, w.buffer, w.offset, w.bytes, fmt::format("weight '{}'", w.source)));
+    STRATA_RETURN_IF_ERROR(check_transform(w));
   }
   for (size_t i = 0; i < plan.dispatches.size(); ++i)
     STRATA_RETURN_IF_ERROR(validate_dispatch(plan, plan.dispatches[i], i));
@@ -265,9 +286,8 @@ std::string describe(const Plan& plan) {
                        usage_name(b.usage));
   }
   for (const WeightUpload& w : plan.weights) {
-    out += fmt::format("weight '{}'{} -> buffer {} @{} ({} bytes)\n", w.source,
-                       w.transform.empty() ? "" : " [" + w.transform + "]", w.buffer, w.offset,
-                       w.bytes);
+    out += fmt::format("weight '{}' [{}] -> buffer {} @{} ({} bytes)\n", w.source, describe(w.transform), w.buffer,
+                       w.offset, w.bytes);
   }
   for (const TensorIO& io : plan.inputs) out += io_line("input", plan, io);
   for (const TensorIO& io : plan.outputs) out += io_line("output", plan, io);

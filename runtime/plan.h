@@ -22,12 +22,15 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace strata::runtime {
 
 // Bumped whenever the meaning of a field changes; part of the plan-cache key.
+// 3: WeightUpload::transform is a typed WeightTransform, not text; programs (states
+//    and entries).
 inline constexpr uint32_t kPlanFormatVersion = 3;
 
 // Component types of a cooperative-matrix shape. The values are those of
@@ -103,12 +106,32 @@ struct BufferDesc {
   BufferUsage usage = BufferUsage::activations;
 };
 
-// One weight: the bytes named `source` (after `transform`, e.g. "pad cin 3->4;
-// repack oihw->o[khw i]; cast f16") go to buffers[buffer] at `offset`.
-// The caller produces the transformed bytes; see WeightSource in executor.h.
+enum class DType { f32, f16, bf16, i32, u32, u8 };
+const char* dtype_name(DType t);
+
+// How a weight's upload bytes are made from the tensor in the store: its elements,
+// stored as `stored`, are (when `rounded_through` is set) rounded to that narrower
+// type, as the interpreter reads a constant whose dtype is narrower than its
+// tensor, and written as `upload` (f32 or f16). Padding and repacking happen in the
+// passes (derived tensors in the store), so they are not a transform's business.
+struct WeightTransform {
+  DType stored = DType::f32;
+  std::optional<DType> rounded_through;
+  DType upload = DType::f32;
+  bool operator==(const WeightTransform&) const = default;
+  // Whether the bytes are copied as stored, unconverted.
+  bool is_copy() const { return !rounded_through && stored == upload; }
+};
+// The steps joined by "->": "f32" or "f16" (a copy), "f16->f32", "f32->f16",
+// "f32->bf16->f32" (rounded through bf16).
+std::string describe(const WeightTransform& t);
+
+// One weight: the bytes named `source`, converted as `transform` says, go to
+// buffers[buffer] at `offset`. The caller produces them; see WeightSource in
+// executor.h (codegen::weight_source for a WeightStore).
 struct WeightUpload {
-  std::string source;     // tensor name in the weight store
-  std::string transform;  // human-readable; the producer of the bytes applies it
+  std::string source;          // tensor name in the weight store
+  WeightTransform transform;
   uint32_t buffer = 0;
   uint64_t offset = 0;
   uint64_t bytes = 0;
@@ -134,9 +157,6 @@ struct DispatchDesc {
   std::array<uint32_t, 3> grid = {1, 1, 1};  // workgroup counts
   std::string label;                     // e.g. the graph node; for profiles/errors
 };
-
-enum class DType { f32, f16, bf16, i32, u32, u8 };
-const char* dtype_name(DType t);
 
 // A graph input or output: `bytes` bytes at buffers[buffer] + offset, holding a
 // tensor of `shape`/`dtype` stored in `layout` (descriptive, e.g. "nchw").

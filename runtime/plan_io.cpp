@@ -399,7 +399,10 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
   w.u64(plan.weights.size());
   for (const WeightUpload& u : plan.weights) {
     w.str(u.source);
-    w.str(u.transform);
+    w.u32(static_cast<uint32_t>(u.transform.stored));
+    w.boolean(u.transform.rounded_through.has_value());
+    w.u32(static_cast<uint32_t>(u.transform.rounded_through.value_or(DType::f32)));
+    w.u32(static_cast<uint32_t>(u.transform.upload));
     w.u32(u.buffer);
     w.u64(u.offset);
     w.u64(u.bytes);
@@ -510,10 +513,14 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes) {
     b.usage = rr.enumeration("usage", usage_name);
     return b;
   });
-  read_section(r, kTagWeights, "weight", 8 + 8 + 4 + 8 + 8, plan.weights, [](Reader& rr) {
+  read_section(r, kTagWeights, "weight", 8 + 4 + 1 + 4 + 4 + 4 + 8 + 8, plan.weights, [](Reader& rr) {
     WeightUpload u;
     u.source = rr.str("source");
-    u.transform = rr.str("transform");
+    u.transform.stored = rr.enumeration("transform stored", dtype_name);
+    const bool rounded = rr.boolean("transform rounded");
+    const DType through = rr.enumeration("transform rounded_through", dtype_name);
+    if (rounded) u.transform.rounded_through = through;
+    u.transform.upload = rr.enumeration("transform upload", dtype_name);
     u.buffer = rr.u32("buffer");
     u.offset = rr.u64("offset");
     u.bytes = rr.u64("bytes");

@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include "codegen/codegen.h"
+#include "codegen/kernel_config.h"
 #include "ir/cost.h"
 #include "ir/dot.h"
 #include "ir/interpreter.h"
@@ -46,7 +47,8 @@ const char* kUsage =
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
-    "                [--binding-limit BYTES] [--explain-bands] [--backend cpu] [--save-plan FILE]\n"
+    "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
+    "                [--save-plan FILE]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
     "  strata inspect PLAN_FILE [--format text|json]\n"
@@ -61,7 +63,8 @@ const char* kUsage =
     "the passes' reports and the plan (dispatches, pipelines, buffers); --backend cpu stops after\n"
     "the passes. --binding-limit caps every storage-buffer binding (default: the device's\n"
     "maxStorageBufferRange); large conv and norm nodes then run in bands of rows, and\n"
-    "--explain-bands prints them. Byte sizes are integers with an optional B, KiB, MiB, GiB or\n"
+    "--explain-bands prints them; --explain-kernels prints each node's kernel config (file,\n"
+    "variant, tile, workgroup, push constants, dispatch grids and windows). Byte sizes are integers with an optional B, KiB, MiB, GiB or\n"
     "TiB suffix (64KiB, 8GiB); fractions are rejected. --save-plan writes the compiled plan to\n"
     "FILE (docs/PLAN_FORMAT.md); inspect prints what a plan file holds: pipelines, buffers,\n"
     "weights, dispatches by kind, bands, inputs and outputs.\n"
@@ -431,7 +434,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
 // executor: what a decode would run, and how big it is.
 int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
-                                   {"save-plan", true, "write the plan to FILE (see `strata inspect`)"}});
+                                   {"save-plan", true, "write the plan to FILE (see `strata inspect`)"},
+                                   {"explain-kernels", false, "print each node's kernel config (codegen/kernel_config.h)"}});
   for (const auto& spec : run_option_specs())
     if (spec.name != "check-range" && spec.name != "profile" && spec.name != "pipeline-stats")
       specs.push_back(spec);
@@ -465,6 +469,11 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     plan = &loaded->plan();
   }
   out << buffer_summary(*plan);
+  if (a->has("explain-kernels")) {
+    auto configs = codegen::kernel_configs(loaded ? loaded->graph : compiled->graph, *plan);
+    if (!configs) return fail(err, configs.status());
+    out << codegen::explain_kernels(*configs);
+  }
   if (auto path = a->get("save-plan")) {
     if (Status s = runtime::write_plan_file(*path, *plan); !s.is_ok()) return fail(err, s);
     out << "wrote plan " << *path << "\n";

@@ -92,8 +92,10 @@ TEST(CodegenPlan, OutputsThatAreInputsConstantsOrRepeated) {
   auto plan = codegen::compile_plan(g, w, lavapipe_like());
   ASSERT_TRUE(plan) << plan.message();
   ASSERT_EQ(plan->weights.size(), 2u);
-  EXPECT_EQ(plan->weights[0].transform, "f16->f32");
-  EXPECT_EQ(plan->weights[1].transform, "f32->bf16->f32");
+  EXPECT_EQ(describe(plan->weights[0].transform), "f16->f32");
+  EXPECT_EQ(plan->weights[1].transform,
+            (runtime::WeightTransform{runtime::DType::f32, runtime::DType::bf16, runtime::DType::f32}));
+  EXPECT_EQ(describe(plan->weights[1].transform), "f32->bf16->f32");
   for (const auto& o : plan->outputs) EXPECT_EQ(plan->buffers[o.buffer].name, "output") << o.name;
   EXPECT_EQ(plan->outputs[0].offset, plan->outputs[4].offset);
   auto r = testing::run_both(g, w, {random_tensor({2, 3, 4, 4}, 13)});

@@ -242,10 +242,10 @@ TEST(CodegenStorage, HalfConvGemmWeightsUploadAsHalf) {
   auto plan = codegen::compile_plan(g, w, codegen::Target{});
   ASSERT_TRUE(plan) << plan.message();
   ASSERT_EQ(plan->weights.size(), 3u);
-  EXPECT_EQ(plan->weights[0].transform, "f16");
+  EXPECT_EQ(describe(plan->weights[0].transform), "f16");
   EXPECT_EQ(plan->weights[0].bytes, 108u * 2);
-  EXPECT_EQ(plan->weights[1].transform, "f32->f16");
-  EXPECT_EQ(plan->weights[2].transform, "f32->f16->f32");
+  EXPECT_EQ(describe(plan->weights[1].transform), "f32->f16");
+  EXPECT_EQ(describe(plan->weights[2].transform), "f32->f16->f32");
   auto r = testing::run_both(g, w, {random_tensor({1, 3, 6, 6}, 13)});
   ASSERT_EQ(r.vulkan.size(), 3u);
   for (size_t i = 0; i < 2; ++i) expect_close(r.vulkan[i], r.interpreter[i], 1e-3, 1e-4);

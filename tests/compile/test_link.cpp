@@ -25,8 +25,8 @@ Plan part(const std::string& kernel, uint64_t act_bytes, uint64_t weight_at, boo
   p.pipelines = {pipeline(kernel)};
   p.buffers = {BufferDesc{"weights", 512, BufferUsage::weights}, BufferDesc{"activations", act_bytes},
                BufferDesc{"input", 256, BufferUsage::input}, BufferDesc{"output", 256, BufferUsage::output}};
-  if (two_weights) p.weights = {WeightUpload{"w0", "f32", 0, 0, 256}, WeightUpload{"w1", "f32", 0, 256, 256}};
-  else p.weights = {WeightUpload{"w1", "f32", 0, 0, 256}};
+  if (two_weights) p.weights = {WeightUpload{"w0", {}, 0, 0, 256}, WeightUpload{"w1", {}, 0, 256, 256}};
+  else p.weights = {WeightUpload{"w1", {}, 0, 0, 256}};
   DispatchDesc d;
   d.bindings = {{0, weight_at, 256, Access::read}, {2, 0, 256, Access::read}, {1, 0, act_bytes, Access::write},
                 {3, 0, 256, Access::write}};

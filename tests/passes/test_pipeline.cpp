@@ -3,6 +3,8 @@
 
 #include "passes/passes.h"
 
+#include <fmt/format.h>
+
 namespace strata {
 namespace {
 
@@ -80,6 +82,68 @@ TEST(Pipeline, VerifierFailureNamesThePassAndTheNode) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.message().rfind("after pass 'canonicalize': ", 0), 0u) << s.message();
   EXPECT_NE(s.message().find("bad.silu"), std::string::npos) << s.message();
+  // Then the graph it rejected, whole (it is small), in the text form.
+  const std::string dump = "\nthe graph pass 'canonicalize' produced:\n"
+                           "graph @main(%x: f32[1,2]) {\n"
+                           "  %y: f32[1,3] = silu \"bad.silu\" (%x)\n"
+                           "  return %y\n"
+                           "}\n";
+  EXPECT_NE(s.message().find(dump), std::string::npos) << s.message();
+}
+
+TEST(Pipeline, PassFailurePrintsThePassInput) {
+  // A binding limit below every weight: split_bands fails. The message names the pass
+  // and prints the graph it was given, i.e. the graph after lower_precision.
+  WeightStore store;
+  Graph g = small_graph(store);
+  CompileOptions options;
+  options.binding_limit = 64;
+  WeightStore other_store;
+  Graph expected_input = small_graph(other_store);
+  {
+    CompileOptions upto = options;
+    upto.stop_after = "lower_precision";
+    PassContext ctx{upto, other_store, {}};
+    ASSERT_TRUE(run_pipeline(expected_input, ctx).is_ok());
+  }
+  PassContext ctx{options, store, {}};
+  Status s = run_pipeline(g, ctx);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message().rfind("pass 'split_bands': ", 0), 0u) << s.message();
+  const std::string dump = "\nthe graph pass 'split_bands' failed on (its input):\n" + print_graph(expected_input);
+  EXPECT_NE(s.message().find(dump), std::string::npos) << s.message();
+}
+
+TEST(Pipeline, LargeGraphFailurePrintsAnExcerptAroundTheNode) {
+  // 300 silus in a chain, the 150th declaring the wrong shape: the message shows the
+  // lines around it, not the whole graph, and says where the whole graph is.
+  Graph g;
+  ValueId v = g.add_input("x", TensorType{{1, 2}, DType::f32, {}});
+  for (int i = 0; i < 300; ++i) {
+    ValueId y = g.add_value(fmt::format("s{}", i), TensorType{{1, i == 150 ? 3 : 2}, DType::f32, {}});
+    g.add_node(Node{Op::silu, fmt::format("s{}", i), {}, {v}, {y}});
+    v = y;
+  }
+  g.mark_output(v);
+  WeightStore store;
+  CompileOptions options;
+  PassContext ctx{options, store, {}};
+  Status s = run_pipeline(g, ctx);
+  ASSERT_FALSE(s.is_ok());
+  const std::string& m = s.message();
+  EXPECT_NE(m.find("node 's150'"), std::string::npos) << m;
+  EXPECT_NE(m.find("\n  %s150: f32[1,3] = silu \"s150\" (%s149)\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\n  %s138: f32[1,2] = silu \"s138\" (%s137)\n"), std::string::npos) << m;  // 12 before
+  EXPECT_NE(m.find("\n  %s162: f32[1,2] = silu \"s162\" (%s161)\n"), std::string::npos) << m;  // 12 after
+  EXPECT_EQ(m.find("\"s137\""), std::string::npos) << m;
+  EXPECT_EQ(m.find("\"s163\""), std::string::npos) << m;
+  // Lines 2..139 and 165..301 (1-based) are cut; the header and the return stay.
+  EXPECT_NE(m.find("graph @main(%x: f32[1,2]) {\n  // ... 138 lines\n  %s138:"), std::string::npos) << m;
+  EXPECT_NE(m.find("(%s161)\n  // ... 137 lines\n  return %s299\n}\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("// lines 140-164 of 303 around node line 152; the whole graph: rerun pass 'canonicalize' on its "
+                   "input, the model's graph (`strata graph` without --stage)"),
+            std::string::npos)
+      << m;
 }
 
 TEST(Pipeline, FullPipelineRunsAndVerifies) {

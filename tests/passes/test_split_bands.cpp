@@ -139,7 +139,7 @@ std::vector<uint64_t> windows(const Graph& g, const Node& n, RowRange kept) {
   std::vector<uint64_t> bytes;
   if (n.op == Op::conv_gemm) {
     std::vector<RowOp> ops;
-    if (n.attrs.get_string("gather") == "upsample2x") ops.push_back(RowOp::make_upsample(2));
+    if (*conv_gather(n.attrs) == GatherKind::upsample2x) ops.push_back(RowOp::make_upsample(2));
     ops.push_back(RowOp::make_conv(n.attrs.get_ints("kernel")[0], n.attrs.get_ints("pad", {0, 0})[0],
                                    n.attrs.get_ints("stride", {1, 1})[0]));
     x_rows = needed_rows(ops, x.shape[2], kept);

@@ -300,8 +300,8 @@ TEST_P(RuntimeExecutorTest, WeightsUploadedOnce) {
   p.buffers = {{"x", kBytes, BufferUsage::input},
                {"weights", bias_offset + kBytes, BufferUsage::weights},
                {"y", kBytes, BufferUsage::output}};
-  p.weights = {WeightUpload{"layer.weight", "none", 1, 0, kBytes},
-               WeightUpload{"layer.bias", "none", 1, bias_offset, kBytes}};
+  p.weights = {WeightUpload{"layer.weight", {}, 1, 0, kBytes},
+               WeightUpload{"layer.bias", {}, 1, bias_offset, kBytes}};
   p.dispatches = {dispatch(0,
                            {{0, 0, kBytes, Access::read}, {1, 0, kBytes, Access::read},
                             {1, bias_offset, kBytes, Access::read}, {2, 0, kBytes, Access::write}},

@@ -98,7 +98,7 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
   });
   d.list("weights", a.weights, b.weights, [&](const std::string& p, const WeightUpload& x, const WeightUpload& y) {
     d.field(p + ".source", x.source, y.source);
-    d.field(p + ".transform", x.transform, y.transform);
+    d.field(p + ".transform", describe(x.transform), describe(y.transform));
     d.field(p + ".buffer", x.buffer, y.buffer);
     d.field(p + ".offset", x.offset, y.offset);
     d.field(p + ".bytes", x.bytes, y.bytes);

@@ -99,7 +99,7 @@ TEST(RuntimePlan, ValidateNamesTheBrokenPart) {
   EXPECT_EQ(validate(p).message(), "input 'latent': window [0, 5000) exceeds buffer 'a' of 4096 bytes");
 
   p = two_buffer_plan();
-  p.weights = {WeightUpload{"conv.weight", "", 3, 0, 16}};
+  p.weights = {WeightUpload{"conv.weight", {}, 3, 0, 16}};
   EXPECT_EQ(validate(p).message(), "weight 'conv.weight': buffer index 3 out of range (2 buffers)");
 }
 

@@ -69,8 +69,8 @@ Plan full_plan() {
                BufferDesc{"out", 12288, BufferUsage::output},
                BufferDesc{"scratch", 256, BufferUsage::scratch},
                BufferDesc{"host", 65536, BufferUsage::host_activations}};
-  p.weights = {WeightUpload{"decoder.conv_in.weight", "pad cin 16->64; repack oihw->o[khw i]; cast f16", 0, 0, 73728},
-               WeightUpload{"decoder.conv_in.bias", "", 0, 73728, 256}};
+  p.weights = {WeightUpload{"decoder.conv_in.weight", {DType::f32, std::nullopt, DType::f16}, 0, 0, 73728},
+               WeightUpload{"decoder.conv_in.bias", {DType::f32, DType::bf16, DType::f32}, 0, 73728, 256}};
 
   DispatchDesc d0;
   d0.pipeline = 0;

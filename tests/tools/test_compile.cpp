@@ -53,6 +53,21 @@ TEST(Cli, CompileExplainsBands) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
 }
 
+TEST(Cli, CompileExplainsKernels) {
+  // f32 flux-small at 64² with the 160 KiB limit above: every node's config, the
+  // banded conv_out with one dispatch per band (4) and its per-band row0.
+  Result r = run({"compile", "--arch", "flux-small", "--latent-shape", "16x8x8", "--precision", "f32",
+                  "--binding-limit", "160KiB", "--no-cache", "--explain-kernels"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const size_t at = r.out.find("node 'decoder.conv_out' (conv_gemm)\n  kernel conv_gemm.comp\n");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string conv_out = r.out.substr(at, r.out.find("\nnode '", at + 1) - at);
+  for (const char* line : {"  tile BK=16 BM=8 BN=128 TM=1 TN=4\n", "  workgroup 256x1x1\n", "    @0 uint ci = ",
+                           "  dispatch band 4/4 grid ", "    push row0=51"})
+    EXPECT_NE(conv_out.find(line), std::string::npos) << line << "\n" << conv_out;
+  EXPECT_NE(r.out.find("(norm_act)\n  kernel norm_act_stats"), std::string::npos) << r.out;
+}
+
 TEST(Cli, CompileRejectsABadByteSize) {
   Result r = run({"compile", "--arch", "flux-small", "--latent-shape", "16x8x8", "--binding-limit", "12XB"});
   EXPECT_EQ(r.code, 2);

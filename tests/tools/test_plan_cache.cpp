@@ -198,6 +198,16 @@ TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
     const char* reported;
   };
   const Damage damages[] = {
+      // A plan of the previous format (version 2 wrote weight transforms as text):
+      // the header's version decides before anything else is read.
+      {"plan.strata of the previous format version",
+       [&] {
+         std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(8);
+         const char old = static_cast<char>(runtime::kPlanFormatVersion - 1);
+         f.write(&old, 1);
+       },
+       "format version 2"},
       {"flipped byte in plan.strata",
        [&] {
          std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
