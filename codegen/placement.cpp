@@ -154,10 +154,16 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   // assignments, where the planner packs it; with them, at its planned offset in
   // "act" or "host", the rest one after the other past the planned "act" range.
   std::vector<std::optional<BufferAssignment>> place(nv);
+  std::vector<ValueId> root;  // the value whose storage each value uses
   if (!planned) {
-    place = plan_memory(g, MemoryRequest{homes, align, true}).place;
+    MemoryPlan plan = plan_memory(g, MemoryRequest{homes, align, true});
+    place = std::move(plan.place);
+    root = std::move(plan.lives.root);
   } else {
+    // Results written in place have their own planned place (their operand's), so
+    // each is its own root here; check_memory_plan allows the overlap.
     const StorageLives lives = storage_lives(g, homes, false);
+    root = lives.root;
     uint64_t end = 0;
     for (const Value& v : g.values())
       if (planned_pool(v) && arena_value[static_cast<size_t>(v.id)]) {
@@ -183,10 +189,9 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
   STRATA_RETURN_IF_ERROR(check_memory_plan(g, homes, place, align));
 
   // Locations: each root at its place; a value sharing storage at its root's.
-  const StorageLives lives = storage_lives(g, homes, !planned);
   for (const Value& v : g.values()) {
     const auto i = static_cast<size_t>(v.id);
-    const ValueId r = lives.root[i];
+    const ValueId r = root[i];
     if (r == v.id && !place[i]) continue;  // a host slot, a weight, or not stored
     const std::optional<BufferAssignment>& at = place[static_cast<size_t>(r)];
     if (r != v.id && !at) {  // an alias of a value in a host slot or the weights

@@ -26,8 +26,8 @@ bool overlap_in_time(const Block& a, const Block& b) { return a.first <= b.last 
 
 // Places `todo` (largest first; ties by first, then id) around `placed` (pinned, at
 // their offsets), each at the lowest multiple of `alignment` where it overlaps no
-// placed block alive at the same time. Sizes are multiples of `alignment`.
-void pack(std::vector<Block>& placed, std::vector<Block> todo) {
+// placed block alive at the same time.
+void pack(std::vector<Block>& placed, std::vector<Block> todo, uint64_t alignment) {
   std::stable_sort(todo.begin(), todo.end(), [](const Block& x, const Block& y) {
     if (x.bytes != y.bytes) return x.bytes > y.bytes;
     if (x.first != y.first) return x.first < y.first;
@@ -43,7 +43,7 @@ void pack(std::vector<Block>& placed, std::vector<Block> todo) {
     uint64_t offset = 0;
     for (const Block* o : live) {
       if (offset + b.bytes <= o->offset) break;
-      offset = std::max(offset, o->offset + o->bytes);
+      offset = std::max(offset, align_up(o->offset + o->bytes, alignment));
     }
     b.offset = offset;
     placed.push_back(b);
@@ -192,7 +192,7 @@ MemoryPlan plan_memory(const Graph& g, const MemoryRequest& request) {
   for (size_t n : p.lives.in_place) p.unshared_bytes += p.bytes[at(g.nodes()[n].outputs[0])];
   for (auto& [name, blocks] : arenas) {
     std::vector<Block>& placed = blocks.first;
-    pack(placed, std::move(blocks.second));
+    pack(placed, std::move(blocks.second), request.alignment);
     uint64_t& size = p.arenas[name];
     for (const Block& b : placed) {
       p.place[at(b.v)] = BufferAssignment{name, b.offset};

@@ -8,7 +8,9 @@
 // outputs, host slots, weights), optionally pinned at a given offset of a named arena,
 // where planned values alive at the same time keep clear of them (a later Program can
 // pin state or another plan's values this way); `none` values take no storage the
-// planner knows of.
+// planner knows of. A pinned value blocks its bytes over its life; state that must
+// outlive a run is a graph input or output there, alive from before the first node or
+// to after the last.
 //
 // What the planner owns:
 //   - Sizes: a value takes buffer_bytes(type, alignment): its stored elements
