@@ -229,10 +229,11 @@ Status check_memory_plan(const Graph& g, const std::vector<ValueHome>& homes,
   std::stable_sort(blocks.begin(), blocks.end(), [&](const Block& a, const Block& b) {
     return std::tie(arena(a), a.offset) < std::tie(arena(b), b.offset);
   });
+  auto starts_inside = [&](const Block& b, const Block& a) {
+    return arena(b) == arena(a) && b.offset < a.offset + a.bytes;
+  };
   for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t j = i + 1;
-         j < blocks.size() && arena(blocks[j]) == arena(blocks[i]) && blocks[j].offset < blocks[i].offset + blocks[i].bytes;
-         ++j) {
+    for (size_t j = i + 1; j < blocks.size() && starts_inside(blocks[j], blocks[i]); ++j) {
       const Block &a = blocks[i], &b = blocks[j];
       if (may_share_bytes(g, lives, a.v, b.v) && (!lives.alive_together(a.v, b.v) || a.offset == b.offset)) continue;
       return error("planned buffers overlap: %{} ({} bytes at {}+{}) and %{} ({} bytes at {}+{}) are alive together",

@@ -56,13 +56,13 @@ MemoryRequest pass_request(const Graph& g, bool in_place) {
     in += buffer_bytes(g.value(v).type, r.alignment);
   }
   for (ValueId v : g.outputs()) {
-    if (r.homes[static_cast<size_t>(v)].storage != Storage::planned) continue;  // listed twice, an input or a constant
+    // Listed twice, an input or a constant: it keeps that home.
+    if (r.homes[static_cast<size_t>(v)].storage != Storage::planned) continue;
     r.homes[static_cast<size_t>(v)] = ValueHome{Storage::fixed, {kOutputArena, out}};
     out += buffer_bytes(g.value(v).type, r.alignment);
   }
   return r;
 }
-
 
 uint64_t BufferSummary::arena_bytes(const std::string& name) const {
   for (const ArenaSize& a : arenas)
