@@ -16,28 +16,30 @@
 //   "weights"     every constant some node or output reads, each at an aligned
 //                 offset, uploaded once (see codegen/weight_transform.h); two constants
 //                 naming the same tensor with the same dtype share one upload.
-//   "activations" the arena for all other values. Walking the nodes in order, a
-//                 node's outputs are allocated first-fit over the freed ranges (the
-//                 arena grows when none fits), then every value whose last reader was
-//                 this node is freed; a node's outputs therefore never overlap its
-//                 inputs. Staged inputs are allocated before the first node; values
-//                 converted into an output slot at the end are never freed. A reshape
-//                 that is not a graph output and whose operand and result hold the
-//                 same bytes (one storage type; both row major, or one layout and
-//                 shape) aliases its operand's storage (no copy) and extends that
-//                 storage's lifetime to its own readers.
+//   "activations" the arena for all other values, laid out by the memory planner
+//                 (passes/memory_plan.h), which owns the rules: reshapes that hold
+//                 their operand's bytes alias its storage (no copy), norm_act nodes
+//                 write in place over an operand that dies there, values alive at
+//                 the same time never overlap otherwise. Placement tells it who stores
+//                 what: host slots and weights are ours (fixed); staged inputs that
+//                 are read and every intermediate not in an output slot are planned.
+//                 Staged inputs live from before the first node, values converted
+//                 into an output slot to the end.
 //   "activations (host)"  values plan_buffers moved out of device memory to meet a
 //                 memory budget (arena "host"), at their planned offsets, in memory
 //                 the runtime allocates host-visible (BufferUsage::host_activations).
-// When the graph carries buffer assignments (Value::buffer, from passes/plan_buffers),
-// the arena follows them instead: every arena value assigned to "act" sits at its
-// planned offset, the rest (staged inputs and outputs, which that pass keeps in its
-// own "in" / "out" arenas) after the planned range. The assignments are checked, not
-// trusted: an offset the target cannot bind, or two values alive together that
-// overlap with the bytes codegen stores, is an error naming them.
+// When the graph carries no buffer assignments (plan_buffers did not run), the
+// planner packs the arena here (plan_memory, in place on). When it does (Value::buffer,
+// from passes/plan_buffers), the arena follows them: every arena value assigned to
+// "act" sits at its planned offset, the rest (staged inputs and outputs, which that
+// pass keeps in its own "in" / "out" arenas) after the planned range, one after the
+// other. Either way the places are checked, not trusted (check_memory_plan): an offset
+// the target cannot bind, or two values alive together that overlap with the bytes
+// codegen stores where the planner's rules do not allow it, is an error naming them.
 // Offsets and sizes are multiples of max(target alignment, 16) bytes. A value takes
-// physical_elements × storage bytes (codegen/storage.h): f32 and bf16 values 4 bytes
-// per element, f16 values 2, nhwc and padded layouts counting their padding slots.
+// physical_elements × storage bytes (codegen/storage.h, the planner's buffer_bytes):
+// f32 and bf16 values 4 bytes per element, f16 values 2, padded layouts counting
+// their padding slots.
 // Constants are stored as f32, except f16 constants read only as conv_gemm weights,
 // which are uploaded as f16.
 #pragma once

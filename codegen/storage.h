@@ -19,6 +19,7 @@
 
 #include "codegen/shader_compiler.h"
 #include "ir/types.h"
+#include "passes/memory_plan.h"
 
 #include <cstdint>
 #include <string>
@@ -26,8 +27,9 @@
 
 namespace strata::codegen {
 
-// The storage dtype of an activation of dtype `t` (f16 -> f16, else f32).
-inline DType activation_storage(DType t) { return t == DType::f16 ? DType::f16 : DType::f32; }
+// The storage dtype of an activation of dtype `t` (f16 -> f16, else f32): the memory
+// planner's (passes/memory_plan.h), which sizes values the same way.
+inline DType activation_storage(DType t) { return stored_dtype(t); }
 
 // Bytes per stored element of storage dtype `s` (f32 or f16).
 inline uint32_t storage_bytes(DType s) { return s == DType::f16 ? 2u : 4u; }
@@ -80,11 +82,8 @@ inline std::vector<int64_t> physical_strides(const TensorType& t) {
   return s;
 }
 
-// Stored elements (padding slots included).
-inline int64_t physical_elements(const TensorType& t) {
-  if (t.rank() < 2 || t.shape[1] == 0) return t.elements();
-  return t.elements() / t.shape[1] * stored_channels(t);
-}
+// Stored elements (padding slots included): the memory planner's count.
+inline int64_t physical_elements(const TensorType& t) { return stored_elements(t); }
 
 // Whether the physical order is the logical row-major order (no padding).
 inline bool is_row_major(const TensorType& t) { return physical_strides(t) == physical_strides(TensorType{t.shape, DType::f32, Layout{}}); }

@@ -54,9 +54,9 @@ struct CompileOptions {
   // enough.
   uint64_t memory_budget = 0;
   // plan_buffers lets a node write its result over an operand whose life ends there
-  // (passes/plan_buffers.h, may_run_in_place: a norm_act over its x), and schedule
+  // (passes/memory_plan.h, may_run_in_place: a norm_act over its x), and schedule
   // orders nodes so that such operands die early (codegen/placement.cpp accepts these
-  // overlaps: written_in_place).
+  // overlaps by the same planner's rules: may_share_bytes).
   bool write_in_place = true;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;

@@ -5,18 +5,17 @@
 //   - "in": each graph input at its own offset, in graph-input order.
 //   - "out": each graph output at its own offset, in graph-output order (a value listed
 //     twice has one place); an output lives for the whole run.
-//   - "act": every other intermediate. A value lives from the node that writes it to
-//     the last node that reads it (or its aliases), both inclusive, so a node's results
-//     never overlap its operands — except in place, below. Values are placed greedily
-//     by size (largest first; ties by definition order, then id), each at the lowest
-//     256-byte-aligned offset where it overlaps no placed value that is alive at the
-//     same time.
-//   - Aliases (is_buffer_alias: a reshape whose operand and result have the same
-//     layout and dtype) take their operand's place; its life extends to theirs.
+//   - "act": every other intermediate, packed by the memory planner
+//     (passes/memory_plan.h, plan_memory with pass_request): a value lives from the
+//     node that writes it to the last node that reads it (or its aliases), both
+//     inclusive; values are placed largest first, each at the lowest 256-byte-aligned
+//     offset where it overlaps no placed value alive at the same time.
+//   - Aliases (is_buffer_alias: a reshape whose operand and result hold the same
+//     bytes) take their operand's place; its life extends to theirs.
 //   - In place (CompileOptions::write_in_place): a node that may_run_in_place (a
 //     norm_act, x and y of one type) where x's storage is last read takes x's place
-//     for its result, and x's life extends to the result's (buffer_lives).
-// Sizes are buffer_bytes(type): NHWC padding and f16 storage count as stored.
+//     for its result, and x's life extends to the result's.
+// Sizes are buffer_bytes(type): padding slots and the stored element type count.
 // Logs bytes before (one buffer per activation) and after (the arenas), the aliases
 // and the nodes run in place.
 //
@@ -45,74 +44,24 @@
 
 namespace strata {
 
-uint64_t buffer_bytes(const TensorType& t) {
-  uint64_t elements = static_cast<uint64_t>(t.elements());
-  if (t.layout.kind == LayoutKind::nhwc && t.rank() >= 2 && t.shape[1] > 0 && t.layout.padded_channels > t.shape[1])
-    elements = elements / static_cast<uint64_t>(t.shape[1]) * static_cast<uint64_t>(t.layout.padded_channels);
-  uint64_t bytes = elements * dtype_size(t.dtype);
-  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-}
-
-bool is_buffer_alias(const Graph& g, const Node& n) {
-  if (n.op != Op::reshape || n.inputs.empty() || n.outputs.size() != 1) return false;
-  const Value& in = g.value(n.inputs[0]);
-  const Value& out = g.value(n.outputs[0]);
-  if (in.kind == ValueKind::constant) return false;
-  if (std::find(g.outputs().begin(), g.outputs().end(), out.id) != g.outputs().end()) return false;
-  if (in.type.dtype != out.type.dtype || in.type.layout != out.type.layout) return false;
-  return in.type.layout.kind == LayoutKind::logical || in.type.shape == out.type.shape;
-}
-
-bool may_run_in_place(const Graph& g, const Node& n) {
-  if (n.op != Op::norm_act || n.inputs.empty() || n.outputs.size() != 1) return false;
-  const Value& x = g.value(n.inputs[0]);
-  const Value& y = g.value(n.outputs[0]);
-  if (x.kind != ValueKind::intermediate || x.type != y.type) return false;
-  const auto& outs = g.outputs();
-  if (std::find(outs.begin(), outs.end(), x.id) != outs.end() || std::find(outs.begin(), outs.end(), y.id) != outs.end())
-    return false;
-  return std::count(n.inputs.begin(), n.inputs.end(), x.id) == 1;  // x not also read as γ, β or bias
-}
-
-BufferLives buffer_lives(const Graph& g, bool in_place) {
-  const size_t nv = g.values().size();
-  const auto end = static_cast<int64_t>(g.nodes().size());
-  BufferLives b;
-  b.root.resize(nv);
-  b.first.assign(nv, -1);
-  b.last.assign(nv, -1);
-  auto at = [](ValueId v) { return static_cast<size_t>(v); };
-  for (size_t v = 0; v < nv; ++v) b.root[v] = static_cast<ValueId>(v);
-  for (int64_t i = 0; i < end; ++i) {
-    const Node& n = g.nodes()[static_cast<size_t>(i)];
-    for (ValueId in : n.inputs)
-      if (in != kNoValue) b.last[at(b.root[at(in)])] = i;
-    for (ValueId out : n.outputs) {
-      if (is_buffer_alias(g, n)) b.root[at(out)] = b.root[at(n.inputs[0])];
-      const ValueId r = b.root[at(out)];
-      if (r == out) b.first[at(out)] = i;
-      b.last[at(r)] = std::max(b.last[at(r)], i);
-    }
+MemoryRequest pass_request(const Graph& g, bool in_place) {
+  MemoryRequest r;
+  r.in_place = in_place;
+  r.homes.resize(g.values().size());
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::constant) r.homes[static_cast<size_t>(v.id)] = ValueHome{Storage::none, {}};
+  uint64_t in = 0, out = 0;
+  for (ValueId v : g.inputs()) {
+    r.homes[static_cast<size_t>(v)] = ValueHome{Storage::fixed, {kInputArena, in}};
+    in += buffer_bytes(g.value(v).type, r.alignment);
   }
-  if (!in_place) return b;
-  // A node writes over x when x's storage (x and its aliases) is last read there; y's
-  // storage (y and its aliases) then joins x's. In node order, so a chain of such
-  // nodes shares one place.
-  for (int64_t i = 0; i < end; ++i) {
-    const Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (!may_run_in_place(g, n)) continue;
-    const ValueId r = b.root[at(n.inputs[0])], y = n.outputs[0];
-    const auto& outs = g.outputs();
-    if (g.value(r).kind != ValueKind::intermediate || std::find(outs.begin(), outs.end(), r) != outs.end() ||
-        b.last[at(r)] != i || b.root[at(y)] != y)
-      continue;
-    for (ValueId& root : b.root)
-      if (root == y) root = r;
-    b.last[at(r)] = std::max(b.last[at(r)], b.last[at(y)]);
-    b.first[at(y)] = b.last[at(y)] = -1;
-    b.in_place.push_back(static_cast<size_t>(i));
+  for (ValueId v : g.outputs()) {
+    // Listed twice, an input or a constant: it keeps that home.
+    if (r.homes[static_cast<size_t>(v)].storage != Storage::planned) continue;
+    r.homes[static_cast<size_t>(v)] = ValueHome{Storage::fixed, {kOutputArena, out}};
+    out += buffer_bytes(g.value(v).type, r.alignment);
   }
-  return b;
+  return r;
 }
 
 uint64_t BufferSummary::arena_bytes(const std::string& name) const {
@@ -124,8 +73,9 @@ uint64_t BufferSummary::arena_bytes(const std::string& name) const {
 BufferSummary summarize_buffers(const Graph& g) {
   BufferSummary s;
   std::vector<bool> alias(g.values().size(), false);
+  const std::vector<ValueHome> homes = pass_request(g, false).homes;
   for (const Node& n : g.nodes())
-    if (is_buffer_alias(g, n)) alias[static_cast<size_t>(n.outputs[0])] = true;
+    if (is_buffer_alias(g, n, homes)) alias[static_cast<size_t>(n.outputs[0])] = true;
   std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
   for (const char* name : {kActivationArena, kInputArena, kOutputArena}) s.arenas.push_back({name, 0});
   for (const Value& v : g.values()) {
@@ -148,78 +98,45 @@ BufferSummary summarize_buffers(const Graph& g) {
 
 namespace {
 
-struct Block {
-  ValueId root;
-  uint64_t bytes;
-  int64_t first, last;  // node indices, inclusive
-  uint64_t offset = 0;
-};
-
-bool overlap(const Block& a, const Block& b) { return a.first <= b.last && b.first <= a.last; }
-
 std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 std::string gib(uint64_t bytes) {
   return bytes >= (1ull << 30) ? fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)) : mib(bytes);
 }
 
-// Places the blocks with spilled[i] == host (largest first; ties by definition order,
-// then id), each at the lowest offset where it overlaps no placed block alive at the
-// same time. Returns the arena's size.
-uint64_t pack(std::vector<Block>& blocks, const std::vector<bool>& spilled, bool host) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < blocks.size(); ++i)
-    if (spilled[i] == host) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Block &x = blocks[a], &y = blocks[b];
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    if (x.first != y.first) return x.first < y.first;
-    return x.root < y.root;
-  });
-  std::vector<size_t> placed;
-  uint64_t arena = 0;
-  for (size_t i : order) {
-    Block& b = blocks[i];
-    std::vector<const Block*> live;
-    for (size_t j : placed)
-      if (overlap(b, blocks[j])) live.push_back(&blocks[j]);
-    std::sort(live.begin(), live.end(), [](const Block* x, const Block* y) {
-      return x->offset != y->offset ? x->offset < y->offset : x->root < y->root;
-    });
-    uint64_t offset = 0;
-    for (const Block* o : live) {
-      if (offset + b.bytes <= o->offset) break;
-      offset = std::max(offset, o->offset + o->bytes);
-    }
-    b.offset = offset;
-    arena = std::max(arena, offset + b.bytes);
-    placed.push_back(i);
+// The "act" root to move to "host" next, among those alive at the node where the
+// "act" roots' live bytes peak: the smallest of at least `excess` bytes, else the
+// largest (ties: longer life, then lower id).
+std::optional<ValueId> victim_at_peak(const Graph& g, const MemoryRequest& request, const MemoryPlan& plan,
+                                      uint64_t excess) {
+  const StorageLives& lives = plan.lives;
+  const auto nodes = static_cast<int64_t>(g.nodes().size());
+  std::vector<ValueId> act;
+  for (const Value& v : g.values()) {
+    const auto i = static_cast<size_t>(v.id);
+    if (request.homes[i].storage == Storage::planned && request.homes[i].place.arena == kActivationArena &&
+        lives.root[i] == v.id)
+      act.push_back(v.id);
   }
-  return arena;
-}
-
-// The device-resident block to move next, among those alive at the node where the
-// device-resident blocks' live bytes peak: the smallest of at least `excess` bytes,
-// else the largest (ties: longer life, then lower id).
-std::optional<size_t> victim_at_peak(const std::vector<Block>& blocks, const std::vector<bool>& spilled,
-                                     int64_t nodes, uint64_t excess) {
   std::vector<uint64_t> live(static_cast<size_t>(std::max<int64_t>(nodes, 1)), 0);
-  for (size_t i = 0; i < blocks.size(); ++i)
-    if (!spilled[i])
-      for (int64_t t = std::max<int64_t>(blocks[i].first, 0); t <= blocks[i].last && t < nodes; ++t)
-        live[static_cast<size_t>(t)] += blocks[i].bytes;
+  for (ValueId v : act) {
+    const auto i = static_cast<size_t>(v);
+    for (int64_t t = std::max<int64_t>(lives.first[i], 0); t <= lives.last[i] && t < nodes; ++t)
+      live[static_cast<size_t>(t)] += plan.bytes[i];
+  }
   const auto peak = static_cast<int64_t>(std::max_element(live.begin(), live.end()) - live.begin());
-  auto rank = [&](size_t i) {
-    const Block& b = blocks[i];
-    return std::tuple(b.bytes, b.last - b.first, -static_cast<int64_t>(b.root));
+  auto rank = [&](ValueId v) {
+    const auto i = static_cast<size_t>(v);
+    return std::tuple(plan.bytes[i], lives.last[i] - lives.first[i], -static_cast<int64_t>(v));
   };
-  std::optional<size_t> largest, covering;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const Block& b = blocks[i];
-    if (spilled[i] || b.first > peak || b.last < peak) continue;
-    if (!largest || rank(i) > rank(*largest)) largest = i;
-    if (b.bytes >= excess && (!covering || b.bytes < blocks[*covering].bytes ||
-                              (b.bytes == blocks[*covering].bytes && rank(i) > rank(*covering))))
-      covering = i;
+  std::optional<ValueId> largest, covering;
+  for (ValueId v : act) {
+    const auto i = static_cast<size_t>(v);
+    const uint64_t bytes = plan.bytes[i];
+    if (lives.first[i] > peak || lives.last[i] < peak) continue;
+    if (!largest || rank(v) > rank(*largest)) largest = v;
+    if (bytes >= excess && (!covering || bytes < plan.bytes[static_cast<size_t>(*covering)] ||
+                            (bytes == plan.bytes[static_cast<size_t>(*covering)] && rank(v) > rank(*covering))))
+      covering = v;
   }
   return covering ? covering : largest;
 }
@@ -239,83 +156,42 @@ uint64_t weight_bytes(const Graph& g) {
 }  // namespace
 
 Status run_plan_buffers(Graph& g, PassContext& ctx) {
-  const size_t nv = g.values().size();
-  const int64_t end = static_cast<int64_t>(g.nodes().size());
-  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+  MemoryRequest request = pass_request(g, ctx.options.write_in_place);
+  MemoryPlan plan = plan_memory(g, request);
+  const uint64_t in_bytes = plan.arena_bytes(kInputArena), out_bytes = plan.arena_bytes(kOutputArena);
 
-  // root[v]: the value whose storage v uses; first/last: the root's life.
-  const BufferLives lives = buffer_lives(g, ctx.options.write_in_place);
-  const std::vector<ValueId>& root = lives.root;
-  const std::vector<int64_t>& first = lives.first;
-  const std::vector<int64_t>& last = lives.last;
-
-  std::vector<Block> blocks;
-  uint64_t unshared = 0;
-  for (size_t i : lives.in_place) unshared += buffer_bytes(g.value(g.nodes()[i].outputs[0]).type);
-  for (const Value& v : g.values()) {
-    if (v.kind != ValueKind::intermediate || outputs.count(v.id) || root[static_cast<size_t>(v.id)] != v.id) continue;
-    blocks.push_back(Block{v.id, buffer_bytes(v.type), first[static_cast<size_t>(v.id)], last[static_cast<size_t>(v.id)]});
-    unshared += blocks.back().bytes;
-  }
-  uint64_t in_bytes = 0, out_bytes = 0;
-  for (ValueId v : g.inputs()) in_bytes += buffer_bytes(g.value(v).type);
-  std::set<ValueId> listed;
-  for (ValueId v : g.outputs())
-    if (g.value(v).kind != ValueKind::constant && g.value(v).kind != ValueKind::input && listed.insert(v).second)
-      out_bytes += buffer_bytes(g.value(v).type);
-
-  std::vector<bool> spilled(blocks.size(), false);
-  uint64_t arena = pack(blocks, spilled, false);
-  uint64_t host_arena = 0;
+  int64_t moved = 0;
   if (const uint64_t budget = ctx.options.memory_budget) {
     const uint64_t fixed = weight_bytes(g) + in_bytes + out_bytes;
     if (fixed > budget)
       return error("memory budget {} bytes ({}): the weights, inputs and outputs alone take {} bytes ({})", budget,
                    gib(budget), fixed, gib(fixed));
-    while (arena > budget - fixed) {
-      const std::optional<size_t> victim = victim_at_peak(blocks, spilled, end, arena - (budget - fixed));
+    while (plan.arena_bytes(kActivationArena) > budget - fixed) {
+      const std::optional<ValueId> victim =
+          victim_at_peak(g, request, plan, plan.arena_bytes(kActivationArena) - (budget - fixed));
       if (!victim) break;
-      spilled[*victim] = true;
-      arena = pack(blocks, spilled, false);
+      request.homes[static_cast<size_t>(*victim)].place.arena = kHostArena;
+      ++moved;
+      plan = plan_memory(g, request);
     }
-    host_arena = pack(blocks, spilled, true);
-    if (arena > budget - fixed)
+    if (plan.arena_bytes(kActivationArena) > budget - fixed)
       return error("memory budget {} bytes ({}): the activations need {} bytes of device memory beside {} bytes of "
-                   "weights, inputs and outputs", budget, gib(budget), arena, fixed);
+                   "weights, inputs and outputs", budget, gib(budget), plan.arena_bytes(kActivationArena), fixed);
   }
 
-  for (size_t v = 0; v < nv; ++v) g.value(static_cast<ValueId>(v)).buffer.reset();
-  for (size_t i = 0; i < blocks.size(); ++i)
-    g.value(blocks[i].root).buffer = BufferAssignment{spilled[i] ? kHostArena : kActivationArena, blocks[i].offset};
-  in_bytes = out_bytes = 0;
-  for (ValueId v : g.inputs()) {
-    g.value(v).buffer = BufferAssignment{kInputArena, in_bytes};
-    in_bytes += buffer_bytes(g.value(v).type);
-  }
-  for (ValueId v : g.outputs()) {
-    if (g.value(v).buffer || g.value(v).kind == ValueKind::constant) continue;  // listed twice, or an input
-    g.value(v).buffer = BufferAssignment{kOutputArena, out_bytes};
-    out_bytes += buffer_bytes(g.value(v).type);
-  }
+  for (const Value& v : g.values()) g.value(v.id).buffer = plan.place[static_cast<size_t>(v.id)];
   int64_t shared = 0;
-  for (size_t v = 0; v < nv; ++v) {  // aliases and in-place results: their root's place
-    ValueId r = root[v];
-    if (r == static_cast<ValueId>(v)) continue;
-    g.value(static_cast<ValueId>(v)).buffer = g.value(r).buffer;
-    ++shared;
-  }
-  const auto in_place = static_cast<int64_t>(lives.in_place.size());
+  for (size_t v = 0; v < g.values().size(); ++v) shared += plan.lives.root[v] != static_cast<ValueId>(v);
+  const auto in_place = static_cast<int64_t>(plan.lives.in_place.size());
+  const uint64_t arena = plan.arena_bytes(kActivationArena), host_arena = plan.arena_bytes(kHostArena);
   ctx.log.push_back(fmt::format(
       "plan_buffers: activations {} ({} bytes) in {} buffers unshared -> arena act {} ({} bytes), {} aliases, "
       "{} in place; in {} bytes, out {} bytes",
-      mib(unshared), unshared, blocks.size() + lives.in_place.size(), mib(arena), arena, shared - in_place, in_place,
-      in_bytes, out_bytes));
-  if (host_arena > 0) {
-    int64_t moved = 0;
-    for (bool s : spilled) moved += s;
+      mib(plan.unshared_bytes), plan.unshared_bytes, plan.planned_roots + in_place, mib(arena), arena,
+      shared - in_place, in_place, in_bytes, out_bytes));
+  if (host_arena > 0)
     ctx.log.push_back(fmt::format("plan_buffers: memory budget {}: {} values moved to arena host {} ({} bytes)",
                                   gib(ctx.options.memory_budget), moved, mib(host_arena), host_arena));
-  }
   return Status::ok();
 }
 

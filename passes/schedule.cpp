@@ -4,12 +4,13 @@
 // Rewrites: the order of the graph's nodes, nothing else. A list scheduler builds a
 // candidate order: among the nodes whose operands are all computed, it takes the one
 // that adds the fewest live bytes — the bytes of its results that need storage of
-// their own (not aliases, is_buffer_alias) minus the bytes of the operands whose
+// their own (not aliases: is_buffer_alias, passes/memory_plan.h) minus the bytes of the operands whose
 // storage it reads last — on a tie, the one earlier in the current order. The
 // candidate replaces the current order only when its peak of live activation bytes is
 // lower (so an order that gains nothing is left alone): the most, over the nodes, of
 // the bytes of the "act" values alive there, with the lives plan_buffers gives them
-// (buffer_lives, in place when CompileOptions::write_in_place). Logs the peak before
+// (the memory planner's storage_lives under pass_request, in place when
+// CompileOptions::write_in_place). Logs the peak before
 // and after.
 //
 // What it is for: in a resnet whose 1×1 shortcut reads more channels than the block
@@ -39,22 +40,22 @@ std::string mib(uint64_t bytes) {
   return fmt::format("{:.1f} MiB ({} bytes)", static_cast<double>(bytes) / (1 << 20), bytes);
 }
 
-// The bytes of each value's storage that count against the "act" arena: an
-// intermediate that is its own root (not an alias) and not a graph output.
-std::vector<uint64_t> act_bytes(const Graph& g, const std::vector<ValueId>& root) {
-  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+// The bytes of each value's storage that count against the "act" arena: a planned
+// value (an intermediate that is not a graph output) that is its own root.
+std::vector<uint64_t> act_bytes(const Graph& g, const std::vector<ValueHome>& homes, const std::vector<ValueId>& root) {
   std::vector<uint64_t> bytes(g.values().size(), 0);
   for (const Value& v : g.values())
-    if (v.kind == ValueKind::intermediate && !outputs.count(v.id) && root[static_cast<size_t>(v.id)] == v.id)
+    if (homes[static_cast<size_t>(v.id)].storage == Storage::planned && root[static_cast<size_t>(v.id)] == v.id)
       bytes[static_cast<size_t>(v.id)] = buffer_bytes(v.type);
   return bytes;
 }
 
 // The most bytes of "act" storage alive at one node, with plan_buffers' lives.
 uint64_t peak_live_bytes(const Graph& g, bool in_place) {
-  const BufferLives lives = buffer_lives(g, in_place);
-  const std::vector<uint64_t> bytes = act_bytes(g, lives.root);
-  std::vector<int64_t> delta(g.nodes().size() + 1, 0);
+  const MemoryRequest request = pass_request(g, in_place);
+  const StorageLives lives = storage_lives(g, request.homes, in_place);
+  const std::vector<uint64_t> bytes = act_bytes(g, request.homes, lives.root);
+  std::vector<int64_t> delta(g.nodes().size() + 2, 0);  // last may be nodes.size(): read by an output
   for (size_t v = 0; v < bytes.size(); ++v) {
     if (bytes[v] == 0 || lives.first[v] < 0) continue;
     delta[static_cast<size_t>(lives.first[v])] += static_cast<int64_t>(bytes[v]);
@@ -69,9 +70,10 @@ uint64_t peak_live_bytes(const Graph& g, bool in_place) {
 std::vector<size_t> memory_order(const Graph& g) {
   const size_t nn = g.nodes().size(), nv = g.values().size();
   // Storage groups: a value and the aliases of it (is_buffer_alias), whatever the order.
-  const BufferLives lives = buffer_lives(g, false);
+  const MemoryRequest request = pass_request(g, false);
+  const StorageLives lives = storage_lives(g, request.homes, false);
   const std::vector<ValueId>& root = lives.root;
-  const std::vector<uint64_t> bytes = act_bytes(g, root);
+  const std::vector<uint64_t> bytes = act_bytes(g, request.homes, root);
   auto group = [&](ValueId v) { return static_cast<size_t>(root[static_cast<size_t>(v)]); };
 
   const std::vector<int64_t> producers = g.producers();

@@ -2,11 +2,15 @@
 // channel layouts — through the pointwise, data-movement and token families; the
 // staging of graph inputs and outputs through f32 logical host slots; the plan's
 // 16-bit requirements; f16 conv_gemm weights uploaded as half; and buffer offsets
-// planned by passes/plan_buffers (Value::buffer), used when present and checked.
+// planned by passes/plan_buffers (Value::buffer), used when present and checked, and
+// the same offsets from the memory planner when absent.
 #include "codegen/vk_test_util.h"
 
 #include "codegen/placement.h"
 #include "ir/builder.h"
+#include "passes/decoder_like.h"
+#include "passes/passes.h"
+#include "passes/plan_buffers.h"
 
 #include <gtest/gtest.h>
 
@@ -288,6 +292,63 @@ TEST(CodegenStorage, PlannedBuffersAreUsed) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.message().find("%" + c.g.value(c.v[1]).name), std::string::npos) << bad.message();
   EXPECT_NE(bad.message().find("%" + c.g.value(c.v[2]).name), std::string::npos) << bad.message();
+}
+
+// A graph without buffer assignments (plan_buffers did not run) is placed by the same
+// memory planner: at the pass's alignment, its plan is the plan of the graph
+// plan_buffers planned, offset for offset. Reshapes alias (%r, %q share %a's bytes),
+// %n is written in place over %q (whose storage dies there), and the results are the
+// interpreter's.
+constexpr const char* kPlannerGraph = R"(graph @planner(%x: f32[1,4,8,8]) {
+  %a: f32[1,4,8,8] = silu "a" (%x)
+  %r: f32[4,64] = reshape "r" (%a) {shape = [4, 64]}
+  %q: f32[1,4,8,8] = reshape "q" (%r) {shape = [1, 4, 8, 8]}
+  %g: f32[4] = weight "g"
+  %n: f32[1,4,8,8] = norm_act "n" (%q, %g) {eps = 1e-06, groups = 2, norm = "group", silu = 1}
+  %b: f32[1,4,8,8] = silu "b" (%x)
+  %u: f32[1,4,16,16] = upsample_nearest "u" (%n) {factors = [2, 2]}
+  %v: f32[1,4,16,16] = silu "v" (%u)
+  %w: f32[1,4,8,8] = add "w" (%n, %b)
+  return %v, %w
+}
+)";
+
+TEST(CodegenStorage, UnplannedGraphIsPlacedAsPlanBuffersPlansIt) {
+  WeightStore w;
+  Graph raw = testing::parse_with_weights(kPlannerGraph, w);
+  codegen::Target target;
+  target.min_storage_buffer_offset_alignment = kBufferAlignment;
+  auto from_raw = codegen::compile_plan(raw, w, target);
+  ASSERT_TRUE(from_raw) << from_raw.message();
+
+  Graph planned = raw;
+  CompileOptions options;
+  PassContext ctx{options, w, {}};
+  ASSERT_TRUE(run_plan_buffers(planned, ctx).is_ok());
+  auto value = [&](const char* name) { return planned.value(planned.find_value(name)); };
+  ASSERT_EQ(value("n").buffer, value("a").buffer);  // in place
+  ASSERT_EQ(value("q").buffer, value("a").buffer);  // alias
+  auto from_planned = codegen::compile_plan(planned, w, target);
+  ASSERT_TRUE(from_planned) << from_planned.message();
+  EXPECT_EQ(runtime::describe(*from_raw), runtime::describe(*from_planned));
+
+  // %a (with %r, %q, %n: nodes 0-7), %b (4-7) and %u (5-6) are alive together:
+  // 1 + 1 + 4 KiB.
+  const runtime::BufferDesc* arena = nullptr;
+  for (const auto& buf : from_raw->buffers)
+    if (buf.name == "activations") arena = &buf;
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(arena->size_bytes, 6144u);
+  EXPECT_EQ(summarize_buffers(planned).arena_bytes("act"), 6144u);
+  // The reshapes dispatch nothing (dispatches are labelled by node name).
+  for (const auto& d : from_raw->dispatches) {
+    EXPECT_NE(d.label.substr(0, d.label.find(':')), "r");
+    EXPECT_NE(d.label.substr(0, d.label.find(':')), "q");
+  }
+
+  auto r = testing::run_both(raw, w, {random_tensor({1, 4, 8, 8}, 21)});
+  ASSERT_EQ(r.vulkan.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) expect_close(r.vulkan[i], r.interpreter[i], 1e-5, 1e-5);
 }
 
 // The validation layer (synchronization validation included) sees nothing wrong in

@@ -1,4 +1,4 @@
-// Writing in place (CompileOptions::write_in_place; passes/plan_buffers.h,
+// Writing in place (CompileOptions::write_in_place; passes/memory_plan.h,
 // may_run_in_place): decodes whose norm_act nodes write over inputs that die there, and
 // whose wide resnet shortcuts run first (passes/schedule.cpp), give the same bytes as
 // decodes without, whole and in bands, with less device memory.

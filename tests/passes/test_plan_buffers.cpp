@@ -74,11 +74,12 @@ void expect_no_overlap(const Graph& g) {
   std::vector<int64_t> first(nv, -1), last(nv, -1);
   std::vector<ValueId> root(nv);
   for (size_t v = 0; v < nv; ++v) root[v] = static_cast<ValueId>(v);
+  const std::vector<ValueHome> homes = pass_request(g, false).homes;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     for (ValueId in : n.inputs)
       if (in != kNoValue) last[static_cast<size_t>(root[static_cast<size_t>(in)])] = static_cast<int64_t>(i);
-    if (is_buffer_alias(g, n)) {
+    if (is_buffer_alias(g, n, homes)) {
       root[static_cast<size_t>(n.outputs[0])] = root[static_cast<size_t>(n.inputs[0])];
       continue;
     }
