@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <vector>
 
 namespace strata::codegen {
@@ -61,6 +63,79 @@ inline StridedLoop collapse(const StridedLoop& in) {
     for (auto& s : out.strides) s.push_back(0);
   }
   return out;
+}
+
+// One loop stepping through two views of the same logical elements in row-major
+// order: x of shape xs (element strides sx) and y of shape ys (strides sy), as a
+// reshape between layouts reads and writes them. Each view is collapsed first; then
+// the dims are refined from the innermost so that every dim of x and of y is a run of
+// whole joint dims (a dim of size 6 against one of 2 becomes 3 × 2). strides[0] are
+// x's, strides[1] y's. nullopt when no such refinement exists ([4, 6] against [6, 4],
+// both in layouts that do not collapse) or the element counts differ.
+inline std::optional<StridedLoop> reshape_loop(const Shape& xs, const std::vector<int64_t>& sx, const Shape& ys,
+                                              const std::vector<int64_t>& sy) {
+  const StridedLoop x = collapse(StridedLoop{xs, {sx}}), y = collapse(StridedLoop{ys, {sy}});
+  StridedLoop inner;  // joint dims, innermost first
+  inner.strides.resize(2);
+  size_t i = x.shape.size(), j = y.shape.size();
+  int64_t rx = 1, ry = 1, stx = 0, sty = 0;  // what is left of the current dims, and their stride
+  while (true) {
+    if (rx == 1 && i > 0) rx = x.shape[--i], stx = x.strides[0][i];
+    if (ry == 1 && j > 0) ry = y.shape[--j], sty = y.strides[0][j];
+    if (rx == 1 && ry == 1) break;
+    const int64_t t = std::gcd(rx, ry);
+    if (t == 1) return std::nullopt;
+    inner.shape.push_back(t);
+    inner.strides[0].push_back(stx);
+    inner.strides[1].push_back(sty);
+    rx /= t, ry /= t, stx *= t, sty *= t;
+  }
+  std::reverse(inner.shape.begin(), inner.shape.end());
+  for (auto& s : inner.strides) std::reverse(s.begin(), s.end());
+  return collapse(inner);
+}
+
+// nearest upsampling of x into y (shape out, factor f[d] per dim) as a copy loop:
+// a scaled dim d becomes (out[d] / f, f) with x strides (sx[d], 0) and y strides
+// (f · sy[d], sy[d]), so every y element reads its source element. strides[0] are
+// x's, strides[1] y's.
+inline StridedLoop upsample_loop(const Shape& out, const std::vector<int64_t>& f, const std::vector<int64_t>& sx,
+                                 const std::vector<int64_t>& sy) {
+  StridedLoop loop;
+  loop.strides.resize(2);
+  auto add = [&](int64_t n, int64_t a, int64_t b) {
+    loop.shape.push_back(n);
+    loop.strides[0].push_back(a);
+    loop.strides[1].push_back(b);
+  };
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (f[d] == 1) {
+      add(out[d], sx[d], sy[d]);
+    } else {
+      add(out[d] / f[d], sx[d], f[d] * sy[d]);
+      add(f[d], 0, sy[d]);
+    }
+  }
+  return collapse(loop);
+}
+
+// The same loop with its dims ordered by operand k's strides, largest first (ties
+// keep their order), then collapsed: the order memory has, so that split_boxes cuts
+// the physically outermost dim and its boxes are few and contiguous. Elements are
+// visited in another order; only for loops whose elements are independent (copies,
+// pointwise ops).
+inline StridedLoop physical_order(const StridedLoop& in, size_t k) {
+  std::vector<size_t> order(in.shape.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return in.strides[k][a] > in.strides[k][b]; });
+  StridedLoop out;
+  out.strides.resize(in.strides.size());
+  for (size_t d : order) {
+    out.shape.push_back(in.shape[d]);
+    for (size_t o = 0; o < in.strides.size(); ++o) out.strides[o].push_back(in.strides[o][d]);
+  }
+  return collapse(out);
 }
 
 // A box of a loop: its origin (an index per dim) and extents.
