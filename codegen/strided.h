@@ -159,42 +159,49 @@ inline uint64_t box_span(const std::vector<int64_t>& strides, const Shape& shape
 }
 
 // Splits `loop` into boxes in which every operand k spans at most max_span[k]
-// elements, so each box can bind windows no larger than one binding: the outermost
-// dim d whose single index (with every inner dim whole) fits is cut into runs of as
-// many indices as fit, and every dim outside d is taken one index at a time. Boxes
-// come in the loop's order and cover it exactly once. One box (the loop) when it fits
-// whole; empty when not even one element fits (max_span 0). Strides must be ≥ 0.
+// elements, so each box can bind windows no larger than one binding. All boxes but
+// those at the loop's far edges have one shape, found from the whole loop by
+// shrinking, while some operand's span is too large, the dim that contributes most to
+// it: to exactly the extent that fits when the other dims leave room, else to half.
+// A transpose thus gets tiles of both dims (few boxes), a row-contiguous value runs of
+// its outermost dim. Spans only shrink with extents, so the edge boxes fit too. Boxes
+// come in the loop's order (an odometer over the tiles) and cover it exactly once. One
+// box (the loop) when it fits whole; empty when not even one element fits
+// (max_span 0). Strides must be ≥ 0.
 inline std::vector<LoopBox> split_boxes(const StridedLoop& loop, const std::vector<uint64_t>& max_span) {
   const size_t rank = loop.shape.size(), ops = loop.strides.size();
-  for (size_t d = 0; d < rank; ++d) {
-    uint64_t run = static_cast<uint64_t>(loop.shape[d]);  // indices of dim d per box
-    bool fits = true;
-    for (size_t k = 0; k < ops && fits; ++k) {
-      uint64_t rest = 1;  // span of one index of dim d: the inner dims whole
-      for (size_t e = d + 1; e < rank; ++e) rest += static_cast<uint64_t>((loop.shape[e] - 1) * loop.strides[k][e]);
-      if (rest > max_span[k]) fits = false;
-      else if (loop.strides[k][d] > 0)
-        run = std::min<uint64_t>(run, (max_span[k] - rest) / static_cast<uint64_t>(loop.strides[k][d]) + 1);
-    }
-    if (!fits) continue;
-    if (d == 0 && run == static_cast<uint64_t>(loop.shape[0])) return {LoopBox{std::vector<int64_t>(rank, 0), loop.shape}};
-    std::vector<LoopBox> boxes;
-    std::vector<int64_t> index(rank, 0);  // an odometer over dims 0..d
-    while (true) {
-      LoopBox box{index, loop.shape};
-      for (size_t e = 0; e < d; ++e) box.shape[e] = 1;
-      box.shape[d] = std::min<int64_t>(static_cast<int64_t>(run), loop.shape[d] - index[d]);
-      boxes.push_back(box);
-      size_t e = d;  // advance dim d by the box's extent, then carry outward
-      index[e] += box.shape[d];
-      while (index[e] >= loop.shape[e]) {
-        index[e] = 0;
-        if (e == 0) return boxes;
-        ++index[--e];
-      }
-    }
+  for (size_t k = 0; k < ops; ++k)
+    if (max_span[k] == 0) return {};
+  Shape box = loop.shape;
+  while (true) {
+    size_t over = ops;  // the first operand whose span is too large
+    for (size_t k = 0; k < ops && over == ops; ++k)
+      if (box_span(loop.strides[k], box) > max_span[k]) over = k;
+    if (over == ops) break;
+    const std::vector<int64_t>& st = loop.strides[over];
+    size_t d = 0;  // the dim contributing most to its span
+    for (size_t e = 1; e < rank; ++e)
+      if ((box[e] - 1) * st[e] > (box[d] - 1) * st[d]) d = e;
+    const uint64_t rest = box_span(st, box) - static_cast<uint64_t>((box[d] - 1) * st[d]);
+    if (rest <= max_span[over])
+      box[d] = std::min<int64_t>(box[d], static_cast<int64_t>((max_span[over] - rest) / static_cast<uint64_t>(st[d])) + 1);
+    else
+      box[d] = (box[d] + 1) / 2;
   }
-  return {};
+  std::vector<LoopBox> boxes;
+  std::vector<int64_t> origin(rank, 0);
+  while (true) {
+    LoopBox b{origin, box};
+    for (size_t d = 0; d < rank; ++d) b.shape[d] = std::min(box[d], loop.shape[d] - origin[d]);
+    boxes.push_back(std::move(b));
+    size_t d = rank;  // advance the innermost dim by one box, carrying outward
+    while (d-- > 0) {
+      origin[d] += box[d];
+      if (origin[d] < loop.shape[d]) break;
+      origin[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) return boxes;
+  }
 }
 
 }  // namespace strata::codegen
