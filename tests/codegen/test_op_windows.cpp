@@ -153,3 +153,41 @@ TEST(CodegenOpWindows, MatmulRunsPerBatchInRowWindows) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Below one element (with the alignment slack), or below a GEMM weight (bound whole),
+// nothing can be split: the error names the node, the bytes needed and the range.
+TEST(CodegenOpWindows, ALimitBelowOneElementOrAWeightIsAnErrorNamingTheNode) {
+  struct Case {
+    const char* what;
+    uint64_t range;
+    const char* needs;
+  };
+  for (const Case& c : {Case{"permute", 8, "one element"}, Case{"linear", 1024, "the weight 'w' needs 2400 bytes"}}) {
+    SCOPED_TRACE(c.what);
+    Built t;
+    Builder b(t.graph, &t.weights);
+    ValueId y;
+    if (std::string(c.what) == "permute") {
+      ValueId x = t.input(b, "x", {1, 12, 14, 10}, DType::f32);
+      y = b.op(Op::permute, {x}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+    } else {
+      ValueId x = t.input(b, "x", {4, 300}, DType::f32);
+      y = b.op(Op::linear, {x, t.weight(b, "w", {2, 300})}, {});
+    }
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    b.output(y);
+    codegen::Target narrow = device_target();
+    narrow.max_storage_buffer_range = c.range;
+    auto plan = codegen::compile_plan(t.graph, t.weights, narrow);
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.message().find("node '" + t.graph.nodes().back().name + "'"), std::string::npos) << plan.message();
+    EXPECT_NE(plan.message().find(c.needs), std::string::npos) << plan.message();
+    EXPECT_NE(plan.message().find("range " + std::to_string(c.range)), std::string::npos) << plan.message();
+  }
+}
+
+}  // namespace
+}  // namespace strata

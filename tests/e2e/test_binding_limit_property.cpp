@@ -3,7 +3,7 @@
 // norm_act in bands, the rest in windows or boxes: docs/BANDS.md), and the decode is
 // bit-identical to the unlimited one. Seeded small decoders of both architectures, in
 // f32 and f16, under limits drawn with a fixed seed between the largest weight's bytes
-// and the largest binding of the unlimited plan (both bounds included). The issue's
+// and the largest binding of the unlimited plan (the lower bound included). The issue's
 // exact repro (Qwen-Image base_dim 20, 16x40x48, f32, 1 MiB) takes minutes on
 // lavapipe: tests/slow/test_binding_limit_repro.cpp.
 #include "tests/e2e/limited_decode.h"
@@ -37,9 +37,9 @@ TEST_P(BindingLimitProperty, AnyLimitAboveTheLargestWeightIsBitIdentical) {
     ASSERT_TRUE(whole) << whole.message();
     const uint64_t lo = whole->largest_weight, hi = whole->largest_binding;
     ASSERT_LT(lo * 2, hi) << "the activations must be well above the weights for the limits to split them";
-    // The bounds (the largest weight exactly; just below the largest tensor) and two
-    // random limits in between.
-    std::vector<uint64_t> limits = {lo, hi - 4};
+    // The lower bound (the largest weight exactly) and two random limits up to the
+    // largest tensor.
+    std::vector<uint64_t> limits = {lo};
     for (int i = 0; i < 2; ++i) limits.push_back(lo + rng() % (hi - lo));
     for (uint64_t limit : limits) {
       SCOPED_TRACE("binding limit " + std::to_string(limit));
