@@ -11,10 +11,15 @@
 //
 // Values larger than one binding (the target's maxStorageBufferRange) are processed
 // in windows, one dispatch each, when every operand is read element for element (or
-// is a single broadcast scalar) in row-major order. A unary op or conversion between
-// two views of one shape in other layouts (nhwc, padded, nhwc -> logical) runs in
-// boxes (strided.h: split_boxes) whose windows fit one binding. Other cases bind
-// whole operands.
+// is a single broadcast scalar) in row-major order. Otherwise the op runs in boxes
+// (strided.h: split_boxes) of its loop ordered by the output's memory, each binding
+// windows that fit: a unary op or conversion between two views of one shape in other
+// layouts (nhwc, padded, nhwc -> logical), a reshape between layouts through the
+// loop that refines both shapes (strided.h: reshape_loop), and add / mul with
+// broadcasting or mixed layouts (binary.comp with BASES). Every element is computed
+// by the same arithmetic from the same inputs, so the result is the unsplit one. A
+// loop of which not one element fits, or a reshape whose views have no common
+// refinement, is an error naming the node, the bytes and the limit.
 #include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
@@ -22,6 +27,7 @@
 #include "codegen/strided.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace strata::codegen {
 namespace {
@@ -61,13 +67,24 @@ std::pair<runtime::BindingDesc, uint32_t> window_in(runtime::BindingDesc b, uint
 // dispatch per box of the joint loop.
 Status unary_boxes(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
                    const TensorRef& y, DType out_dtype, const std::string& step) {
-  const StridedLoop loop = collapse(StridedLoop{y.shape, {x.strides, y.strides}});
+  const std::optional<StridedLoop> joint =
+      x.shape == y.shape ? std::optional(collapse(StridedLoop{y.shape, {x.strides, y.strides}}))
+                         : reshape_loop(x.shape, x.strides, y.shape, y.strides);
+  if (!joint)
+    return l.fail(node, fmt::format("{} and {} in these layouts have no common loop to split into windows of the "
+                                    "storage-buffer range {}",
+                                    shape_str(x.shape), shape_str(y.shape), l.target().max_storage_buffer_range));
+  const StridedLoop loop = physical_order(*joint, 1);
   const uint32_t xb = storage_bytes(x.storage), yb = storage_bytes(y.storage);
-  const uint64_t align = placement_alignment(l.target()), room = l.target().max_storage_buffer_range - align;
+  const uint64_t align = placement_alignment(l.target()), range = l.target().max_storage_buffer_range;
+  const uint64_t room = range > align ? range - align : 0;
   const std::vector<LoopBox> boxes = split_boxes(loop, {room / xb, room / yb});
-  if (boxes.empty() || loop.shape.size() > kMaxRank)
-    return l.fail(node, fmt::format("{} elements cannot be split into windows of the storage-buffer range {}",
-                                    num_elements(y.shape), l.target().max_storage_buffer_range));
+  if (boxes.empty())
+    return l.fail(node, fmt::format("one element needs {} bytes with alignment slack, above the storage-buffer "
+                                    "range {}",
+                                    std::max(xb, yb) + align, range));
+  if (loop.shape.size() > kMaxRank)
+    return l.fail(node, fmt::format("needs {} dims after merging, the kernel takes {}", loop.shape.size(), kMaxRank));
   const std::string rank = std::to_string(loop.shape.size());
   KernelKey key{"unary.comp",
                 {{"OP", op}, {"ROUND", round_define(out_dtype)}, {"XRANK", rank}, {"YRANK", rank}},
@@ -97,7 +114,7 @@ Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, 
              const TensorRef& y, DType out_dtype, const std::string& step) {
   const uint64_t range = l.target().max_storage_buffer_range;
   StridedLoop xs = collapse_one(x), ys = collapse_one(y);
-  if (!(contiguous(xs) && contiguous(ys)) && x.shape == y.shape && (x.binding.range > range || y.binding.range > range))
+  if (!(contiguous(xs) && contiguous(ys)) && (x.binding.range > range || y.binding.range > range))
     return unary_boxes(l, node, op, p0, p1, x, y, out_dtype, step);
   if (xs.shape.size() > kMaxRank || ys.shape.size() > kMaxRank)
     return l.fail(node, fmt::format("needs {} / {} dims after merging, the kernel takes {}", xs.shape.size(),
@@ -142,6 +159,53 @@ Status lower_unary(Lowering& l, const Node& node, const char* op, float p0, floa
                l.type(y).dtype, "");
 }
 
+// lower_binary's loop (strides: z, a, b) when an operand exceeds one binding and the
+// operands are not flat: one dispatch per box (binary.comp with BASES: each operand's
+// window starts at an aligned offset at or before the box's first element).
+Status binary_boxes(Lowering& l, const Node& node, const char* op, const StridedLoop& joint) {
+  const ValueId a = node.inputs[0], b = node.inputs[1], z = node.outputs[0];
+  const StridedLoop loop = physical_order(joint, 0);
+  const uint64_t align = placement_alignment(l.target()), range = l.target().max_storage_buffer_range;
+  const uint64_t room = range > align ? range - align : 0;
+  const ValueId operand[3] = {z, a, b};
+  std::vector<uint64_t> spans;
+  for (ValueId v : operand) spans.push_back(room / l.elem_bytes(v));
+  const std::vector<LoopBox> boxes = split_boxes(loop, spans);
+  if (boxes.empty())
+    return l.fail(node, fmt::format("one element needs {} bytes with alignment slack, above the storage-buffer "
+                                    "range {}",
+                                    std::max({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)}) + align, range));
+  const int rank = static_cast<int>(loop.shape.size());
+  if (rank > kMaxRank) return l.fail(node, fmt::format("needs {} dims after merging, the kernel takes {}", rank, kMaxRank));
+  KernelKey key{"binary.comp",
+                {{"OP", op}, {"RANK", std::to_string(rank)}, {"ROUND", round_define(l.type(z).dtype)}, {"BASES", "1"}},
+                3, static_cast<uint32_t>(4 * (4 + 4 * rank)), {kLocal, 1, 1}};
+  add_type_define(key.defines, "A_T", l.storage(a));
+  add_type_define(key.defines, "B_T", l.storage(b));
+  add_type_define(key.defines, "Z_T", l.storage(z));
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const LoopBox& box = boxes[i];
+    std::vector<runtime::BindingDesc> bindings(3);
+    uint32_t base[3] = {};
+    for (size_t k = 0; k < 3; ++k) {
+      const runtime::Access access = k == 0 ? runtime::Access::write : runtime::Access::read;
+      const auto [w, at] = window_in(l.bind(operand[k], access), loop_offset(loop.strides[k], box.origin),
+                                     box_span(loop.strides[k], box.shape), l.elem_bytes(operand[k]), align);
+      bindings[(k + 2) % 3] = w;  // binding order: a, b, z
+      base[k] = at;
+    }
+    const auto n = static_cast<uint64_t>(num_elements(box.shape));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(n)).u32(base[1]).u32(base[2]).u32(base[0]);
+    for (int64_t v : box.shape) push.u32(static_cast<uint32_t>(v));
+    for (int k : {1, 2, 0})
+      for (int64_t v : loop.strides[static_cast<size_t>(k)]) push.u32(static_cast<uint32_t>(v));
+    l.dispatch(pipe, std::move(bindings), push, l.grid_1d(n, kLocal), node, "b" + std::to_string(i));
+  }
+  return Status::ok();
+}
+
 Status lower_binary(Lowering& l, const Node& node, const char* op) {
   const ValueId a = node.inputs[0], b = node.inputs[1], z = node.outputs[0];
   const Shape& out = l.shape(z);
@@ -163,6 +227,10 @@ Status lower_binary(Lowering& l, const Node& node, const char* op) {
 
   // Element-for-element (stride 1) or scalar (stride 0) operands: windows of all.
   const bool flat = rank == 1 && loop.strides[0][0] == 1 && loop.strides[1][0] <= 1 && loop.strides[2][0] <= 1;
+  const uint64_t range = l.target().max_storage_buffer_range;
+  if (!flat && (l.bind(a, runtime::Access::read).range > range || l.bind(b, runtime::Access::read).range > range ||
+                l.bind(z, runtime::Access::write).range > range))
+    return binary_boxes(l, node, op, loop);
   const uint32_t min_b = std::min({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
   const uint32_t max_b = std::max({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
   const uint64_t step = flat ? window_elements(l, min_b, max_b) : n;

@@ -5,12 +5,18 @@
 //   matmul(a[..., M, K], b[..., K, N])    batched over the (equal) leading dims, B read
 //                                         as [batch, K, N] (B_NK = 0)
 //
-// Every operand is bound whole: a tensor larger than the target's storage-buffer range
-// is an error naming the node (banding is a later pass).
+// Operands are bound whole when they fit the target's storage-buffer range. Otherwise
+// the GEMM runs one dispatch per batch and run of rows of A and C (gemm.comp with
+// BASES: windows starting at aligned offsets, the kernel told where its first element
+// is), B (one batch of it) and the bias bound whole. Each element of C is the same sum
+// over k in the same order whichever dispatch computes it, so the result is the
+// unsplit one. A B (one batch of a matmul's) or bias above the range, or a row of A or
+// C that does not fit, is an error naming the node, the bytes and the limit.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace strata::codegen {
@@ -53,12 +59,30 @@ Status lower_gemm(Lowering& l, const Node& node) {
   }
 
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {a, b, bias, c}));
-  for (ValueId v : {a, b, bias, c}) {
-    if (v == kNoValue) continue;
-    const uint64_t bytes = static_cast<uint64_t>(num_elements(l.shape(v))) * l.elem_bytes(v);
-    if (bytes > l.target().max_storage_buffer_range)
-      return l.fail(node, fmt::format("operand '{}' ({} bytes) exceeds the storage-buffer range {} (needs banding)",
-                                      l.graph().value(v).name, bytes, l.target().max_storage_buffer_range));
+  const uint64_t range = l.target().max_storage_buffer_range;
+  bool windows = false;
+  for (ValueId v : {a, b, bias, c})
+    if (v != kNoValue && static_cast<uint64_t>(num_elements(l.shape(v))) * l.elem_bytes(v) > range) windows = true;
+  // Windows: one batch of b (all of it for linear) and the bias whole; runs of rows of
+  // a and c that fit, with the alignment slack.
+  const uint64_t slack = l.offset_alignment();
+  const uint64_t room = range > slack ? range - slack : 0;
+  uint64_t rows_per = static_cast<uint64_t>(m);
+  if (windows) {
+    const uint64_t b_bytes = static_cast<uint64_t>(linear ? n * k : k * n) * l.elem_bytes(b);
+    if (b_bytes + (linear ? 0 : slack) > range)
+      return l.fail(node, fmt::format("{} '{}' needs {} bytes{}, above the storage-buffer range {}",
+                                      linear ? "the weight" : "one batch of", l.graph().value(b).name, b_bytes,
+                                      linear ? "" : " with alignment slack", range));
+    if (bias != kNoValue && static_cast<uint64_t>(n) * l.elem_bytes(bias) > range)
+      return l.fail(node, fmt::format("the bias '{}' needs {} bytes, above the storage-buffer range {}",
+                                      l.graph().value(bias).name, n * l.elem_bytes(bias), range));
+    rows_per = std::min({rows_per, room / (static_cast<uint64_t>(k) * l.elem_bytes(a)),
+                         room / (static_cast<uint64_t>(n) * l.elem_bytes(c))});
+    if (rows_per == 0)
+      return l.fail(node, fmt::format("one row of a ({} bytes) and of c ({} bytes) with alignment slack {} must fit "
+                                      "the storage-buffer range {}",
+                                      k * l.elem_bytes(a), n * l.elem_bytes(c), slack, range));
   }
 
   const GemmTile tile;
@@ -69,13 +93,16 @@ Status lower_gemm(Lowering& l, const Node& node) {
   // Row tiles along x, folded into z when there are more than x allows; column
   // tiles along y.
   constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
-  const uint64_t row_tiles = ceil_div(static_cast<uint64_t>(m), tile.bm);
-  const uint64_t gx = std::min<uint64_t>(row_tiles, l.target().max_workgroup_count_x);
-  const uint64_t split = ceil_div(row_tiles, gx);
-  const uint64_t gy = ceil_div(static_cast<uint64_t>(n), tile.bn);
-  const uint64_t gz = static_cast<uint64_t>(batch) * split;
-  if (gy > kMaxGroups || gz > kMaxGroups)
-    return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
+  auto grid_for = [&](uint64_t rows, uint64_t batches, uint64_t& split) -> Expected<std::array<uint32_t, 3>> {
+    const uint64_t row_tiles = ceil_div(rows, tile.bm);
+    const uint64_t gx = std::min<uint64_t>(row_tiles, l.target().max_workgroup_count_x);
+    split = ceil_div(row_tiles, gx);
+    const uint64_t gy = ceil_div(static_cast<uint64_t>(n), tile.bn);
+    const uint64_t gz = batches * split;
+    if (gy > kMaxGroups || gz > kMaxGroups)
+      return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, gz));
+    return std::array<uint32_t, 3>{static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz)};
+  };
 
   KernelKey key;
   key.file = "gemm.comp";
@@ -83,24 +110,49 @@ Status lower_gemm(Lowering& l, const Node& node) {
                  {"BK", std::to_string(tile.bk)}, {"TM", std::to_string(tile.tm)},
                  {"TN", std::to_string(tile.tn)}, {"B_NK", linear ? "1" : "0"},
                  {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(c).dtype)}};
+  if (windows) key.defines["BASES"] = "1";
   add_type_define(key.defines, "A_T", l.storage(a));
   add_type_define(key.defines, "B_T", l.storage(b));
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
   add_type_define(key.defines, "C_T", l.storage(c));
   key.bindings = bias == kNoValue ? 3 : 4;
   key.workgroup_size = {tile.invocations(), 1, 1};
-
-  PushConstants push;
-  push.u32(static_cast<uint32_t>(m)).u32(static_cast<uint32_t>(n)).u32(static_cast<uint32_t>(k));
-  push.u32(static_cast<uint32_t>(split));
-  key.push_constant_bytes = static_cast<uint32_t>(push.bytes().size());
-
+  key.push_constant_bytes = (windows ? 7 : 4) * 4;
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
-  std::vector<runtime::BindingDesc> bindings = {l.bind(a, runtime::Access::read), l.bind(b, runtime::Access::read)};
-  if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
-  bindings.push_back(l.bind(c, runtime::Access::write));
-  l.dispatch(pipeline, std::move(bindings), push,
-             {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz)}, node);
+
+  if (!windows) {
+    uint64_t split = 1;
+    STRATA_ASSIGN_OR_RETURN(auto grid, grid_for(static_cast<uint64_t>(m), static_cast<uint64_t>(batch), split));
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(m)).u32(static_cast<uint32_t>(n)).u32(static_cast<uint32_t>(k));
+    push.u32(static_cast<uint32_t>(split));
+    std::vector<runtime::BindingDesc> bindings = {l.bind(a, runtime::Access::read), l.bind(b, runtime::Access::read)};
+    if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+    bindings.push_back(l.bind(c, runtime::Access::write));
+    l.dispatch(pipeline, std::move(bindings), push, grid, node);
+    return Status::ok();
+  }
+  const auto M = static_cast<uint64_t>(m), N = static_cast<uint64_t>(n), K = static_cast<uint64_t>(k);
+  size_t part = 0;
+  for (uint64_t g = 0; g < static_cast<uint64_t>(batch); ++g) {
+    const Lowering::ElementWindow bw =
+        linear ? Lowering::ElementWindow{l.bind(b, runtime::Access::read), 0}
+               : l.element_window(b, g * K * N, K * N, runtime::Access::read);
+    for (uint64_t r0 = 0; r0 < M; r0 += rows_per) {
+      const uint64_t rows = std::min(rows_per, M - r0);
+      const Lowering::ElementWindow aw = l.element_window(a, (g * M + r0) * K, rows * K, runtime::Access::read);
+      const Lowering::ElementWindow cw = l.element_window(c, (g * M + r0) * N, rows * N, runtime::Access::write);
+      uint64_t split = 1;
+      STRATA_ASSIGN_OR_RETURN(auto grid, grid_for(rows, 1, split));
+      PushConstants push;
+      push.u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(n)).u32(static_cast<uint32_t>(k));
+      push.u32(static_cast<uint32_t>(split)).u32(aw.base).u32(bw.base).u32(cw.base);
+      std::vector<runtime::BindingDesc> bindings = {aw.binding, bw.binding};
+      if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+      bindings.push_back(cw.binding);
+      l.dispatch(pipeline, std::move(bindings), push, grid, node, "w" + std::to_string(part++));
+    }
+  }
   return Status::ok();
 }
 

@@ -10,6 +10,14 @@
 // last element, start aligned down to the binding alignment): concat's dispatches
 // write disjoint windows where the layout allows, so the runtime puts no barrier
 // between them, and a slice of a large tensor binds only what it reads.
+//
+// Under any binding limit (the target's storage-buffer range): a permute, slice,
+// concat operand or upsample whose windows do not fit one binding runs as a copy
+// loop (an upsample as one with stride-0 dims, strided.h: upsample_loop) in boxes
+// (strided.h: split_boxes, over the loop in the output's memory order), one
+// strided_copy dispatch per box, each binding windows that fit. Copies move bits, so
+// the result is the unsplit one. Only a loop of which not even one element fits is
+// an error naming the node, the bytes and the limit.
 #include "codegen/copy.h"
 #include "codegen/lowering.h"
 #include "codegen/placement.h"
@@ -78,6 +86,36 @@ Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, cons
   return Status::ok();
 }
 
+// `loop` (strides[0] into x from element x_first, strides[1] into y from y_first)
+// as one strided_copy dispatch over the windows `whole_x`, `whole_y` when both fit
+// one binding, else in boxes whose windows fit.
+Status copy_loop(Lowering& l, const Node& node, const StridedLoop& loop, ValueId x, uint64_t x_first,
+                 const Window& whole_x, ValueId y, uint64_t y_first, const Window& whole_y, const std::string& step) {
+  const uint64_t range = l.target().max_storage_buffer_range;
+  if (whole_x.binding.range <= range && whole_y.binding.range <= range)
+    return strided_copy(l, node, loop, whole_x, whole_y, step, l.storage(x), l.storage(y));
+  const uint64_t align = placement_alignment(l.target());
+  const uint64_t room = range > align ? range - align : 0;
+  const StridedLoop ordered = physical_order(loop, 1);
+  const std::vector<LoopBox> boxes = split_boxes(ordered, {room / l.elem_bytes(x), room / l.elem_bytes(y)});
+  if (boxes.empty())
+    return l.fail(node, fmt::format("one element of each operand needs {} bytes with alignment slack, above the "
+                                    "storage-buffer range {}",
+                                    std::max(l.elem_bytes(x), l.elem_bytes(y)) + align, range));
+  const std::string prefix = step.empty() ? "b" : step + "b";
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const LoopBox& box = boxes[i];
+    const uint64_t xf = x_first + loop_offset(ordered.strides[0], box.origin);
+    const uint64_t yf = y_first + loop_offset(ordered.strides[1], box.origin);
+    STRATA_RETURN_IF_ERROR(strided_copy(
+        l, node, StridedLoop{box.shape, ordered.strides},
+        window(l, x, xf, xf + box_span(ordered.strides[0], box.shape) - 1, runtime::Access::read),
+        window(l, y, yf, yf + box_span(ordered.strides[1], box.shape) - 1, runtime::Access::write),
+        prefix + std::to_string(i), l.storage(x), l.storage(y)));
+  }
+  return Status::ok();
+}
+
 Status lower_reshape(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
   const Location &in = l.location(x), &out = l.location(y);
@@ -96,8 +134,8 @@ Status lower_permute(Lowering& l, const Node& node) {
   std::vector<int64_t> src(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) src[d] = sx[static_cast<size_t>(perm[d])];
   const StridedLoop loop = collapse(StridedLoop{l.shape(y), {src, l.strides(y)}});
-  return strided_copy(l, node, loop, window(l, x, 0, last_element(l, x), runtime::Access::read),
-                      window(l, y, 0, last_element(l, y), runtime::Access::write), "", l.storage(x), l.storage(y));
+  return copy_loop(l, node, loop, x, 0, window(l, x, 0, last_element(l, x), runtime::Access::read), y, 0,
+                   window(l, y, 0, last_element(l, y), runtime::Access::write), "");
 }
 
 Status lower_slice(Lowering& l, const Node& node) {
@@ -106,20 +144,9 @@ Status lower_slice(Lowering& l, const Node& node) {
   const std::vector<int64_t> sx = l.strides(x);
   const StridedLoop loop = collapse(StridedLoop{l.shape(y), {sx, l.strides(y)}});
   const auto first = static_cast<uint64_t>(node.attrs.get_int("start") * sx[axis]);
-  // Boxes (strided.h) whose windows fit one binding: one when the slice fits whole.
-  const uint64_t room = l.target().max_storage_buffer_range - placement_alignment(l.target());
-  const std::vector<LoopBox> boxes = split_boxes(loop, {room / l.elem_bytes(x), room / l.elem_bytes(y)});
-  if (boxes.empty()) return l.fail(node, "no window of the storage-buffer range holds one element");
-  for (size_t i = 0; i < boxes.size(); ++i) {
-    const LoopBox& box = boxes[i];
-    const uint64_t xf = first + loop_offset(loop.strides[0], box.origin), yf = loop_offset(loop.strides[1], box.origin);
-    STRATA_RETURN_IF_ERROR(strided_copy(
-        l, node, StridedLoop{box.shape, loop.strides},
-        window(l, x, xf, xf + box_span(loop.strides[0], box.shape) - 1, runtime::Access::read),
-        window(l, y, yf, yf + box_span(loop.strides[1], box.shape) - 1, runtime::Access::write),
-        boxes.size() == 1 ? "" : "b" + std::to_string(i), l.storage(x), l.storage(y)));
-  }
-  return Status::ok();
+  return copy_loop(l, node, loop, x, first,
+                   window(l, x, first, first + box_span(loop.strides[0], loop.shape) - 1, runtime::Access::read), y, 0,
+                   window(l, y, 0, box_span(loop.strides[1], loop.shape) - 1, runtime::Access::write), "");
 }
 
 Status lower_concat(Lowering& l, const Node& node) {
@@ -132,9 +159,9 @@ Status lower_concat(Lowering& l, const Node& node) {
     const StridedLoop loop = collapse(StridedLoop{l.shape(x), {l.strides(x), sy}});
     const auto first = static_cast<uint64_t>(along * sy[axis]);
     along += l.shape(x)[axis];
-    STRATA_RETURN_IF_ERROR(strided_copy(l, node, loop, window(l, x, 0, last_element(l, x), runtime::Access::read),
-                                        window(l, y, first, first + reach(loop, 1), runtime::Access::write),
-                                        std::to_string(i), l.storage(x), l.storage(y)));
+    STRATA_RETURN_IF_ERROR(copy_loop(l, node, loop, x, 0, window(l, x, 0, last_element(l, x), runtime::Access::read),
+                                     y, first, window(l, y, first, first + reach(loop, 1), runtime::Access::write),
+                                     std::to_string(i)));
   }
   return Status::ok();
 }
@@ -149,6 +176,13 @@ Status lower_upsample(Lowering& l, const Node& node) {
   std::vector<int64_t> f(out.size(), 1);
   std::copy(factors.begin(), factors.end(), f.end() - static_cast<std::ptrdiff_t>(factors.size()));
   const std::vector<int64_t> sx = l.strides(x), sy = l.strides(y);
+  const uint64_t range = l.target().max_storage_buffer_range;
+  if (l.bind(x, runtime::Access::read).range > range || l.bind(y, runtime::Access::write).range > range) {
+    // Too large for one binding: the same copy as a loop with stride-0 dims, in boxes.
+    const Window wx = window(l, x, 0, last_element(l, x), runtime::Access::read);
+    const Window wy = window(l, y, 0, last_element(l, y), runtime::Access::write);
+    return copy_loop(l, node, upsample_loop(out, f, sx, sy), x, 0, wx, y, 0, wy, "");
+  }
   // Merge dims of size 1 away, and neighbours that are both unscaled and contiguous
   // in x and in y.
   Shape shape;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <vector>
 
 namespace strata::codegen {
@@ -63,6 +65,79 @@ inline StridedLoop collapse(const StridedLoop& in) {
   return out;
 }
 
+// One loop stepping through two views of the same logical elements in row-major
+// order: x of shape xs (element strides sx) and y of shape ys (strides sy), as a
+// reshape between layouts reads and writes them. Each view is collapsed first; then
+// the dims are refined from the innermost so that every dim of x and of y is a run of
+// whole joint dims (a dim of size 6 against one of 2 becomes 3 × 2). strides[0] are
+// x's, strides[1] y's. nullopt when no such refinement exists ([4, 6] against [6, 4],
+// both in layouts that do not collapse) or the element counts differ.
+inline std::optional<StridedLoop> reshape_loop(const Shape& xs, const std::vector<int64_t>& sx, const Shape& ys,
+                                              const std::vector<int64_t>& sy) {
+  const StridedLoop x = collapse(StridedLoop{xs, {sx}}), y = collapse(StridedLoop{ys, {sy}});
+  StridedLoop inner;  // joint dims, innermost first
+  inner.strides.resize(2);
+  size_t i = x.shape.size(), j = y.shape.size();
+  int64_t rx = 1, ry = 1, stx = 0, sty = 0;  // what is left of the current dims, and their stride
+  while (true) {
+    if (rx == 1 && i > 0) rx = x.shape[--i], stx = x.strides[0][i];
+    if (ry == 1 && j > 0) ry = y.shape[--j], sty = y.strides[0][j];
+    if (rx == 1 && ry == 1) break;
+    const int64_t t = std::gcd(rx, ry);
+    if (t == 1) return std::nullopt;
+    inner.shape.push_back(t);
+    inner.strides[0].push_back(stx);
+    inner.strides[1].push_back(sty);
+    rx /= t, ry /= t, stx *= t, sty *= t;
+  }
+  std::reverse(inner.shape.begin(), inner.shape.end());
+  for (auto& s : inner.strides) std::reverse(s.begin(), s.end());
+  return collapse(inner);
+}
+
+// nearest upsampling of x into y (shape out, factor f[d] per dim) as a copy loop:
+// a scaled dim d becomes (out[d] / f, f) with x strides (sx[d], 0) and y strides
+// (f · sy[d], sy[d]), so every y element reads its source element. strides[0] are
+// x's, strides[1] y's.
+inline StridedLoop upsample_loop(const Shape& out, const std::vector<int64_t>& f, const std::vector<int64_t>& sx,
+                                 const std::vector<int64_t>& sy) {
+  StridedLoop loop;
+  loop.strides.resize(2);
+  auto add = [&](int64_t n, int64_t a, int64_t b) {
+    loop.shape.push_back(n);
+    loop.strides[0].push_back(a);
+    loop.strides[1].push_back(b);
+  };
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (f[d] == 1) {
+      add(out[d], sx[d], sy[d]);
+    } else {
+      add(out[d] / f[d], sx[d], f[d] * sy[d]);
+      add(f[d], 0, sy[d]);
+    }
+  }
+  return collapse(loop);
+}
+
+// The same loop with its dims ordered by operand k's strides, largest first (ties
+// keep their order), then collapsed: the order memory has, so that split_boxes cuts
+// the physically outermost dim and its boxes are few and contiguous. Elements are
+// visited in another order; only for loops whose elements are independent (copies,
+// pointwise ops).
+inline StridedLoop physical_order(const StridedLoop& in, size_t k) {
+  std::vector<size_t> order(in.shape.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return in.strides[k][a] > in.strides[k][b]; });
+  StridedLoop out;
+  out.strides.resize(in.strides.size());
+  for (size_t d : order) {
+    out.shape.push_back(in.shape[d]);
+    for (size_t o = 0; o < in.strides.size(); ++o) out.strides[o].push_back(in.strides[o][d]);
+  }
+  return collapse(out);
+}
+
 // A box of a loop: its origin (an index per dim) and extents.
 struct LoopBox {
   std::vector<int64_t> origin;
@@ -84,42 +159,49 @@ inline uint64_t box_span(const std::vector<int64_t>& strides, const Shape& shape
 }
 
 // Splits `loop` into boxes in which every operand k spans at most max_span[k]
-// elements, so each box can bind windows no larger than one binding: the outermost
-// dim d whose single index (with every inner dim whole) fits is cut into runs of as
-// many indices as fit, and every dim outside d is taken one index at a time. Boxes
-// come in the loop's order and cover it exactly once. One box (the loop) when it fits
-// whole; empty when not even one element fits (max_span 0). Strides must be ≥ 0.
+// elements, so each box can bind windows no larger than one binding. All boxes but
+// those at the loop's far edges have one shape, found from the whole loop by
+// shrinking, while some operand's span is too large, the dim that contributes most to
+// it: to exactly the extent that fits when the other dims leave room, else to half.
+// A transpose thus gets tiles of both dims (few boxes), a row-contiguous value runs of
+// its outermost dim. Spans only shrink with extents, so the edge boxes fit too. Boxes
+// come in the loop's order (an odometer over the tiles) and cover it exactly once. One
+// box (the loop) when it fits whole; empty when not even one element fits
+// (max_span 0). Strides must be ≥ 0.
 inline std::vector<LoopBox> split_boxes(const StridedLoop& loop, const std::vector<uint64_t>& max_span) {
   const size_t rank = loop.shape.size(), ops = loop.strides.size();
-  for (size_t d = 0; d < rank; ++d) {
-    uint64_t run = static_cast<uint64_t>(loop.shape[d]);  // indices of dim d per box
-    bool fits = true;
-    for (size_t k = 0; k < ops && fits; ++k) {
-      uint64_t rest = 1;  // span of one index of dim d: the inner dims whole
-      for (size_t e = d + 1; e < rank; ++e) rest += static_cast<uint64_t>((loop.shape[e] - 1) * loop.strides[k][e]);
-      if (rest > max_span[k]) fits = false;
-      else if (loop.strides[k][d] > 0)
-        run = std::min<uint64_t>(run, (max_span[k] - rest) / static_cast<uint64_t>(loop.strides[k][d]) + 1);
-    }
-    if (!fits) continue;
-    if (d == 0 && run == static_cast<uint64_t>(loop.shape[0])) return {LoopBox{std::vector<int64_t>(rank, 0), loop.shape}};
-    std::vector<LoopBox> boxes;
-    std::vector<int64_t> index(rank, 0);  // an odometer over dims 0..d
-    while (true) {
-      LoopBox box{index, loop.shape};
-      for (size_t e = 0; e < d; ++e) box.shape[e] = 1;
-      box.shape[d] = std::min<int64_t>(static_cast<int64_t>(run), loop.shape[d] - index[d]);
-      boxes.push_back(box);
-      size_t e = d;  // advance dim d by the box's extent, then carry outward
-      index[e] += box.shape[d];
-      while (index[e] >= loop.shape[e]) {
-        index[e] = 0;
-        if (e == 0) return boxes;
-        ++index[--e];
-      }
-    }
+  for (size_t k = 0; k < ops; ++k)
+    if (max_span[k] == 0) return {};
+  Shape box = loop.shape;
+  while (true) {
+    size_t over = ops;  // the first operand whose span is too large
+    for (size_t k = 0; k < ops && over == ops; ++k)
+      if (box_span(loop.strides[k], box) > max_span[k]) over = k;
+    if (over == ops) break;
+    const std::vector<int64_t>& st = loop.strides[over];
+    size_t d = 0;  // the dim contributing most to its span
+    for (size_t e = 1; e < rank; ++e)
+      if ((box[e] - 1) * st[e] > (box[d] - 1) * st[d]) d = e;
+    const uint64_t rest = box_span(st, box) - static_cast<uint64_t>((box[d] - 1) * st[d]);
+    if (rest <= max_span[over])
+      box[d] = std::min<int64_t>(box[d], static_cast<int64_t>((max_span[over] - rest) / static_cast<uint64_t>(st[d])) + 1);
+    else
+      box[d] = (box[d] + 1) / 2;
   }
-  return {};
+  std::vector<LoopBox> boxes;
+  std::vector<int64_t> origin(rank, 0);
+  while (true) {
+    LoopBox b{origin, box};
+    for (size_t d = 0; d < rank; ++d) b.shape[d] = std::min(box[d], loop.shape[d] - origin[d]);
+    boxes.push_back(std::move(b));
+    size_t d = rank;  // advance the innermost dim by one box, carrying outward
+    while (d-- > 0) {
+      origin[d] += box[d];
+      if (origin[d] < loop.shape[d]) break;
+      origin[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) return boxes;
+  }
 }
 
 }  // namespace strata::codegen

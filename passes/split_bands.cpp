@@ -21,9 +21,11 @@
 // fit; a conv_gemm or norm_act that cannot be banded with an operand larger than the
 // limit, or a weight of one larger than the limit; an attention whose block of 32 keys
 // or values exceeds a window (codegen splits attention by heads, query rows and key
-// windows itself); a linear or matmul operand larger than the limit
-// (bound whole). Elementwise, shuffle and norm nodes window themselves in codegen and
-// are left alone. binding_limit 0 (no limit): the pass does nothing.
+// windows itself); a linear weight larger than the limit (bound whole). Every other
+// op windows itself in codegen (docs/BANDS.md: elementwise, shuffle, norm, softmax,
+// linear and matmul run in windows or boxes of their operands, with an error naming
+// the node when not one element or row fits) and is left alone. binding_limit 0 (no
+// limit): the pass does nothing.
 //
 // Requires: final layouts and dtypes (after assign_layout and lower_precision).
 // Preserves: the graph's semantics. band_rows changes only how codegen splits the
@@ -257,9 +259,9 @@ Status run_split_bands(Graph& g, PassContext& ctx) {
       }
       case Op::attention: STRATA_RETURN_IF_ERROR(check_attention(g, n, limit)); break;
       case Op::linear:
-      case Op::matmul:
-        STRATA_RETURN_IF_ERROR(check_whole(g, n, sizes, limit, "linear and matmul bind operands whole (row "
-                                                               "windows are not implemented)"));
+        // Codegen runs linear and matmul over row windows of x and y; the weight is
+        // bound whole.
+        STRATA_RETURN_IF_ERROR(check_whole(g, n, sizes, limit, "weights are bound whole", true));
         break;
       default: break;
     }

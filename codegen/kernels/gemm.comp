@@ -16,7 +16,9 @@
 // Uses no subgroup operations: correct for any subgroup size.
 //
 // Defines: BM BN BK TM TN (tile), B_NK (0 / 1), HAS_BIAS (0 / 1), A_T B_T BIAS_T C_T
-// (float | float16_t, default float), ROUND (common.glsl).
+// (float | float16_t, default float), ROUND (common.glsl), BASES (0 / 1, default 0:
+// the push block also holds a_off, b_off, c_off, the first element of a, b and c in
+// their bindings, for windows of operands larger than one binding).
 // Bindings: a (read), b (read), [bias (read)], c (write).
 
 #define WG ((BM / TM) * (BN / TN))
@@ -38,6 +40,9 @@
 #ifndef C_T
 #define C_T float
 #endif
+#ifndef BASES
+#define BASES 0
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -53,6 +58,9 @@ layout(std430, binding = 2) writeonly buffer CBuf { C_T c[]; };
 layout(push_constant) uniform Push {
   uint m, n, k;  // C is [batch, m, n], the reduction runs over k
   uint split;    // grid z slices per batch: row tiles = split · grid x
+#if BASES
+  uint a_off, b_off, c_off;
+#endif
 } pc;
 
 shared float a_tile[BK][BM + 1];  // a_tile[kk][mm] = A[m0 + mm, k0 + kk]
@@ -84,7 +92,7 @@ void fetch(uint k0) {
     const uint kk = k0 + q.x, nn = n0 + q.y;
     const bool ok = e < BK * BN && kk < pc.k && nn < pc.n;
 #if B_NK
-    b_reg[j] = ok ? float(b[nn * pc.k + kk]) : 0.0;
+    b_reg[j] = ok ? float(b[b_base + nn * pc.k + kk]) : 0.0;
 #else
     b_reg[j] = ok ? float(b[b_base + kk * pc.n + nn]) : 0.0;
 #endif
@@ -113,6 +121,10 @@ void main() {
   if (m0 >= pc.m) return;  // the whole workgroup leaves together
   a_base = g * pc.m * pc.k;
   b_base = g * pc.k * pc.n;
+#if BASES
+  a_base += pc.a_off;
+  b_base += pc.b_off;
+#endif
 
   float acc[TM][TN];
   for (uint i = 0; i < TM; ++i)
@@ -135,7 +147,11 @@ void main() {
     }
   }
 
+#if BASES
+  const uint c_base = g * pc.m * pc.n + pc.c_off;
+#else
   const uint c_base = g * pc.m * pc.n;
+#endif
   for (uint i = 0; i < TM; ++i) {
     const uint row = m0 + ty + i * (BM / TM);
     if (row >= pc.m) continue;

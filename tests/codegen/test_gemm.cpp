@@ -94,13 +94,21 @@ TEST(CodegenGemm, RowTilesFoldIntoGridZ) {
   }
 }
 
-TEST(CodegenGemm, OperandBeyondBindingRangeIsAnErrorNamingTheNode) {
+// An activation beyond the binding range runs in row windows (bit-identical runs:
+// CodegenOpWindows.LinearRunsInRowWindows); a weight beyond it is bound whole and is
+// an error naming the node.
+TEST(CodegenGemm, WeightBeyondBindingRangeIsAnErrorNamingTheNode) {
   OneNode t;
   ValueId x = t.input("x", {64, 100});  // 25600 bytes
-  t.b.output(t.b.linear(x, t.weight("proj.weight", {8, 100})));
+  t.b.output(t.b.linear(x, t.weight("proj.weight", {8, 100})));  // 3200 bytes
   ASSERT_TRUE(t.b.ok());
   codegen::Target target = narrow_target(65535);
   target.max_storage_buffer_range = 16384;
+  auto windowed = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_TRUE(windowed) << windowed.message();
+  for (const runtime::DispatchDesc& d : windowed->dispatches)
+    for (const runtime::BindingDesc& b : d.bindings) EXPECT_LE(b.range, 16384u) << d.label;
+  target.max_storage_buffer_range = 2048;
   auto plan = codegen::compile_plan(t.graph, t.weights, target);
   ASSERT_FALSE(plan);
   EXPECT_NE(plan.message().find("node 'proj' (linear)"), std::string::npos) << plan.message();
