@@ -1,4 +1,4 @@
-// The shared diffusers cases decoded through Vulkan (lavapipe in CI) in f32: within
+// The diffusers cases (found by tests/cases.h) decoded through Vulkan (lavapipe in CI) in f32: within
 // 1e-4 of diffusers' float64 output, and a compiled decoder replayed on a second
 // latent gives that latent's decode (nothing leaks between calls).
 #include "vk_test_util.h"
@@ -7,6 +7,7 @@
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "models/vae.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +16,7 @@ namespace {
 
 using testing::test_device;
 
-std::string case_file(const std::string& model, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
-}
+using test_cases::case_file;
 
 struct Loaded {
   Vae vae;
@@ -45,6 +44,7 @@ Loaded load_case(const std::string& model, const std::string& size) {
 class VulkanCase : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(VulkanCase, MatchesDiffusersWithin1e4) {
+  STRATA_REQUIRE_CASE(GetParam().first);
   Loaded c = load_case(GetParam().first, GetParam().second);
   auto device = test_device();
   ASSERT_TRUE(device) << device.message();
@@ -61,6 +61,7 @@ INSTANTIATE_TEST_SUITE_P(SharedCases, VulkanCase,
                          [](const auto& info) { return info.param.first + "_" + info.param.second; });
 
 TEST(VulkanReplay, SecondLatentGetsItsOwnDecode) {
+  STRATA_REQUIRE_CASE("flux_small");
   Loaded c = load_case("flux_small", "8x8");
   auto device = test_device();
   ASSERT_TRUE(device) << device.message();

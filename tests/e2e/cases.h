@@ -1,17 +1,16 @@
-// Helpers the e2e tests share: paths of the shared diffusers cases and the PSNR the
-// f16 bound is stated in (peak-to-peak 2, the [-1, 1] image range).
+// Helpers the e2e tests share: paths of the diffusers cases (found by tests/cases.h)
+// and the PSNR the f16 bound is stated in (peak-to-peak 2, the [-1, 1] image range).
 #pragma once
 
 #include "ir/tensor.h"
+#include "tests/cases.h"
 
 #include <cmath>
 #include <string>
 
 namespace strata::e2e {
 
-inline std::string case_file(const std::string& model, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
-}
+using test_cases::case_file;
 
 inline double psnr_range2(const Tensor& a, const Tensor& b) {
   double se = 0;

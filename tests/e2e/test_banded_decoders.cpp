@@ -106,6 +106,7 @@ TEST_P(BandedDecoder, BitIdenticalToUnsplitAndMatchesDiffusers) {
   const bool shared = p.model.rfind("seeded ", 0) != 0;
   Expected<Tensor> latent = error("no latent"), expected = error("no expected output");
   if (shared) {
+    STRATA_REQUIRE_CASE(p.model);
     latent = read_npy(case_file(p.model, "latent_" + p.size + ".npy"));
     expected = read_npy(case_file(p.model, "expected_" + p.size + ".npy"));
     ASSERT_TRUE(latent && expected);

@@ -1,4 +1,4 @@
-// The whole compiler on the shared diffusers cases: model graph → the pass pipeline
+// The whole compiler on the diffusers cases (tests/cases.h finds them): model graph → the pass pipeline
 // → codegen → Vulkan (lavapipe in CI). f32 storage stays within 1e-4 of diffusers;
 // f16 storage reaches PSNR ≥ 55 dB (peak-to-peak 2) with no NaN.
 #include "codegen/codegen.h"
@@ -31,6 +31,7 @@ class CompiledDecoder : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CompiledDecoder, MatchesDiffusers) {
   const Param& p = GetParam();
+  STRATA_REQUIRE_CASE(p.model);
   auto vae = load_vae_dir(case_file(p.model, "vae"));
   ASSERT_TRUE(vae) << vae.message();
   auto latent = read_npy(case_file(p.model, "latent_" + p.size + ".npy"));

@@ -1,5 +1,6 @@
-// .npy reading and writing: round trips, the shared cases' files, and each refusal.
+// .npy reading and writing: round trips, the diffusers cases' files, and each refusal.
 #include "ir/npy.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -113,7 +114,8 @@ TEST_F(NpyTest, OneDimensionalAndScalarShapes) {
 }
 
 TEST_F(NpyTest, ReadsSharedLatent) {
-  auto r = read_npy(std::string(STRATA_CASES_DIR) + "/flux_small/latent_8x8.npy");
+  STRATA_REQUIRE_CASE("flux_small");
+  auto r = read_npy(test_cases::case_file("flux_small", "latent_8x8.npy"));
   ASSERT_TRUE(r.has_value()) << r.message();
   EXPECT_EQ(r->shape, (Shape{16, 8, 8}));
   ASSERT_EQ(r->data.size(), 16u * 8 * 8);
@@ -124,7 +126,7 @@ TEST_F(NpyTest, ReadsSharedLatent) {
   }
   EXPECT_GT(sum_sq, 0.0);
 
-  auto e = read_npy(std::string(STRATA_CASES_DIR) + "/flux_small/expected_6x10.npy");
+  auto e = read_npy(test_cases::case_file("flux_small", "expected_6x10.npy"));
   ASSERT_TRUE(e.has_value()) << e.message();
   EXPECT_EQ(e->shape, (Shape{3, 48, 80}));
 }

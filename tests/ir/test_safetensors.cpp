@@ -1,6 +1,7 @@
 // SafetensorsFile (mapping, header validation, writer) and WeightStore.
 #include "ir/safetensors.h"
 #include "ir/weight_store.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kFluxVae =
-    std::string(STRATA_CASES_DIR) + "/flux_small/vae/diffusion_pytorch_model.safetensors";
+// flux_small's weights (tests/cases.h finds the case); tests that read them start
+// with STRATA_REQUIRE_CASE("flux_small").
+std::string flux_vae() { return test_cases::case_file("flux_small", "vae/diffusion_pytorch_model.safetensors"); }
 
 // A fresh directory per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {
@@ -157,7 +159,8 @@ TEST_F(SafetensorsTest, EmptyTensorsAndEmptyFile) {
 }
 
 TEST_F(SafetensorsTest, ReadsSharedFluxVae) {
-  auto f = SafetensorsFile::open(kFluxVae);
+  STRATA_REQUIRE_CASE("flux_small");
+  auto f = SafetensorsFile::open(flux_vae());
   ASSERT_TRUE(f.has_value()) << f.message();
   const TensorView* w = (*f)->find("decoder.conv_in.weight");
   ASSERT_NE(w, nullptr);
@@ -331,8 +334,9 @@ TEST_F(SafetensorsTest, WriterRejectsBadInput) {
 // --- WeightStore
 
 TEST_F(SafetensorsTest, WeightStoreAddsFileWithPrefix) {
+  STRATA_REQUIRE_CASE("flux_small");
   WeightStore store;
-  ASSERT_TRUE(store.add_file(kFluxVae, "decoder."));
+  ASSERT_TRUE(store.add_file(flux_vae(), "decoder."));
   EXPECT_TRUE(store.contains("decoder.conv_in.weight"));
   EXPECT_FALSE(store.contains("encoder.conv_in.weight"));
   for (const std::string& n : store.names()) EXPECT_TRUE(n.starts_with("decoder.")) << n;
@@ -343,19 +347,20 @@ TEST_F(SafetensorsTest, WeightStoreAddsFileWithPrefix) {
 
   // Adding the same tensors again fails and leaves the store unchanged.
   size_t before = store.size();
-  Status again = store.add_file(kFluxVae, "decoder.");
+  Status again = store.add_file(flux_vae(), "decoder.");
   EXPECT_FALSE(again);
   EXPECT_NE(again.message().find("already in the weight store"), std::string::npos);
   EXPECT_EQ(store.size(), before);
 
-  ASSERT_TRUE(store.add_file(kFluxVae, "encoder."));
+  ASSERT_TRUE(store.add_file(flux_vae(), "encoder."));
   EXPECT_TRUE(store.contains("encoder.conv_in.weight"));
   EXPECT_GT(store.size(), before);
 }
 
 TEST_F(SafetensorsTest, WeightStoreUnknownNameSuggests) {
+  STRATA_REQUIRE_CASE("flux_small");
   WeightStore store;
-  ASSERT_TRUE(store.add_file(kFluxVae));
+  ASSERT_TRUE(store.add_file(flux_vae()));
   auto w = store.get("decoder.conv_in.weigth");
   ASSERT_FALSE(w.has_value());
   EXPECT_EQ(w.message(),

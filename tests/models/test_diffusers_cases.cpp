@@ -1,10 +1,11 @@
-// Parity with diffusers: each shared case (a real diffusers VAE with seeded weights,
+// Parity with diffusers: each case (a real diffusers VAE with seeded weights,
 // latents, and the decoder output computed by diffusers in float64) decoded by the
 // reference interpreter in f32 must match within 1e-4 everywhere.
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "ir/verifier.h"
 #include "models/vae.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -14,18 +15,17 @@ namespace strata {
 namespace {
 
 struct Case {
-  std::string model;   // folder under ../shared/cases
+  std::string model;   // case folder (tests/cases.h finds it)
   std::string size;    // "8x8": latent_8x8.npy / expected_8x8.npy
 };
 
-std::string case_path(const Case& c, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + c.model + "/" + file;
-}
+std::string case_path(const Case& c, const std::string& file) { return test_cases::case_file(c.model, file); }
 
 class DiffusersCase : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DiffusersCase, InterpreterMatchesDiffusersWithin1e4) {
   const Case& c = GetParam();
+  STRATA_REQUIRE_CASE(c.model);
   auto vae = load_vae_dir(case_path(c, "vae"));
   ASSERT_TRUE(vae) << vae.message();
   auto latent = read_npy(case_path(c, "latent_" + c.size + ".npy"));

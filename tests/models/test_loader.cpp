@@ -6,6 +6,7 @@
 #include "ir/verifier.h"
 #include "models/vae.h"
 #include "models/weights.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +18,10 @@ namespace strata {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kFlux = std::string(STRATA_CASES_DIR) + "/flux_small/vae";
-const std::string kQwen = std::string(STRATA_CASES_DIR) + "/qwen_small/vae";
+// The cases' vae/ folders (tests/cases.h finds them); tests that read one start with
+// STRATA_REQUIRE_CASE.
+std::string flux_dir() { return test_cases::case_file("flux_small", "vae"); }
+std::string qwen_dir() { return test_cases::case_file("qwen_small", "vae"); }
 
 fs::path temp_dir(const std::string& tag) {
   fs::path p = fs::temp_directory_path() / ("strata_loader_" + tag + "_" + std::to_string(::getpid()));
@@ -32,8 +35,8 @@ fs::path temp_dir(const std::string& tag) {
 fs::path edited_flux_copy(const std::string& tag,
                           const std::function<void(std::vector<TensorView>&, std::vector<std::vector<float>>&)>& edit) {
   fs::path dir = temp_dir(tag);
-  fs::copy_file(fs::path(kFlux) / "config.json", dir / "config.json");
-  auto file = SafetensorsFile::open(kFlux + "/diffusion_pytorch_model.safetensors");
+  fs::copy_file(fs::path(flux_dir()) / "config.json", dir / "config.json");
+  auto file = SafetensorsFile::open(flux_dir() + "/diffusion_pytorch_model.safetensors");
   EXPECT_TRUE(file) << file.message();
   std::vector<TensorView> views = (*file)->tensors();
   std::vector<std::vector<float>> storage;
@@ -53,17 +56,20 @@ TEST(Loader, MissingDirectoryIsNamed) {
 }
 
 TEST(Loader, DirectoryWithoutWeightsIsAnError) {
+  STRATA_REQUIRE_CASE("flux_small");
   fs::path dir = temp_dir("noweights");
-  fs::copy_file(fs::path(kFlux) / "config.json", dir / "config.json");
+  fs::copy_file(fs::path(flux_dir()) / "config.json", dir / "config.json");
   auto vae = load_vae_dir(dir.string());
   ASSERT_FALSE(vae);
   EXPECT_NE(vae.message().find("diffusion_pytorch_model.safetensors"), std::string::npos) << vae.message();
 }
 
 TEST(Loader, TruncatedSafetensorsIsAnError) {
+  STRATA_REQUIRE_CASE("flux_small");
   fs::path dir = temp_dir("truncated");
-  fs::copy_file(fs::path(kFlux) / "config.json", dir / "config.json");
-  fs::copy_file(fs::path(kFlux) / "diffusion_pytorch_model.safetensors", dir / "diffusion_pytorch_model.safetensors");
+  fs::copy_file(fs::path(flux_dir()) / "config.json", dir / "config.json");
+  fs::copy_file(fs::path(flux_dir()) / "diffusion_pytorch_model.safetensors",
+                dir / "diffusion_pytorch_model.safetensors");
   fs::resize_file(dir / "diffusion_pytorch_model.safetensors", 100000);
   auto vae = load_vae_dir(dir.string());
   ASSERT_FALSE(vae);
@@ -71,6 +77,7 @@ TEST(Loader, TruncatedSafetensorsIsAnError) {
 }
 
 TEST(Loader, MissingTensorIsNamed) {
+  STRATA_REQUIRE_CASE("flux_small");
   const std::string victim = "decoder.mid_block.resnets.0.conv1.weight";
   fs::path dir = edited_flux_copy("missing", [&](auto& views, auto&) {
     std::erase_if(views, [&](const TensorView& v) { return v.name == victim; });
@@ -83,6 +90,7 @@ TEST(Loader, MissingTensorIsNamed) {
 }
 
 TEST(Loader, MisShapedTensorIsNamedWithBothShapes) {
+  STRATA_REQUIRE_CASE("flux_small");
   const std::string victim = "decoder.conv_out.weight";
   fs::path dir = edited_flux_copy("misshaped", [&](auto& views, auto& storage) {
     for (auto& v : views)
@@ -118,7 +126,9 @@ TEST(Loader, UnsupportedClassAndBadFieldsAreNamed) {
 }
 
 TEST(Loader, ReadsBothSharedConfigs) {
-  auto flux = read_vae_config(kFlux + "/config.json");
+  STRATA_REQUIRE_CASE("flux_small");
+  STRATA_REQUIRE_CASE("qwen_small");
+  auto flux = read_vae_config(flux_dir() + "/config.json");
   ASSERT_TRUE(flux) << flux.message();
   const auto& f = std::get<FluxVaeConfig>(*flux);
   EXPECT_EQ(f.block_out_channels, (std::vector<int64_t>{32, 32, 64, 64}));
@@ -126,7 +136,7 @@ TEST(Loader, ReadsBothSharedConfigs) {
   EXPECT_DOUBLE_EQ(f.scaling_factor, 0.3611);
   EXPECT_DOUBLE_EQ(f.shift_factor, 0.1159);
   EXPECT_FALSE(f.use_post_quant_conv);
-  auto qwen = read_vae_config(kQwen + "/config.json");
+  auto qwen = read_vae_config(qwen_dir() + "/config.json");
   ASSERT_TRUE(qwen) << qwen.message();
   const auto& q = std::get<QwenVaeConfig>(*qwen);
   EXPECT_EQ(q.base_dim, 16);
@@ -152,7 +162,8 @@ std::map<Op, int> op_counts(const Graph& g) {
 }
 
 TEST(Models, FluxGraphIgnoresEncoderAndHasTheArchitecture) {
-  auto vae = load_vae_dir(kFlux);
+  STRATA_REQUIRE_CASE("flux_small");
+  auto vae = load_vae_dir(flux_dir());
   ASSERT_TRUE(vae) << vae.message();
   auto g = build(*vae, 6, 10);
   ASSERT_TRUE(g) << g.message();
@@ -169,7 +180,8 @@ TEST(Models, FluxGraphIgnoresEncoderAndHasTheArchitecture) {
 }
 
 TEST(Models, QwenGraphRunsCausalConvsOnOneFrame) {
-  auto vae = load_vae_dir(kQwen);
+  STRATA_REQUIRE_CASE("qwen_small");
+  auto vae = load_vae_dir(qwen_dir());
   ASSERT_TRUE(vae) << vae.message();
   auto g = build(*vae, 10, 6);
   ASSERT_TRUE(g) << g.message();

@@ -1,14 +1,15 @@
 // The fusion chain (canonicalize → fuse_norm_act → fuse_residual → fold_upsample) on
-// the shared diffusers cases: after every pass the interpreter computes the decoder's
-// image within 1e-6 (relative to its peak) of the unfused graph, the fused graph still
-// matches diffusers within 1e-4, and the dispatch-relevant nodes are what the passes
-// promise (Flux: no upsample_nearest, silu, add or conv2d left).
+// the diffusers cases (tests/cases.h finds them): after every pass the interpreter
+// computes the decoder's image within 1e-6 (relative to its peak) of the unfused graph,
+// the fused graph still matches diffusers within 1e-4, and the dispatch-relevant nodes
+// are what the passes promise (Flux: no upsample_nearest, silu, add or conv2d left).
 #include "golden.h"
 
 #include "ir/npy.h"
 #include "ir/verifier.h"
 #include "models/vae.h"
 #include "passes/passes.h"
+#include "tests/cases.h"
 
 #include <iostream>
 #include <map>
@@ -20,9 +21,7 @@ struct Case {
   std::string model, size;
 };
 
-std::string case_path(const Case& c, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + c.model + "/" + file;
-}
+std::string case_path(const Case& c, const std::string& file) { return test_cases::case_file(c.model, file); }
 
 std::map<std::string, int64_t> op_counts(const Graph& g) {
   std::map<std::string, int64_t> m;
@@ -40,6 +39,7 @@ class FusedDecoder : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FusedDecoder, FusionChainKeepsTheImage) {
   const Case& c = GetParam();
+  STRATA_REQUIRE_CASE(c.model);
   auto vae = load_vae_dir(case_path(c, "vae"));
   ASSERT_TRUE(vae) << vae.message();
   auto latent = read_npy(case_path(c, "latent_" + c.size + ".npy"));

@@ -9,6 +9,7 @@
 #include "models/vae.h"
 #include "passes/decoder_like.h"
 #include "passes/lower_precision.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -203,15 +204,14 @@ TEST(LowerPrecisionTest, RejectsBadGuardExponent) {
   EXPECT_FALSE(run_lower_precision(g, ctx).is_ok());
 }
 
-// The shared diffusers cases through the whole pipeline: f16 against f32.
-std::string case_file(const std::string& model, const std::string& file) {
-  return std::string(STRATA_CASES_DIR) + "/" + model + "/" + file;
-}
+// The diffusers cases (tests/cases.h finds them) through the whole pipeline: f16 against f32.
+using test_cases::case_file;
 
 class SharedCasePrecision : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(SharedCasePrecision, F16WithinPsnr55) {
   auto [model, size] = GetParam();
+  STRATA_REQUIRE_CASE(model);
   auto vae = load_vae_dir(case_file(model, "vae"));
   ASSERT_TRUE(vae) << vae.message();
   auto latent = read_npy(case_file(model, "latent_" + size + ".npy"));

@@ -3,6 +3,7 @@
 #include "ir/npy.h"
 #include "tools/args.h"
 #include "tools/cli.h"
+#include "tests/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +14,7 @@ namespace strata {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kCases = STRATA_CASES_DIR;
+using test_cases::case_file;
 
 struct Result {
   int code;
@@ -31,23 +32,26 @@ std::string temp_path(const std::string& name) {
 }
 
 TEST(Cli, CpuDecodeWritesTheDiffusersArray) {
+  STRATA_REQUIRE_CASE("qwen_small");
   std::string out = temp_path("q.npy");
-  Result r = run({"decode", "--backend", "cpu", "--vae", kCases + "/qwen_small/vae", "--latent",
-                  kCases + "/qwen_small/latent_10x6.npy", "--out", out});
+  Result r = run({"decode", "--backend", "cpu", "--vae", case_file("qwen_small", "vae"), "--latent",
+                  case_file("qwen_small", "latent_10x6.npy"), "--out", out});
   ASSERT_EQ(r.code, 0) << r.err;
   auto got = read_npy(out);
-  auto want = read_npy(kCases + "/qwen_small/expected_10x6.npy");
+  auto want = read_npy(case_file("qwen_small", "expected_10x6.npy"));
   ASSERT_TRUE(got && want);
   EXPECT_EQ(got->shape, (Shape{3, 80, 48}));
   EXPECT_LE(max_abs_diff(*got, *want), 1e-4);
 }
 
 TEST(Cli, WrongLatentShapeIsNamed) {
+  STRATA_REQUIRE_CASE("flux_small");
   std::string out = temp_path("bad.npy");
   // A 4-channel latent for a 16-channel VAE.
   std::string latent = temp_path("latent4.npy");
   ASSERT_TRUE(write_npy(latent, Tensor({4, 8, 8})).is_ok());
-  Result r = run({"decode", "--backend", "cpu", "--vae", kCases + "/flux_small/vae", "--latent", latent, "--out", out});
+  Result r =
+      run({"decode", "--backend", "cpu", "--vae", case_file("flux_small", "vae"), "--latent", latent, "--out", out});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("[4,8,8]"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
@@ -73,11 +77,12 @@ TEST(Cli, UsageErrorsExitWith2) {
 }
 
 TEST(Cli, GraphPrintsTextAndDot) {
-  Result text = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8"});
+  STRATA_REQUIRE_CASE("flux_small");
+  Result text = run({"graph", "--vae", case_file("flux_small", "vae"), "--latent-shape", "16x8x8"});
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_EQ(text.out.rfind("graph @flux_vae_decoder(%latent: f32[1,16,8,8])", 0), 0u) << text.out.substr(0, 200);
   EXPECT_NE(text.out.find("= conv2d \"decoder.conv_out\""), std::string::npos);
-  Result dot = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8", "--format", "dot"});
+  Result dot = run({"graph", "--vae", case_file("flux_small", "vae"), "--latent-shape", "16x8x8", "--format", "dot"});
   ASSERT_EQ(dot.code, 0) << dot.err;
   EXPECT_EQ(dot.out.rfind("digraph", 0), 0u);
   EXPECT_NE(dot.out.find("decoder.conv_out"), std::string::npos);
@@ -115,7 +120,8 @@ namespace strata {
 namespace {
 
 TEST(Cli, GraphStagePrintsTheGraphAfterAPass) {
-  Result r = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8", "--stage",
+  STRATA_REQUIRE_CASE("flux_small");
+  Result r = run({"graph", "--vae", case_file("flux_small", "vae"), "--latent-shape", "16x8x8", "--stage",
                   "fold_upsample"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("conv_gemm"), std::string::npos);
@@ -123,15 +129,18 @@ TEST(Cli, GraphStagePrintsTheGraphAfterAPass) {
   EXPECT_NE(r.out.find("gather = \"upsample2x\""), std::string::npos);
   EXPECT_EQ(r.out.find("upsample_nearest"), std::string::npos);
   EXPECT_EQ(r.out.find("= group_norm"), std::string::npos);
-  Result bad = run({"graph", "--vae", kCases + "/flux_small/vae", "--latent-shape", "16x8x8", "--stage", "fuse_all"});
+  Result bad =
+      run({"graph", "--vae", case_file("flux_small", "vae"), "--latent-shape", "16x8x8", "--stage", "fuse_all"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("fuse_all"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, DumpGraphNamesEveryPass) {
+  STRATA_REQUIRE_CASE("qwen_small");
   std::string out = temp_path("dump.npy");
-  Result r = run({"decode", "--vae", kCases + "/qwen_small/vae", "--latent", kCases + "/qwen_small/latent_8x8.npy",
-                  "--out", out, "--precision", "f32", "--dump-graph", "all"});
+  Result r = run({"decode", "--vae", case_file("qwen_small", "vae"), "--latent",
+                  case_file("qwen_small", "latent_8x8.npy"), "--out", out, "--precision", "f32", "--dump-graph",
+                  "all"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* pass : {"canonicalize", "fuse_norm_act", "fold_upsample", "assign_layout", "plan_buffers"})
     EXPECT_NE(r.out.find(std::string("// after ") + pass + "\n"), std::string::npos) << pass;
