@@ -456,6 +456,8 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     if (Status s = run_passes_without_device(*g, vae->weights, *settings, out); !s.is_ok()) return fail(err, s);
     return 0;
   }
+  // The kernel configs are read off the graph after the passes: a fresh compile.
+  if (a->has("explain-kernels")) settings->no_cache = true;
   // With the plan cache, compile fills it ahead of time: a miss is loaded (pipelines
   // built) so that plan, weights and pipeline cache are stored.
   auto compiled = compile_for_device(*g, vae->weights, *settings, out);
@@ -470,7 +472,7 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   out << buffer_summary(*plan);
   if (a->has("explain-kernels")) {
-    auto configs = codegen::kernel_configs(loaded ? loaded->graph : compiled->graph, *plan);
+    auto configs = codegen::kernel_configs(compiled->graphs.at(0), *plan);
     if (!configs) return fail(err, configs.status());
     out << codegen::explain_kernels(*configs);
   }
