@@ -12,6 +12,10 @@
 //
 //   STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, compile_plan(graph, weights, target));
 //   STRATA_ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(dev, plan, weight_source(weights)));
+//
+// Model authors call compile/compile.h instead, which runs the passes first, picks the
+// Target from the device and owns the plan cache; compile_plan alone is for kernel
+// tests and for compile/ itself.
 #pragma once
 
 #include "ir/graph.h"
@@ -88,25 +92,5 @@ runtime::WeightSource weight_source(const WeightStore& weights);
 // copied from the store) in this process; a warm start from the plan cache reads its
 // blob instead and produces none.
 uint64_t weights_prepared();
-
-// A graph compiled for and loaded on one device: the path `strata decode` takes and
-// the harness kernel tests use. run() replays the recorded command buffer.
-class CompiledGraph {
-public:
-  static Expected<std::unique_ptr<CompiledGraph>> create(std::shared_ptr<runtime::Device> device,
-                                                         const Graph& graph, const WeightStore& weights,
-                                                         const CodegenOptions& options = {});
-  // Inputs in graph-input order, f32 logical shapes (checked; an input of the wrong
-  // shape is an error naming it); outputs in graph-output order.
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
-  const runtime::Plan& plan() const { return executor_->plan(); }
-  runtime::Executor& executor() { return *executor_; }
-
-private:
-  CompiledGraph() = default;
-  std::unique_ptr<runtime::Executor> executor_;
-  std::vector<Shape> input_shapes_, output_shapes_;
-  std::vector<std::string> input_names_;
-};
 
 }  // namespace strata::codegen

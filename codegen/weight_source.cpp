@@ -1,5 +1,4 @@
-// weight_source (the bytes of a plan's weight table, from a WeightStore) and
-// CompiledGraph (compile_plan + runtime::Executor, the path `strata decode` takes).
+// weight_source: the bytes of a plan's weight table, from a WeightStore.
 #include "codegen/codegen.h"
 #include "codegen/weight_transform.h"
 
@@ -50,41 +49,6 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
     std::memcpy(dst.data(), values.data(), bytes);
     return Status::ok();
   };
-}
-
-Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::create(std::shared_ptr<runtime::Device> device,
-                                                               const Graph& graph, const WeightStore& weights,
-                                                               const CodegenOptions& options) {
-  STRATA_ASSIGN_OR_RETURN(runtime::Plan plan, compile_plan(graph, weights, target_for(device->info()), options));
-  std::unique_ptr<CompiledGraph> cg(new CompiledGraph());
-  for (ValueId v : graph.inputs()) {
-    cg->input_names_.push_back(graph.value(v).name);
-    cg->input_shapes_.push_back(graph.value(v).type.shape);
-  }
-  for (ValueId v : graph.outputs()) cg->output_shapes_.push_back(graph.value(v).type.shape);
-  STRATA_ASSIGN_OR_RETURN(cg->executor_,
-                          runtime::Executor::create(std::move(device), std::move(plan), weight_source(weights),
-                                                    runtime::ExecutorOptions{.profile = options.profile}));
-  return cg;
-}
-
-Expected<std::vector<Tensor>> CompiledGraph::run(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != input_shapes_.size())
-    return error("graph takes {} inputs, got {}", input_shapes_.size(), inputs.size());
-  std::vector<std::span<const std::byte>> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].shape != input_shapes_[i] ||
-        static_cast<int64_t>(inputs[i].data.size()) != num_elements(input_shapes_[i]))
-      return error("input '{}': shape {} ({} values), the graph expects {}", input_names_[i],
-                   shape_str(inputs[i].shape), inputs[i].data.size(), shape_str(input_shapes_[i]));
-    in.push_back(std::as_bytes(std::span(inputs[i].data)));
-  }
-  std::vector<Tensor> outputs;
-  for (const Shape& s : output_shapes_) outputs.emplace_back(s);
-  std::vector<std::span<std::byte>> out;
-  for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
-  STRATA_RETURN_IF_ERROR(executor_->run(in, out));
-  return outputs;
 }
 
 }  // namespace strata::codegen

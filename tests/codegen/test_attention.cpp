@@ -3,6 +3,7 @@
 // not multiples of the tiles, several and multi-dim heads, Tq != Tk, Dv != D, head
 // dims up to 512, query chunks, windowed dispatches, and scores / logits large
 // enough that an exp without the max subtracted would overflow.
+#include "compiled_graph.h"
 #include "codegen/vk_test_util.h"
 
 #include "codegen/codegen.h"
@@ -185,7 +186,7 @@ TEST(CodegenAttention, LongSequenceWideHead) {
   ASSERT_TRUE(device.has_value()) << device.message();
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  auto cg = codegen::CompiledGraph::create(*device, t.graph, t.weights);
+  auto cg = testing::CompiledGraph::create(*device, t.graph, t.weights);
   ASSERT_TRUE(cg.has_value()) << cg.message();
   const auto t1 = Clock::now();
   auto got = (*cg)->run(t.inputs);

@@ -2,6 +2,7 @@
 // aliasing, the input / output / weights buffers), outputs that are inputs,
 // constants or listed twice, weight transforms, requirements, replay, and the error
 // paths (a wrong input shape, a device lacking a feature, unsupported values).
+#include "compiled_graph.h"
 #include "codegen/vk_test_util.h"
 
 #include "codegen/placement.h"
@@ -114,7 +115,7 @@ TEST(CodegenPlan, ReplayWithDifferentInputs) {
   ValueId x = b.input("x", {1, 5, 9, 3}), s = b.input("s", {5, 1, 1});
   b.output(b.concat({b.gelu(b.mul(x, s)), b.upsample_nearest(b.slice(x, 2, 0, 3), {3, 1})}, 1));
   ASSERT_TRUE(b.ok());
-  auto cg = codegen::CompiledGraph::create(*device, g, WeightStore());
+  auto cg = testing::CompiledGraph::create(*device, g, WeightStore());
   ASSERT_TRUE(cg) << cg.message();
   for (uint64_t seed : {1, 2, 1}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -134,7 +135,7 @@ TEST(CodegenPlan, WrongInputShapeNamesTheInput) {
   Builder b(g, nullptr);
   ValueId latents = b.input("latents", {1, 4, 8, 8});
   b.output(b.add(latents, b.input("bias", {4, 1, 1})));
-  auto cg = codegen::CompiledGraph::create(*device, g, WeightStore());
+  auto cg = testing::CompiledGraph::create(*device, g, WeightStore());
   ASSERT_TRUE(cg) << cg.message();
   auto r = (*cg)->run({random_tensor({1, 4, 8, 9}, 1), random_tensor({4, 1, 1}, 2)});
   ASSERT_FALSE(r);

@@ -1,6 +1,7 @@
 // The diffusers cases (found by tests/cases.h) decoded through Vulkan (lavapipe in CI) in f32: within
 // 1e-4 of diffusers' float64 output, and a compiled decoder replayed on a second
 // latent gives that latent's decode (nothing leaks between calls).
+#include "compiled_graph.h"
 #include "vk_test_util.h"
 
 #include "codegen/codegen.h"
@@ -48,7 +49,7 @@ TEST_P(VulkanCase, MatchesDiffusersWithin1e4) {
   Loaded c = load_case(GetParam().first, GetParam().second);
   auto device = test_device();
   ASSERT_TRUE(device) << device.message();
-  auto compiled = codegen::CompiledGraph::create(*device, c.graph, c.vae.weights);
+  auto compiled = testing::CompiledGraph::create(*device, c.graph, c.vae.weights);
   ASSERT_TRUE(compiled) << compiled.message();
   auto out = (*compiled)->run({c.latent});
   ASSERT_TRUE(out) << out.message();
@@ -65,7 +66,7 @@ TEST(VulkanReplay, SecondLatentGetsItsOwnDecode) {
   Loaded c = load_case("flux_small", "8x8");
   auto device = test_device();
   ASSERT_TRUE(device) << device.message();
-  auto compiled = codegen::CompiledGraph::create(*device, c.graph, c.vae.weights);
+  auto compiled = testing::CompiledGraph::create(*device, c.graph, c.vae.weights);
   ASSERT_TRUE(compiled) << compiled.message();
   Tensor other = c.latent;
   for (size_t i = 0; i < other.data.size(); ++i) other.data[i] = -0.5f * other.data[other.data.size() - 1 - i];

@@ -9,6 +9,7 @@
 //   expect_close(*got, *want, 1e-6);
 #pragma once
 
+#include "compiled_graph.h"
 #include "codegen/codegen.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -27,7 +28,6 @@
 namespace strata::testing {
 
 using codegen::CodegenOptions;
-using codegen::CompiledGraph;
 
 // The device every test of this binary shares, opened once with no optional
 // features (automatic selection: a GPU if present, else lavapipe).

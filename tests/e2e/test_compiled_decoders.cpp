@@ -1,6 +1,7 @@
 // The whole compiler on the diffusers cases (tests/cases.h finds them): model graph → the pass pipeline
 // → codegen → Vulkan (lavapipe in CI). f32 storage stays within 1e-4 of diffusers;
 // f16 storage reaches PSNR ≥ 55 dB (peak-to-peak 2) with no NaN.
+#include "compiled_graph.h"
 #include "codegen/codegen.h"
 #include "tests/e2e/cases.h"
 #include "ir/npy.h"
@@ -50,7 +51,7 @@ TEST_P(CompiledDecoder, MatchesDiffusers) {
   features.shader_float16 = features.storage_buffer_16bit_access = p.precision == Precision::f16;
   auto device = runtime::open_device({}, features);
   ASSERT_TRUE(device) << device.message();
-  auto compiled = codegen::CompiledGraph::create(*device, *g, vae->weights);
+  auto compiled = testing::CompiledGraph::create(*device, *g, vae->weights);
   ASSERT_TRUE(compiled) << compiled.message();
   latent->shape.insert(latent->shape.begin(), 1);
   auto out = (*compiled)->run({*latent});
