@@ -30,8 +30,10 @@ constexpr const char* kGraph = R"(graph @kernels(%x: f32[1,8,4,4], %q: f32[2,16,
 )";
 
 // Buffers (codegen/placement.h): 0 "input" x@0 q@512 k@1536 v@2560; 1 "output" u@0
-// p@1024; 2 "weights" w1@0 (2304 bytes) g@2304 w2@2560; 3 "activations" c1@0, n@512,
-// then a@0 (c1 and n are free by then). 256-byte alignment.
+// p@1024; 2 "weights" w1@0 (2304 bytes) g@2304 w2@2560; 3 "activations" c1@0, and n
+// over c1 at @0 (the memory planner's in-place rule: a norm_act whose operand dies
+// there writes over it, passes/memory_plan.h), then a@0 (c1 and n are free by then).
+// 256-byte alignment.
 
 // conv_gemm.comp's portable tile for 8 output channels: BM 8 × BN 128 pixels, BK 16,
 // TM 1 × TN 4 per invocation, so (8/1)·(128/4) = 256 invocations; one pixel tile of
@@ -105,7 +107,7 @@ constexpr const char* kNormAct = R"(node 'n' (norm_act)
   dispatch grid 1x1x1
     x r: buffer 3 @0 +512
     gamma r: buffer 2 @2304 +32
-    y w: buffer 3 @512 +512
+    y w: buffer 3 @0 +512
 )";
 
 // The upsample2x gather: the same kernel with U=1, reading the 4×4 n as an 8×8 input
@@ -148,7 +150,7 @@ constexpr const char* kUpsampleConv = R"(node 'u' (conv_gemm)
     @116 uint y_base = 0
     @120 uint r_base = 0
   dispatch grid 1x1x1
-    x r: buffer 3 @512 +512
+    x r: buffer 3 @0 +512
     w r: buffer 2 @2560 +1152
     y w: buffer 1 @0 +1024
 )";
