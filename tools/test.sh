@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: sets up and builds (tools/setup.sh, without the demo), then runs
-# every test with ctest. The shared diffusers cases are read from ../shared/cases.
+# every test with ctest. The diffusers reference cases are read from ../shared/cases,
+# else from the copies in tests/data/cases; a test whose case is in neither is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh --no-demo
