@@ -2,7 +2,6 @@
 
 #include "compile/link.h"
 #include "codegen/placement.h"
-#include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/split_bands.h"
 #include "runtime/device.h"
@@ -10,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
 #include <span>
 
 namespace strata {
