@@ -96,12 +96,14 @@ public:
   Status status() const { return status_; }
   bool ok() const { return status_.is_ok(); }
   Graph& graph() { return graph_; }
+  // Records a failure found outside the builder (a model deriving a weight, say): the
+  // first one is kept and later calls become no-ops, as for the builder's own.
+  void fail(Status s);
 
 private:
   std::string scoped(const std::string& local) const;
   // Node name for an op that reads weight `w` ("x.conv1.weight" -> "x.conv1").
   std::string name_from_weight(ValueId w, std::string_view fallback) const;
-  void fail(Status s);
   ValueId make_node(Op op, std::vector<ValueId> inputs, Attrs attrs, std::string node_name);
 
   Graph& graph_;

@@ -17,6 +17,18 @@ const std::vector<double> kWanLatentsMean = {-0.7571, -0.7089, -0.9113, 0.1075, 
 const std::vector<double> kWanLatentsStd = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
                                             3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.916};
 
+// Wan 2.2 (TI2V-5B) latent statistics, 48 channels (its vae/config.json).
+const std::vector<double> kWan22LatentsMean = {
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891,
+    0.157, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
+    -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.123, -0.0313, -0.1649, 0.0117, 0.0723,
+    -0.2839, -0.2083, -0.052, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667};
+const std::vector<double> kWan22LatentsStd = {
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.499, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
+    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
+    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.06, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
+
 // Field readers: absent fields keep the default; a present field of the wrong type
 // is an error naming it.
 struct Reader {
@@ -123,15 +135,58 @@ Expected<VaeConfig> read_qwen(const json& j, const std::string& source) {
   return VaeConfig{c};
 }
 
+Expected<VaeConfig> read_wan(const json& j, const std::string& source) {
+  WanVaeConfig c;
+  c.latents_mean = kWan22LatentsMean;
+  c.latents_std = kWan22LatentsStd;
+  Reader r{j, source, {}};
+  r.integer("base_dim", c.base_dim, 1);
+  c.decoder_base_dim = c.base_dim;  // diffusers: decoder_base_dim null means base_dim
+  r.integer("decoder_base_dim", c.decoder_base_dim, 1);
+  r.integers("dim_mult", c.dim_mult);
+  r.integer("num_res_blocks", c.num_res_blocks, 1);
+  r.booleans("temperal_downsample", c.temperal_downsample);
+  r.numbers("attn_scales", c.attn_scales);
+  r.integer("z_dim", c.z_dim, 1);
+  r.boolean("is_residual", c.is_residual);
+  c.patch_size = 1;  // diffusers: null means no patchify
+  r.integer("patch_size", c.patch_size, 1);
+  c.out_channels = 3;
+  r.integer("out_channels", c.out_channels, 1);
+  r.numbers("latents_mean", c.latents_mean);
+  r.numbers("latents_std", c.latents_std);
+  STRATA_RETURN_IF_ERROR(r.status);
+  if (!c.is_residual)
+    return error("{}: is_residual = false (the Wan 2.1 decoder) is not supported; strata builds Wan 2.2's", source);
+  if (c.dim_mult.size() < 2) return error("{}: dim_mult needs at least 2 entries", source);
+  if (c.temperal_downsample.size() != c.dim_mult.size() - 1)
+    return error("{}: temperal_downsample has {} entries, dim_mult {} (needs one fewer)", source,
+                 c.temperal_downsample.size(), c.dim_mult.size());
+  if (!c.attn_scales.empty())
+    return error("{}: attn_scales (attention inside up blocks) is not supported", source);
+  const int64_t p2 = c.patch_size * c.patch_size;
+  if (c.out_channels % p2 != 0 || c.out_channels / p2 != 3)
+    return error("{}: out_channels {} with patch_size {} is not RGB (3 · patch_size² channels expected)", source,
+                 c.out_channels, c.patch_size);
+  if (static_cast<int64_t>(c.latents_mean.size()) != c.z_dim || static_cast<int64_t>(c.latents_std.size()) != c.z_dim)
+    return error("{}: latents_mean and latents_std need z_dim = {} values each", source, c.z_dim);
+  return VaeConfig{c};
+}
+
 }  // namespace
 
 int64_t latent_channels(const VaeConfig& c) {
   if (auto* f = std::get_if<FluxVaeConfig>(&c)) return f->latent_channels;
+  if (auto* w = std::get_if<WanVaeConfig>(&c)) return w->z_dim;
   return std::get<QwenVaeConfig>(c).z_dim;
 }
 
+bool is_video_vae(const VaeConfig& c) { return std::holds_alternative<WanVaeConfig>(c); }
+
 std::string vae_class_name(const VaeConfig& c) {
-  return std::holds_alternative<FluxVaeConfig>(c) ? "AutoencoderKL" : "AutoencoderKLQwenImage";
+  if (std::holds_alternative<FluxVaeConfig>(c)) return "AutoencoderKL";
+  if (std::holds_alternative<WanVaeConfig>(c)) return "AutoencoderKLWan";
+  return "AutoencoderKLQwenImage";
 }
 
 Expected<VaeConfig> parse_vae_config(const std::string& text, const std::string& source) {
@@ -143,7 +198,9 @@ Expected<VaeConfig> parse_vae_config(const std::string& text, const std::string&
   std::string cls = j["_class_name"].get<std::string>();
   if (cls == "AutoencoderKL") return read_flux(j, source);
   if (cls == "AutoencoderKLQwenImage") return read_qwen(j, source);
-  return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage)", source, cls);
+  if (cls == "AutoencoderKLWan") return read_wan(j, source);
+  return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage, AutoencoderKLWan)",
+               source, cls);
 }
 
 Expected<VaeConfig> read_vae_config(const std::string& path) {
@@ -173,6 +230,24 @@ FluxVaeConfig flux_small_config() {
 QwenVaeConfig qwen_small_config() {
   QwenVaeConfig c = qwen_full_config();
   c.base_dim = 16;
+  return c;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+WanVaeConfig wan22_full_config() {
+  WanVaeConfig c;
+  c.latents_mean = kWan22LatentsMean;
+  c.latents_std = kWan22LatentsStd;
+  return c;
+}
+
+WanVaeConfig wan22_small_config() {
+  WanVaeConfig c = wan22_full_config();
+  c.base_dim = 8;
+  c.decoder_base_dim = 8;
   return c;
 }
 

@@ -38,11 +38,28 @@ struct QwenVaeConfig {
   std::vector<double> latents_std;   // z_dim values
 };
 
-using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig>;
+// diffusers AutoencoderKLWan (Wan 2.1 / 2.2 causal video VAE). strata builds the
+// Wan 2.2 layout (is_residual: residual up blocks with DupUp3D shortcuts, patch size 2).
+struct WanVaeConfig {
+  int64_t base_dim = 160;          // the encoder's; the decoder uses decoder_base_dim
+  int64_t decoder_base_dim = 256;
+  std::vector<int64_t> dim_mult{1, 2, 4, 4};
+  int64_t num_res_blocks = 2;
+  std::vector<bool> temperal_downsample{false, true, true};  // the decoder upsamples in reverse
+  std::vector<double> attn_scales;
+  int64_t z_dim = 48;
+  bool is_residual = true;
+  int64_t patch_size = 2;
+  int64_t out_channels = 12;       // conv_out's channels: RGB · patch_size²
+  std::vector<double> latents_mean;  // z_dim values
+  std::vector<double> latents_std;   // z_dim values
+};
+
+using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig, WanVaeConfig>;
 
 // Latent channel count of either config.
 int64_t latent_channels(const VaeConfig& c);
-// "AutoencoderKL" or "AutoencoderKLQwenImage".
+// "AutoencoderKL", "AutoencoderKLQwenImage" or "AutoencoderKLWan".
 std::string vae_class_name(const VaeConfig& c);
 
 Expected<VaeConfig> parse_vae_config(const std::string& json_text, const std::string& source_name);
@@ -54,5 +71,10 @@ QwenVaeConfig qwen_full_config();
 // The shared cases' small configs (flux_small, qwen_small), used by the demo.
 FluxVaeConfig flux_small_config();
 QwenVaeConfig qwen_small_config();
+// Wan 2.2 TI2V-5B's VAE (Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/), and the wan22_small case's.
+WanVaeConfig wan22_full_config();
+WanVaeConfig wan22_small_config();
+// Video VAEs decode [C, T, h, w] latents frame by frame (models/wan_decoder.h).
+bool is_video_vae(const VaeConfig& c);
 
 }  // namespace strata

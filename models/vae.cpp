@@ -65,7 +65,22 @@ Expected<std::pair<int64_t, int64_t>> check_latent_shape(const VaeConfig& c, con
   return std::pair{s[1], s[2]};
 }
 
+Expected<VideoLatentShape> check_video_latent_shape(const VaeConfig& c, const Shape& shape) {
+  const int64_t ch = latent_channels(c);
+  Shape s = shape;
+  if (s.size() == 5 && s[0] == 1) s.erase(s.begin());
+  if (s.size() != 4 || s[0] != ch)
+    return error("latent of shape {} does not fit this {} (expected [{}, T, h, w] or [1, {}, T, h, w])",
+                 shape_str(shape), vae_class_name(c), ch, ch);
+  if (s[1] < 1) return error("latent of shape {} has no frames (T = 0)", shape_str(shape));
+  if (s[2] < 1 || s[3] < 1) return error("latent of shape {} is empty", shape_str(shape));
+  return VideoLatentShape{s[1], s[2], s[3]};
+}
+
 Expected<Graph> build_decoder(Vae& vae, const DecoderOptions& o) {
+  if (is_video_vae(vae.config))
+    return error("{} is a video VAE: it decodes frame by frame through a program (models/wan_decoder.h), "
+                 "not one graph", vae_class_name(vae.config));
   if (o.latent_h < 1 || o.latent_w < 1)
     return error("latent size {}x{} is empty", o.latent_h, o.latent_w);
   ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);

@@ -42,6 +42,13 @@ Expected<Graph> build_decoder(Vae& vae, const DecoderOptions& options);
 Expected<Graph> build_flux_decoder(const FluxVaeConfig& c, class ModelWeights& w, int64_t h, int64_t wd);
 Expected<Graph> build_qwen_decoder(const QwenVaeConfig& c, class ModelWeights& w, int64_t h, int64_t wd);
 
+// Checks a video latent's shape against a video VAE (is_video_vae): [C, T, h, w] or
+// [1, C, T, h, w] with C its latent channels and T, h, w >= 1. Returns {T, h, w}.
+struct VideoLatentShape {
+  int64_t frames = 0, height = 0, width = 0;
+};
+Expected<VideoLatentShape> check_video_latent_shape(const VaeConfig& c, const Shape& shape);
+
 // Checks a latent array's shape against the VAE: [C, h, w] or [1, C, h, w] with C the
 // latent channel count and h, w >= 1. Returns {h, w}.
 Expected<std::pair<int64_t, int64_t>> check_latent_shape(const VaeConfig& c, const Shape& shape);

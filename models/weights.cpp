@@ -61,6 +61,43 @@ ValueId ModelWeights::get(Builder& b, const std::string& name, const Shape& shap
   return b.weight(name, shape, match_elements);
 }
 
+ValueId ModelWeights::derive(Builder& b, const std::string& name, const Shape& shape, ParamKind kind,
+                             const std::string& suffix, const Shape& out_shape,
+                             const std::function<int64_t(int64_t)>& pick) {
+  if (!b.ok()) return kNoValue;
+  const std::string derived_name = name + suffix;
+  if (!store_.contains(derived_name)) {
+    // get() generates a seeded parameter and checks a stored one; its value is not used.
+    Graph scratch;
+    Builder check(scratch, &store_);
+    if (get(check, name, shape, kind) == kNoValue) {
+      b.fail(check.status());
+      return kNoValue;
+    }
+    auto view = store_.get(name);
+    if (!view) {
+      b.fail(view.status());
+      return kNoValue;
+    }
+    const int64_t count = num_elements(out_shape), limit = num_elements(view->shape);
+    std::vector<float> data(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t from = pick(i);
+      if (from < 0 || from >= limit) {
+        b.fail(error("deriving '{}': element {} of '{}' [{} elements] is out of range", derived_name, from, name, limit));
+        return kNoValue;
+      }
+      data[static_cast<size_t>(i)] = view->at(from);
+    }
+    Status s = store_.add_owned(derived_name, out_shape, std::move(data));
+    if (!s.is_ok()) {
+      b.fail(s);
+      return kNoValue;
+    }
+  }
+  return b.weight(derived_name, out_shape);
+}
+
 ValueId ModelWeights::derived(Builder& b, const std::string& name, const Shape& shape, std::vector<float> data) {
   if (!b.ok()) return kNoValue;
   if (!store_.contains(name)) {

@@ -11,6 +11,7 @@
 #include "ir/weight_store.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,13 @@ public:
   // Adds (or replaces nothing: keeps an existing) owned constant computed by the
   // model from its config, e.g. the latent statistics, and returns its value.
   ValueId derived(Builder& b, const std::string& name, const Shape& shape, std::vector<float> data);
+
+  // A constant derived from parameter `name` (checked or generated as get() does):
+  // element i of the result [out_shape] is element pick(i) of the parameter. Stored
+  // once as "<name><suffix>"; e.g. one temporal tap of a 3-D conv's weight as a 2-D
+  // conv weight, "<name>[t=0]". An out-of-range pick is an error naming both.
+  ValueId derive(Builder& b, const std::string& name, const Shape& shape, ParamKind kind, const std::string& suffix,
+                 const Shape& out_shape, const std::function<int64_t(int64_t)>& pick);
 
   WeightStore& store() { return store_; }
   bool seeded() const { return seed_.has_value(); }

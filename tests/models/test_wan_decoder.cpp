@@ -1,0 +1,105 @@
+// The Wan 2.2 decoder program (models/wan_decoder.h) against diffusers: each latent of
+// the wan22_small case decoded frame by frame by the program interpreter (states
+// carried between runs as the runtime carries them) matches diffusers' float64 decode
+// within 1e-4; and the program's structure: two plans, the caches as states.
+#include "ir/npy.h"
+#include "ir/program_interpreter.h"
+#include "models/vae.h"
+#include "models/video_frames.h"
+#include "models/wan_decoder.h"
+#include "models/weights.h"
+#include "tests/cases.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+// Decodes a video latent with the interpreter: plan per frame, as the CLI does.
+Expected<Tensor> interpret_video(Vae& vae, const Tensor& latent) {
+  const auto& config = std::get<WanVaeConfig>(vae.config);
+  STRATA_ASSIGN_OR_RETURN(VideoLatentShape s, check_video_latent_shape(vae.config, latent.shape));
+  ModelWeights weights(vae.weights);
+  STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_wan_decoder(config, weights, s.height, s.width));
+  STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
+  const int64_t scale = 16;
+  Tensor video({3, wan_output_frames(config, s.frames), s.height * scale, s.width * scale});
+  int64_t at = 0;
+  for (int64_t i = 0; i < s.frames; ++i) {
+    STRATA_ASSIGN_OR_RETURN(Tensor z, video_latent_frame(latent, i));
+    STRATA_ASSIGN_OR_RETURN(auto out, pi.run(wan_plan_for_frame(i), {z}));
+    if (out.size() != 1 || out[0].shape[0] != wan_frames_of(config, i))
+      return error("plan '{}' returned {} frames", wan_plan_for_frame(i), out.empty() ? 0 : out[0].shape[0]);
+    STRATA_RETURN_IF_ERROR(place_frames(video, out[0], at));
+    at += out[0].shape[0];
+  }
+  return video;
+}
+
+class WanCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WanCase, InterpreterMatchesDiffusersWithin1e4) {
+  STRATA_REQUIRE_CASE("wan22_small");
+  const std::string size = GetParam();
+  auto vae = load_vae_dir(test_cases::case_file("wan22_small", "vae"));
+  ASSERT_TRUE(vae) << vae.message();
+  auto latent = read_npy(test_cases::case_file("wan22_small", "latent_" + size + ".npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  auto expected = read_npy(test_cases::case_file("wan22_small", "expected_" + size + ".npy"));
+  ASSERT_TRUE(expected) << expected.message();
+  auto video = interpret_video(*vae, *latent);
+  ASSERT_TRUE(video) << video.message();
+  ASSERT_EQ(video->shape, expected->shape);
+  EXPECT_LE(max_abs_diff(*video, *expected), 1e-4) << size;
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedCases, WanCase, ::testing::Values("1x5x7", "1x6x8", "3x4x6"));
+
+TEST(WanDecoder, ProgramHasTwoPlansAndTheCachesAsState) {
+  WanVaeConfig c = wan22_small_config();
+  WeightStore store;
+  ModelWeights w(store, 7);
+  auto p = build_wan_decoder(c, w, 2, 3);
+  ASSERT_TRUE(p) << p.message();
+  ASSERT_TRUE(verify_program(*p).is_ok()) << verify_program(*p).message();
+  ASSERT_EQ(p->plans.size(), 2u);
+  const Graph* first = p->find(kWanFirstPlan);
+  const Graph* next = p->find(kWanNextPlan);
+  ASSERT_TRUE(first && next);
+  // The first chunk reads no history; later chunks read all of it.
+  EXPECT_TRUE(first->state_reads().empty());
+  auto states = program_states(*p);
+  ASSERT_TRUE(states) << states.message();
+  EXPECT_EQ(next->state_reads().size(), states->size());
+  // conv_in's cache: two frames of the 48-channel latent after post_quant_conv.
+  ASSERT_TRUE(states->count("decoder.conv_in.cache.0"));
+  EXPECT_EQ(states->at("decoder.conv_in.cache.1").shape, (Shape{1, 48, 2, 3}));
+  // Temporal upsamplers keep theirs; the spatial one (block 2) has none.
+  EXPECT_TRUE(states->count("decoder.up_blocks.0.upsampler.time_conv.cache.0"));
+  EXPECT_FALSE(states->count("decoder.up_blocks.2.upsampler.time_conv.cache.0"));
+  // Output frames: 1, then 4 per latent frame at 16× the latent size.
+  auto frames_shape = [](const Graph& g) {
+    std::vector<Shape> shapes;  // of the outputs that are not states
+    for (size_t i = 0; i < g.outputs().size(); ++i)
+      if (!g.output_state(i)) shapes.push_back(g.value(g.outputs()[i]).type.shape);
+    return shapes;
+  };
+  EXPECT_EQ(frames_shape(*first), (std::vector<Shape>{{1, 3, 32, 48}}));
+  EXPECT_EQ(frames_shape(*next), (std::vector<Shape>{{4, 3, 32, 48}}));
+  EXPECT_EQ(wan_output_frames(c, 3), 9);
+}
+
+TEST(WanDecoder, VideoLatentShapeErrorsNameTheProblem) {
+  VaeConfig c = wan22_small_config();
+  EXPECT_TRUE(check_video_latent_shape(c, {48, 2, 4, 6}));
+  EXPECT_TRUE(check_video_latent_shape(c, {1, 48, 2, 4, 6}));
+  auto wrong_channels = check_video_latent_shape(c, {16, 2, 4, 6});
+  ASSERT_FALSE(wrong_channels);
+  EXPECT_NE(wrong_channels.message().find("[48, T, h, w]"), std::string::npos) << wrong_channels.message();
+  auto no_frames = check_video_latent_shape(c, {48, 0, 4, 6});
+  ASSERT_FALSE(no_frames);
+  EXPECT_NE(no_frames.message().find("T = 0"), std::string::npos) << no_frames.message();
+}
+
+}  // namespace
+}  // namespace strata
