@@ -116,6 +116,8 @@ public:
   // A state's current value, and setting it (shape checked).
   Expected<Tensor> state(std::string_view name);
   Status set_state(std::string_view name, const Tensor& value);
+  // Every state back to zeros, as after load (runtime::Executor::reset_states).
+  Status reset_states() { return executor_->reset_states(); }
 
   const Program& program() const { return program_; }
   const runtime::Plan& plan() const { return executor_->plan(); }

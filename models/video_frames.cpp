@@ -40,4 +40,24 @@ Status place_frames(Tensor& video, const Tensor& frames, int64_t first) {
   return Status::ok();
 }
 
+Status decode_video_frames(const Tensor& latent, int64_t first, int64_t count, const VideoSchedule& schedule,
+                           const PlanRunner& run, const FrameSink& sink) {
+  int64_t out_index = 0;
+  for (int64_t i = 0; i < first; ++i) out_index += schedule.frames(i);
+  for (int64_t i = first; i < first + count; ++i) {
+    STRATA_ASSIGN_OR_RETURN(Tensor z, video_latent_frame(latent, i));
+    const std::string plan = schedule.plan(i);
+    auto out = run(plan, {z});
+    if (!out) return out.status().with_context(fmt::format("decoding latent frame {} (plan '{}')", i, plan));
+    if (out->size() != 1 || (*out)[0].shape.size() != 4 || (*out)[0].shape[0] != schedule.frames(i))
+      return error("decoding latent frame {}: plan '{}' returned {} outputs, not the {} frames expected", i, plan,
+                   out->size(), schedule.frames(i));
+    for (int64_t k = 0; k < (*out)[0].shape[0]; ++k) {
+      STRATA_ASSIGN_OR_RETURN(Tensor frame, run_frame((*out)[0], k));
+      STRATA_RETURN_IF_ERROR(sink(out_index++, frame));
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace strata

@@ -7,6 +7,9 @@
 #include "ir/tensor.h"
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace strata {
 
@@ -21,5 +24,26 @@ Expected<Tensor> run_frame(const Tensor& frames, int64_t k);
 // layout, batch dim dropped) at frames [first, first + F). Errors on shapes that do
 // not fit.
 Status place_frames(Tensor& video, const Tensor& frames, int64_t first);
+
+// Runs one plan of a program on its non-state inputs, returning its non-state
+// outputs: LoadedProgram::run on a device, ProgramInterpreter::run on the CPU.
+using PlanRunner = std::function<Expected<std::vector<Tensor>>(const std::string& plan, const std::vector<Tensor>&)>;
+// Receives output frame `index` of the video as [3, H, W].
+using FrameSink = std::function<Status(int64_t index, const Tensor& frame)>;
+
+// A video decoder's schedule (models/wan_decoder.h): which plan decodes latent frame i,
+// and how many output frames it yields.
+struct VideoSchedule {
+  std::function<std::string(int64_t latent_frame)> plan;
+  std::function<int64_t(int64_t latent_frame)> frames;
+};
+
+// Decodes latent frames [first, first + count) of a video latent [C, T, h, w] (or
+// [1, C, T, h, w]) in order, one plan run each, handing every output frame to `sink`
+// as soon as its run ends. The caller has reset the program's states before latent
+// frame 0 and keeps them between calls, so a latent decoded in several calls gives the
+// frames of one. Errors name the latent frame that failed.
+Status decode_video_frames(const Tensor& latent, int64_t first, int64_t count, const VideoSchedule& schedule,
+                           const PlanRunner& run, const FrameSink& sink);
 
 }  // namespace strata

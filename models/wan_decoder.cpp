@@ -18,6 +18,7 @@
 // to frames.
 #include "models/wan_decoder.h"
 
+#include "models/video_frames.h"
 #include "models/weights.h"
 
 #include <cmath>
@@ -306,6 +307,11 @@ int64_t wan_frames_of(const WanVaeConfig& c, int64_t index) {
 
 int64_t wan_output_frames(const WanVaeConfig& c, int64_t latent_frames) {
   return latent_frames < 1 ? 0 : 1 + (latent_frames - 1) * wan_frames_of(c, 1);
+}
+
+VideoSchedule wan_schedule(const WanVaeConfig& c) {
+  return VideoSchedule{[](int64_t i) { return std::string(wan_plan_for_frame(i)); },
+                       [c](int64_t i) { return wan_frames_of(c, i); }};
 }
 
 Expected<ProgramGraph> build_wan_decoder(const WanVaeConfig& c, ModelWeights& w, int64_t latent_h,

@@ -42,6 +42,10 @@ inline const char* wan_plan_for_frame(int64_t index) { return index == 0 ? kWanF
 int64_t wan_frames_of(const WanVaeConfig& c, int64_t index);
 int64_t wan_output_frames(const WanVaeConfig& c, int64_t latent_frames);
 
+// The schedule of models/video_frames.h for this decoder.
+struct VideoSchedule;
+VideoSchedule wan_schedule(const WanVaeConfig& c);
+
 // The program for latent frames of h × w. Each plan's input is "latent" [1, z, h, w]
 // (one latent frame, as the pipeline hands it over: it is de-normalised with
 // latents_std / latents_mean inside), its output "frames" [F, 3, 16h, 16w], clamped

@@ -1,5 +1,6 @@
 // Executor: creation order, device-limit checks, buffers, run()/replay() and teardown.
 // Pipelines/descriptors: executor_pipelines.cpp; commands/weights: executor_record.cpp.
+#include <algorithm>
 #include "runtime/executor.h"
 
 #include "runtime/executor_impl.h"
@@ -279,6 +280,21 @@ Status Executor::Impl::copy_state(size_t state, std::span<std::byte> to_host, st
       fmt::format("{} state '{}'", reading ? "reading" : "writing", st.name)));
   if (reading) std::memcpy(to_host.data(), staging.mapped(), st.bytes);
   return Status::ok();
+}
+
+Status Executor::reset_states() {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("reset_states: device '{}' was lost earlier; reopen it", m.device->info().name);
+  std::vector<uint32_t> state_buffers;
+  for (const StateDesc& st : m.plan.states)
+    if (std::find(state_buffers.begin(), state_buffers.end(), st.buffer) == state_buffers.end())
+      state_buffers.push_back(st.buffer);
+  if (state_buffers.empty()) return Status::ok();
+  return m.submit_once(
+      [&](VkCommandBuffer cb) {
+        for (uint32_t b : state_buffers) vkCmdFillBuffer(cb, m.buffers[b].handle(), 0, VK_WHOLE_SIZE, 0);
+      },
+      "resetting the states");
 }
 
 Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,

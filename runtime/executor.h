@@ -181,6 +181,10 @@ public:
   // than the state's, a lost device.
   Status read_state(std::string_view name, std::span<std::byte> out);
   Status write_state(std::string_view name, std::span<const std::byte> in);
+  // Sets every state to zeros (the value a fresh executor starts with), so a program
+  // can start over — a video decoder's first frame — without reloading
+  // (vkCmdFillBuffer over each state buffer, one submit). Errors: a lost device.
+  Status reset_states();
 
   // vkGetPipelineCacheData: the bytes to persist beside the plan cache and hand to
   // ExecutorOptions::pipeline_cache_data next time.

@@ -22,17 +22,15 @@ Expected<Tensor> interpret_video(Vae& vae, const Tensor& latent) {
   ModelWeights weights(vae.weights);
   STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_wan_decoder(config, weights, s.height, s.width));
   STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
-  const int64_t scale = 16;
-  Tensor video({3, wan_output_frames(config, s.frames), s.height * scale, s.width * scale});
-  int64_t at = 0;
-  for (int64_t i = 0; i < s.frames; ++i) {
-    STRATA_ASSIGN_OR_RETURN(Tensor z, video_latent_frame(latent, i));
-    STRATA_ASSIGN_OR_RETURN(auto out, pi.run(wan_plan_for_frame(i), {z}));
-    if (out.size() != 1 || out[0].shape[0] != wan_frames_of(config, i))
-      return error("plan '{}' returned {} frames", wan_plan_for_frame(i), out.empty() ? 0 : out[0].shape[0]);
-    STRATA_RETURN_IF_ERROR(place_frames(video, out[0], at));
-    at += out[0].shape[0];
-  }
+  Tensor video({3, wan_output_frames(config, s.frames), s.height * 16, s.width * 16});
+  STRATA_RETURN_IF_ERROR(decode_video_frames(
+      latent, 0, s.frames, wan_schedule(config),
+      [&](const std::string& plan, const std::vector<Tensor>& in) { return pi.run(plan, in); },
+      [&](int64_t index, const Tensor& frame) {
+        Tensor one = frame;
+        one.shape.insert(one.shape.begin(), 1);
+        return place_frames(video, one, index);
+      }));
   return video;
 }
 
