@@ -510,8 +510,8 @@ Expected<std::unique_ptr<VideoWriter>> VideoWriter::open(const VideoOutputOption
   if (!(o.fps > 0.0 && o.fps <= 1000.0))
     return error("cannot write video '{}': fps {} is outside (0, 1000]", o.path, o.fps);
   if (o.width % 2 != 0 || o.height % 2 != 0)
-    return error("cannot write video '{}': mp4 (yuv420p) needs an even width and height, the "
-                 "video is {}x{}; write .npy or PNG frames instead",
+    return error("cannot write video '{}': mp4 (yuv420p) needs an even width and height, "
+                 "got width {} and height {}; write .npy or PNG frames instead",
                  o.path, o.width, o.height);
   if (o.width > 16384 || o.height > 16384)
     return error("cannot write video '{}': {}x{} is too large for H.264", o.path, o.width,

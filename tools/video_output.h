@@ -10,12 +10,12 @@
 //   folder   (an existing directory, or a path ending in '/' or with no extension)
 //            PNG frames frame_00000.png, frame_00001.png, ... with the diffusers
 //            pixel mapping of tools/png_writer.h.
-//   *.mp4    H.264 (libx264 through FFmpeg's libraries), yuv420p, BT.709 limited
-//            range, at `fps` frames per second; pixel bytes from the same diffusers
-//            mapping. yuv420p halves the chroma resolution, so an odd width or height
-//            is an error in open() (no padding: the video would not have the size
-//            decoded). Built without FFmpeg (STRATA_HAVE_FFMPEG unset), .mp4 is an error
-//            saying so.
+//   *.mp4    H.264 (libx264 through FFmpeg's libraries, its default quality: CRF 23,
+//            preset medium), yuv420p, BT.709 limited range (and tagged so), at `fps`
+//            frames per second; pixel bytes from the same diffusers mapping. yuv420p
+//            halves the chroma resolution, so an odd width or height is an error in
+//            open() (no padding: the video would not have the size decoded). Built
+//            without FFmpeg (STRATA_HAVE_FFMPEG unset), .mp4 is an error saying so.
 // Extensions are matched case-insensitively; anything else is an error that lists
 // these choices.
 //
