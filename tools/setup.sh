@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libfmt-dev nlohmann-json3-dev libgtest-dev libpng-dev
           mesa-vulkan-drivers libvulkan-dev vulkan-validationlayers libshaderc-dev glslc spirv-tools
-          graphviz)
+          graphviz
+          # .mp4 output (H.264 through FFmpeg's libraries); ffmpeg brings ffprobe for its test
+          libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
