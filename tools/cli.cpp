@@ -21,6 +21,7 @@
 #include "tools/profile_report.h"
 #include "tools/progress.h"
 #include "tools/session.h"
+#include "tools/video_command.h"
 
 #include <charconv>
 #include <chrono>
@@ -44,8 +45,10 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
+    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] ...   (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
+    "  strata bench --arch wan22 --frames F --size HxW [--reps R] [--warmup W]      (a video VAE)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
@@ -55,7 +58,8 @@ const char* kUsage =
     "  strata devices [--device N]\n"
     "  strata help\n"
     "\n"
-    "models: --vae reads a diffusers vae/ directory (AutoencoderKL or AutoencoderKLQwenImage);\n"
+    "models: --vae reads a diffusers vae/ directory (AutoencoderKL, AutoencoderKLQwenImage, or the\n"
+    "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames);\n"
     "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
     "cases' sizes) builds one with weights generated from --seed (default 0).\n"
     "\n"
@@ -78,7 +82,7 @@ const char* kUsage =
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
-    {"arch", true, "flux | qwen | flux-small | qwen-small, weights from --seed"},
+    {"arch", true, "flux | qwen | wan22 | flux-small | qwen-small | wan22-small, weights from --seed"},
     {"seed", true, "seed for --arch weights (default 0)"},
 };
 
@@ -105,7 +109,9 @@ Expected<Vae> open_model(const ParsedArgs& a) {
   if (*arch == "qwen") return seeded_vae(qwen_full_config(), seed);
   if (*arch == "flux-small") return seeded_vae(flux_small_config(), seed);
   if (*arch == "qwen-small") return seeded_vae(qwen_small_config(), seed);
-  return error("unknown --arch '{}' (flux, qwen, flux-small, qwen-small)", *arch);
+  if (*arch == "wan22") return seeded_vae(wan22_full_config(), seed);
+  if (*arch == "wan22-small") return seeded_vae(wan22_small_config(), seed);
+  return error("unknown --arch '{}' (flux, qwen, wan22, flux-small, qwen-small, wan22-small)", *arch);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -200,11 +206,12 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   Progress progress(raw_err, progress_enabled(raw_err));
   ProgressStream out(progress, raw_out), err(progress, raw_err);
   auto specs = with_model_options({
-      {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w])"},
-      {"out", true, "output .png or .npy (float32 [3, H, W])"},
+      {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w]); a video VAE's [C, T, h, w]"},
+      {"out", true, "output .png or .npy (float32 [3, H, W]); video: .npy [3, F, H, W], a folder of PNGs, .mp4"},
       {"demo", false, "decode a seeded latent with a small seeded decoder"},
   });
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
+  specs.push_back(video_option_specs()[0]);  // --fps
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
@@ -228,6 +235,10 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   progress.stage("loading the model");
   auto vae = open_model(*a);
   if (!vae) return fail(err, vae.status());
+  if (is_video_vae(vae->config)) {
+    if (Status s = decode_video_command(*vae, *a, *settings, out, progress); !s.is_ok()) return fail(err, s);
+    return 0;
+  }
   auto latent = read_npy(*a->get("latent"));
   if (!latent) return fail(err, latent.status());
   auto image = decode(*vae, std::move(*latent), *settings, out, progress);
@@ -343,7 +354,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   Progress progress(raw_err, progress_enabled(raw_err));
   ProgressStream out(progress, raw_out), err(progress, raw_err);
   auto specs = with_model_options({
-      {"size", true, "output size N (an N x N image from an N/8 x N/8 latent)"},
+      {"size", true, "output size N (an N x N image from an N/8 x N/8 latent); video: HxW"},
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
       {"reps", true, "timed decodes after the warm-up, then as many device-resident replays (default 5)"},
       {"warmup", true, "untimed decodes first (default 1)"},
@@ -351,6 +362,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   });
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
+  specs.push_back(video_option_specs()[1]);  // --frames
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);
@@ -362,6 +374,11 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   progress.stage("loading the model");
   auto vae = open_model(*a);
   if (!vae) return fail(err, vae.status());
+  if (is_video_vae(vae->config)) {
+    if (Status s = bench_video_command(*vae, *a, *settings, *reps, *warmup, out, progress); !s.is_ok())
+      return fail(err, s);
+    return 0;
+  }
   Shape latent_shape;
   if (auto ls = a->get("latent-shape")) {
     auto s = parse_shape(*ls);

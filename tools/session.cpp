@@ -188,6 +188,19 @@ Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightSt
                              log);
 }
 
+Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
+                                     std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
+  return compile(p, weights, target, compiler_options(r, log), log);
+}
+
+Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
+                                                        const RunSettings& r, std::ostream& log) {
+  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log));
+  return LoadedProgram::load(std::move(program), {.profile = r.profile, .pipeline_statistics = r.pipeline_stats},
+                             log);
+}
+
 std::string buffer_summary(const runtime::Plan& plan) {
   std::string s = "buffers:\n";
   uint64_t total = 0;

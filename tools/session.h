@@ -7,6 +7,7 @@
 #include "compile/compile.h"
 #include "compile/target.h"
 #include "ir/graph.h"
+#include "ir/program.h"
 #include "ir/tensor.h"
 #include "ir/weight_store.h"
 #include "passes/pass.h"
@@ -65,6 +66,12 @@ Expected<Program> compile_for_device(const Graph& g, WeightStore& weights, const
 // compile_for_device, then LoadedProgram::load (--profile, --pipeline-stats).
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                                         std::ostream& log);
+
+// The same for a program of plans (ir/program.h).
+Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
+                                     std::ostream& log);
+Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
+                                                        const RunSettings& r, std::ostream& log);
 
 // The passes alone, with no device (`strata compile --backend cpu`): the settings'
 // precision (default f16), --binding-limit, --memory-budget and the portable

@@ -1,0 +1,179 @@
+#include "tools/video_command.h"
+
+#include "ir/npy.h"
+#include "ir/program_interpreter.h"
+#include "models/video_frames.h"
+#include "models/wan_decoder.h"
+#include "models/weights.h"
+#include "tools/video_output.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+
+namespace strata {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The first non-finite value of a video latent [C, T, h, w], named by position.
+Status check_finite(const Tensor& latent, const VideoLatentShape& s) {
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < latent.data.size(); ++i)
+    if (!std::isfinite(latent.data[i])) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++bad;
+    }
+  if (bad == 0) return Status::ok();
+  const int64_t plane = s.height * s.width, per_channel = s.frames * plane;
+  return error("the latent has {} non-finite values (NaN or inf); the first is {} at channel {}, frame {}, row {}, "
+               "column {}",
+               bad, latent.data[static_cast<size_t>(first)], first / per_channel, first % per_channel / plane,
+               first % plane / s.width, first % s.width);
+}
+
+// The decoder program and a way to run its plans: the device's, or the interpreter's
+// with --backend cpu. States start at zero.
+struct VideoRunner {
+  std::unique_ptr<LoadedProgram> device;
+  std::unique_ptr<ProgramInterpreter> cpu;
+  PlanRunner run;
+};
+
+Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, const RunSettings& r, std::ostream& log) {
+  ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);
+  const auto& config = std::get<WanVaeConfig>(vae.config);
+  STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_wan_decoder(config, weights, s.height, s.width));
+  VideoRunner out;
+  if (r.backend == "cpu") {
+    STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
+    out.cpu = std::make_unique<ProgramInterpreter>(std::move(pi));
+    ProgramInterpreter* p = out.cpu.get();
+    out.run = [p](const std::string& plan, const std::vector<Tensor>& in) { return p->run(plan, in); };
+  } else {
+    STRATA_ASSIGN_OR_RETURN(out.device, load_on_device(program, vae.weights, r, log));
+    LoadedProgram* p = out.device.get();
+    out.run = [p](const std::string& plan, const std::vector<Tensor>& in) { return p->run(plan, in); };
+  }
+  return out;
+}
+
+Expected<double> parse_fps(const ParsedArgs& a) {
+  const std::string text = a.get_or("fps", "24");
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !(v > 0) || v > 1000)
+    return error("--fps '{}' is not a frame rate (a number in (0, 1000])", text);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& video_option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      {"fps", true, "frames per second of an .mp4 output (default 24)"},
+      {"frames", true, "bench: output frames of a video VAE (1 + 4k, default 61)"},
+  };
+  return specs;
+}
+
+Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, std::ostream& out,
+                            Progress& progress) {
+  const std::string latent_path = *a.get("latent"), out_path = *a.get("out");
+  STRATA_ASSIGN_OR_RETURN(double fps, parse_fps(a));
+  STRATA_ASSIGN_OR_RETURN(Tensor latent, read_npy(latent_path));
+  auto shape = check_video_latent_shape(vae.config, latent.shape);
+  if (!shape) return shape.status().with_context(fmt::format("'{}'", latent_path));
+  if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
+  const auto& config = std::get<WanVaeConfig>(vae.config);
+  const int64_t frames = wan_output_frames(config, shape->frames), scale = 16;
+  // The output opens first: an unwritable OUT fails before any work is done.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<VideoWriter> writer,
+                          VideoWriter::open({.path = out_path,
+                                             .frames = frames,
+                                             .height = shape->height * scale,
+                                             .width = shape->width * scale,
+                                             .fps = fps}));
+  progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, r, out));
+  progress.stage("decoding frames");
+  const auto start = std::chrono::steady_clock::now();
+  Status s = decode_video_frames(latent, 0, shape->frames, wan_schedule(config), runner.run,
+                                 [&](int64_t index, const Tensor& frame) {
+                                   progress.step(index + 1, frames);
+                                   return writer->write_frame(frame);
+                                 });
+  if (!s.is_ok()) return s.with_context(fmt::format("decoding '{}'", latent_path));
+  const double decode_ms = ms_since(start);
+  progress.stage("writing the output");
+  STRATA_RETURN_IF_ERROR(writer->finish());
+  progress.done();
+  out << fmt::format("decoded {} latent {} -> {} frames of {}x{} on the {} backend in {:.1f} ms ({:.1f} ms per "
+                     "latent frame)\n",
+                     vae_class_name(vae.config), shape_str(latent.shape), frames, shape->height * scale,
+                     shape->width * scale, r.backend, decode_ms, decode_ms / static_cast<double>(shape->frames));
+  out << "wrote " << out_path << " (" << video_format_name(*video_format_for_path(out_path)) << ")\n";
+  return Status::ok();
+}
+
+Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
+                           std::ostream& out, Progress& progress) {
+  const auto& config = std::get<WanVaeConfig>(vae.config);
+  const int64_t step = wan_frames_of(config, 1), scale = 16;
+  STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));
+  if (frames < 1 || (frames - 1) % step != 0)
+    return error("--frames {}: a video VAE decodes 1 + {}·k frames (1, {}, {}, ...)", frames, step, 1 + step,
+                 1 + 2 * step);
+  STRATA_ASSIGN_OR_RETURN(Shape size, parse_shape(a.get_or("size", "704x1280")));
+  if (size.size() != 2 || size[0] % scale != 0 || size[1] % scale != 0 || size[0] < scale || size[1] < scale)
+    return error("--size for a video VAE is HxW, each a positive multiple of {}", scale);
+  const VideoLatentShape s{1 + (frames - 1) / step, size[0] / scale, size[1] / scale};
+  const Shape latent_shape{latent_channels(vae.config), s.frames, s.height, s.width};
+  Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  progress.stage("compiling and loading");
+  auto load_start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, r, out));
+  out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
+  LoadedProgram& program = *runner.device;
+  std::vector<double> times;
+  for (int64_t i = 0; i < warmup + reps; ++i) {
+    progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(program.reset_states());
+    STRATA_RETURN_IF_ERROR(decode_video_frames(latent, 0, s.frames, wan_schedule(config), runner.run,
+                                               [&](int64_t index, const Tensor&) {
+                                                 progress.step(index + 1, 1 + (s.frames - 1) * step);
+                                                 return Status::ok();
+                                               }));
+    if (i >= warmup) times.push_back(ms_since(start));
+  }
+  // Device time per latent frame: the recorded plan replayed with its inputs in place
+  // (its states advance, which changes values, not work).
+  std::vector<double> replays;
+  for (int64_t i = 0; i < reps; ++i) {
+    progress.stage("device-resident replays");
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(program.replay(s.frames > 1 ? kWanNextPlan : kWanFirstPlan));
+    replays.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(times.begin(), times.end());
+  std::sort(replays.begin(), replays.end());
+  out << fmt::format("{} {} frames of {}x{} (latent {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
+                     "(wall time: each latent frame uploaded, its frames read back)\n",
+                     vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
+                     times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("device-resident: median {:.2f} ms per latent frame (plan '{}', {} output frames), min {:.2f} ms\n",
+                     replays[replays.size() / 2], s.frames > 1 ? kWanNextPlan : kWanFirstPlan,
+                     s.frames > 1 ? step : 1, replays.front());
+  out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, caches, inputs, outputs), "
+                     "host {:.3f} GiB\n",
+                     static_cast<double>(program.executor().device_bytes()) / (1ull << 30),
+                     static_cast<double>(program.executor().host_bytes()) / (1ull << 30));
+  return Status::ok();
+}
+
+}  // namespace strata
