@@ -78,6 +78,13 @@ runtime::TensorIO tensor_io(const Value& v, const Location& loc) {
                            loc.buffer, loc.offset, loc.bytes};
 }
 
+// A state's slot: the value as stored (placement.cpp puts it there).
+runtime::TensorIO state_io(const Lowering& l, const Value& v, const Location& loc) {
+  const DType s = l.storage(v.id);
+  return runtime::TensorIO{v.name, v.type.shape, s == DType::f16 ? runtime::DType::f16 : runtime::DType::f32,
+                           layout_str(v.type.layout), loc.buffer, loc.offset, loc.bytes};
+}
+
 // A host slot as a tensor: f32, logical row major.
 TensorRef host_ref(const Value& v, const Location& slot, runtime::Access access) {
   return TensorRef{runtime::BindingDesc{slot.buffer, slot.offset, slot.bytes, access}, v.type.shape,
@@ -102,7 +109,7 @@ Status stage_inputs(Lowering& l, const Graph& graph, const Placement& pl) {
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value& v = graph.value(graph.inputs()[i]);
     const Location& loc = l.location(v.id);
-    if (host_compatible(v.type) || loc.bytes == 0) continue;
+    if (graph.input_state(i) || host_compatible(v.type) || loc.bytes == 0) continue;  // a state is stored as is
     STRATA_RETURN_IF_ERROR(emit_convert(l, io_label("input." + v.name),
                                         host_ref(v, pl.input_locations[i], runtime::Access::read),
                                         value_ref(l, v.id, runtime::Access::write), v.type.dtype, "stage"));
@@ -116,7 +123,11 @@ Status stage_outputs(Lowering& l, const Graph& graph, const Placement& pl) {
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const Value& v = graph.value(graph.outputs()[i]);
     const Location& dst = pl.output_locations[i];
-    if (v.kind == ValueKind::intermediate && host_compatible(v.type)) continue;  // written in place
+    const bool state = graph.output_state(i) != nullptr;
+    if (v.kind == ValueKind::intermediate && (state || host_compatible(v.type))) continue;  // written in place
+    if (state)
+      return error("state output %{} ({}) is not computed by the plan; write back a copy of it", v.name,
+                   graph.value(v.id).kind == ValueKind::input ? "a graph input" : "a constant");
     if (std::find(graph.outputs().begin(), graph.outputs().begin() + static_cast<std::ptrdiff_t>(i), v.id) !=
         graph.outputs().begin() + static_cast<std::ptrdiff_t>(i))
       continue;  // listed before: copied already
@@ -184,10 +195,15 @@ Expected<runtime::Plan> compile_plan(const Graph& graph, const WeightStore& weig
   STRATA_RETURN_IF_ERROR(stage_outputs(l, graph, pl));
   STRATA_RETURN_IF_ERROR(l.compile_pipelines());
 
-  for (size_t i = 0; i < graph.inputs().size(); ++i)
-    plan.inputs.push_back(tensor_io(graph.value(graph.inputs()[i]), pl.input_locations[i]));
-  for (size_t i = 0; i < graph.outputs().size(); ++i)
-    plan.outputs.push_back(tensor_io(graph.value(graph.outputs()[i]), pl.output_locations[i]));
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Value& v = graph.value(graph.inputs()[i]);
+    plan.inputs.push_back(graph.input_state(i) ? state_io(l, v, pl.input_locations[i]) : tensor_io(v, pl.input_locations[i]));
+  }
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const Value& v = graph.value(graph.outputs()[i]);
+    plan.outputs.push_back(graph.output_state(i) ? state_io(l, v, pl.output_locations[i])
+                                                 : tensor_io(v, pl.output_locations[i]));
+  }
 
   // 16-bit storage was required by the pipelines that use it (Lowering::pipeline);
   // the one limit that matters here is the largest binding range.

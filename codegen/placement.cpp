@@ -73,17 +73,23 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
       if (v != kNoValue) read[static_cast<size_t>(v)] = true;
 
   // Host slots: inputs, then outputs (f32 row-major intermediates live in theirs).
-  for (ValueId v : g.inputs()) {
-    const Location slot = put(kInput, host_bytes(v));
+  // A state's slot holds the value as stored (its dtype and layout): the value lives
+  // there and the link binds the state's window in its place (compile/link.h).
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const ValueId v = g.inputs()[i];
+    const bool state = g.input_state(i) != nullptr;
+    const Location slot = put(kInput, state ? bytes_of(v) : host_bytes(v));
     out.input_locations.push_back(slot);
-    if (host_compatible(g.value(v).type)) out.locations[static_cast<size_t>(v)] = slot;
+    if (state || host_compatible(g.value(v).type)) out.locations[static_cast<size_t>(v)] = slot;
     else staged_input[static_cast<size_t>(v)] = true;
   }
   std::map<ValueId, Location> output_slot;
-  for (ValueId v : g.outputs()) {
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ValueId v = g.outputs()[i];
+    const bool state = g.output_state(i) != nullptr;
     auto [it, fresh] = output_slot.try_emplace(v);
-    if (fresh) it->second = put(kOutput, host_bytes(v));
-    if (g.value(v).kind == ValueKind::intermediate && host_compatible(g.value(v).type)) {
+    if (fresh) it->second = put(kOutput, state ? bytes_of(v) : host_bytes(v));
+    if (g.value(v).kind == ValueKind::intermediate && (state || host_compatible(g.value(v).type))) {
       out.locations[static_cast<size_t>(v)] = it->second;
       in_output_slot[static_cast<size_t>(v)] = true;
     } else {

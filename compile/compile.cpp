@@ -6,6 +6,7 @@
 #include "passes/split_bands.h"
 #include "runtime/device.h"
 
+#include <cstring>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -219,25 +220,89 @@ Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, con
   return outputs;
 }
 
-Expected<Tensor> LoadedProgram::state(std::string_view name) {
-  for (const runtime::StateDesc& s : plan().states) {
-    if (s.name != name) continue;
-    Tensor t(s.shape);
-    if (t.data.size() * sizeof(float) != s.bytes || s.dtype != runtime::DType::f32)
-      return error("state '{}' is not stored as f32 {}", s.name, shape_str(s.shape));
-    STRATA_RETURN_IF_ERROR(executor_->read_state(name, std::as_writable_bytes(std::span(t.data))));
-    return t;
+namespace {
+
+// Where logical element i of a state lives in its stored form (StateDesc::layout):
+// row major, or NHWC ([N, C, H, W] with channels innermost at a stride of cpad).
+Expected<std::vector<size_t>> stored_index(const runtime::StateDesc& s) {
+  const size_t n = static_cast<size_t>(num_elements(s.shape));
+  std::vector<size_t> at(n);
+  if (s.layout.empty()) {
+    for (size_t i = 0; i < n; ++i) at[i] = i;
+    return at;
   }
+  int64_t cpad = s.shape.size() == 4 ? s.shape[1] : 0;
+  if (s.layout.rfind("nhwc:cpad=", 0) == 0) cpad = std::stoll(s.layout.substr(10));
+  else if (s.layout != "nhwc") cpad = 0;
+  if (s.shape.size() != 4 || cpad < s.shape[1])
+    return error("state '{}' is stored as {} {}, which the host cannot read", s.name, s.layout, shape_str(s.shape));
+  const int64_t c = s.shape[1], h = s.shape[2], w = s.shape[3];
+  size_t i = 0;
+  for (int64_t b = 0; b < s.shape[0]; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) at[i++] = static_cast<size_t>(((b * h + y) * w + x) * cpad + ch);
+  return at;
+}
+
+const runtime::StateDesc* find_state(const runtime::Plan& plan, std::string_view name, std::string& names) {
+  for (const runtime::StateDesc& s : plan.states) {
+    if (s.name == name) return &s;
+    names += (names.empty() ? "'" : ", '") + s.name + "'";
+  }
+  return nullptr;
+}
+
+size_t stored_bytes(runtime::DType d) { return d == runtime::DType::f16 ? 2 : 4; }
+
+}  // namespace
+
+Expected<Tensor> LoadedProgram::state(std::string_view name) {
   std::string names;
-  for (const runtime::StateDesc& s : plan().states) names += (names.empty() ? "'" : ", '") + s.name + "'";
-  return error("no state '{}' in the program ({})", name, names.empty() ? "it has none" : "it has " + names);
+  const runtime::StateDesc* s = find_state(plan(), name, names);
+  if (!s) return error("no state '{}' in the program ({})", name, names.empty() ? "it has none" : "it has " + names);
+  if (s->dtype != runtime::DType::f32 && s->dtype != runtime::DType::f16)
+    return error("state '{}' is stored as {}, which the host cannot read", s->name, runtime::dtype_name(s->dtype));
+  STRATA_ASSIGN_OR_RETURN(std::vector<size_t> at, stored_index(*s));
+  std::vector<std::byte> raw(s->bytes);
+  STRATA_RETURN_IF_ERROR(executor_->read_state(name, raw));
+  Tensor t(s->shape);
+  const size_t eb = stored_bytes(s->dtype);
+  for (size_t i = 0; i < at.size(); ++i) {
+    if ((at[i] + 1) * eb > raw.size()) return error("state '{}': {} bytes do not hold its shape", s->name, raw.size());
+    if (eb == 2) {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + at[i] * 2, 2);
+      t.data[i] = half_to_float(h);
+    } else {
+      std::memcpy(&t.data[i], raw.data() + at[i] * 4, 4);
+    }
+  }
+  return t;
 }
 
 Status LoadedProgram::set_state(std::string_view name, const Tensor& value) {
-  for (const runtime::StateDesc& s : plan().states)
-    if (s.name == name && value.shape != s.shape)
-      return error("set_state: state '{}' is {}, the value {}", s.name, shape_str(s.shape), shape_str(value.shape));
-  return executor_->write_state(name, std::as_bytes(std::span(value.data)));
+  std::string names;
+  const runtime::StateDesc* s = find_state(plan(), name, names);
+  if (!s)
+    return error("set_state: no state '{}' in the program ({})", name, names.empty() ? "it has none" : "it has " + names);
+  if (value.shape != s->shape)
+    return error("set_state: state '{}' is {}, the value {}", s->name, shape_str(s->shape), shape_str(value.shape));
+  if (s->dtype != runtime::DType::f32 && s->dtype != runtime::DType::f16)
+    return error("set_state: state '{}' is stored as {}", s->name, runtime::dtype_name(s->dtype));
+  STRATA_ASSIGN_OR_RETURN(std::vector<size_t> at, stored_index(*s));
+  std::vector<std::byte> raw(s->bytes);  // padded channel slots stay zero
+  const size_t eb = stored_bytes(s->dtype);
+  for (size_t i = 0; i < at.size(); ++i) {
+    if ((at[i] + 1) * eb > raw.size()) return error("set_state: state '{}' does not hold its shape", s->name);
+    if (eb == 2) {
+      const uint16_t h = float_to_half(value.data[i]);
+      std::memcpy(raw.data() + at[i] * 2, &h, 2);
+    } else {
+      std::memcpy(raw.data() + at[i] * 4, &value.data[i], 4);
+    }
+  }
+  return executor_->write_state(name, raw);
 }
 
 }  // namespace strata

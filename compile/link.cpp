@@ -14,10 +14,12 @@ using runtime::BufferUsage;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-std::string type_text(runtime::DType dtype, const std::vector<int64_t>& shape, uint64_t bytes) {
+std::string type_text(runtime::DType dtype, const std::vector<int64_t>& shape, const std::string& layout,
+                      uint64_t bytes) {
   std::string dims;
   for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-  return fmt::format("{}[{}] ({} bytes)", runtime::dtype_name(dtype), dims, bytes);
+  return fmt::format("{}[{}]{} ({} bytes)", runtime::dtype_name(dtype), dims, layout.empty() ? "" : " " + layout,
+                     bytes);
 }
 
 // Where a window of one part's buffer lands in the linked plan. Buffers whose
@@ -80,20 +82,22 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
   out.compiler_version = parts[0].plan.compiler_version;
   alignment = std::max<uint64_t>(alignment, 16);
 
-  // The states, in order of first mention, with one shape and dtype each.
+  // The states, in order of first mention, with one shape, dtype and layout each (as
+  // the plans store them: every plan that binds a state must store it alike).
   std::map<std::string, uint32_t> state_index;
   std::vector<std::string> state_first_plan;
   auto declare = [&](const LinkPart& part, const StateBinding& b, const runtime::TensorIO& io) -> Status {
     auto [it, fresh] = state_index.emplace(b.state, static_cast<uint32_t>(out.states.size()));
     if (fresh) {
-      out.states.push_back(runtime::StateDesc{b.state, io.shape, io.dtype, 0, 0, io.bytes});
+      out.states.push_back(runtime::StateDesc{b.state, io.shape, io.dtype, io.layout, 0, 0, io.bytes});
       state_first_plan.push_back(part.name);
       return Status::ok();
     }
     const runtime::StateDesc& s = out.states[it->second];
-    if (s.shape != io.shape || s.dtype != io.dtype || s.bytes != io.bytes)
+    if (s.shape != io.shape || s.dtype != io.dtype || s.layout != io.layout || s.bytes != io.bytes)
       return error("state '{}': plan '{}' stores it as {}, plan '{}' as {}", b.state, state_first_plan[it->second],
-                   type_text(s.dtype, s.shape, s.bytes), part.name, type_text(io.dtype, io.shape, io.bytes));
+                   type_text(s.dtype, s.shape, s.layout, s.bytes), part.name,
+                   type_text(io.dtype, io.shape, io.layout, io.bytes));
     return Status::ok();
   };
   for (const LinkPart& part : parts) {

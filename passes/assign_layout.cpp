@@ -20,6 +20,12 @@
 //     "<input>.nhwc") converts it to NHWC, and every reader reads that;
 //   - before an image graph output, its producer writes "<output>.nhwc" and a relayout
 //     `reshape` ("<output>.to_logical") writes the logical output value;
+//   - state inputs and outputs (ir/program.h) are no boundary: the host does not read
+//     them, the plans of a program do. Every rank-4 state is stored NHWC, whatever
+//     reads or writes it, so all plans binding a state store it alike: an image state
+//     value is NHWC like any other and needs no relayout; a non-image one (read or
+//     written by logical ops) gets one after the state input ("<in>.logical") or
+//     before the state output ("<out>.logical" written, then relayout);
 //   - reshapes between image values and logical ones (the attention block's
 //     [1,C,H,W] ↔ [C,H·W]) read one layout and write the other.
 // So every node other than reshape sees one layout on all its non-constant operands and
@@ -146,8 +152,12 @@ Status run_assign_layout(Graph& g, PassContext& ctx) {
   }
 
   std::vector<bool> image = image_values(g);
-  std::set<ValueId> inputs(g.inputs().begin(), g.inputs().end());
-  std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+  // The host's inputs and outputs (states are not the host's: see the header).
+  std::set<ValueId> inputs, outputs;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    if (!g.input_state(i)) inputs.insert(g.inputs()[i]);
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    if (!g.output_state(i)) outputs.insert(g.outputs()[i]);
   int64_t nhwc_values = 0;
   for (size_t v = 0; v < image.size(); ++v) {
     Value& val = g.value(static_cast<ValueId>(v));
@@ -157,10 +167,50 @@ Status run_assign_layout(Graph& g, PassContext& ctx) {
   }
 
   // Boundaries: relayout after image inputs and before image outputs.
-  std::vector<Node> head, tail;
+  std::vector<Node> head, tail, state_tail;
   int64_t relayouts = 0;
+  // Rank-4 states: NHWC always (see the header).
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const ValueId in = g.inputs()[i];
+    if (!g.input_state(i) || g.value(in).type.rank() != 4) continue;
+    g.value(in).type.layout = nhwc_of(g.value(in).type);
+    if (image[static_cast<size_t>(in)]) continue;
+    TensorType t = g.value(in).type;
+    t.layout = Layout{};
+    ValueId logical = g.add_value(g.value(in).name + ".logical", t);
+    for (Node& n : g.nodes())
+      for (ValueId& v : n.inputs)
+        if (v == in) v = logical;
+    head.push_back(relayout(g.value(logical).name, in, logical, t.shape));
+    ++relayouts;
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ValueId out = g.outputs()[i];
+    if (!g.output_state(i) || g.value(out).type.rank() != 4 || g.value(out).kind != ValueKind::intermediate)
+      continue;
+    if (outputs.count(out)) {  // also the host's output (logical): the state gets an NHWC copy
+      TensorType t = g.value(out).type;
+      t.layout = nhwc_of(t);
+      ValueId copy = g.add_value(g.value(out).name + ".state", t);
+      state_tail.push_back(relayout(g.value(copy).name, out, copy, t.shape));  // after out's own relayout
+      g.outputs()[i] = copy;
+      ++relayouts;
+      continue;
+    }
+    if (image[static_cast<size_t>(out)] || g.value(out).type.layout.kind == LayoutKind::nhwc) continue;
+    ValueId inner = g.add_value(g.value(out).name + ".logical", g.value(out).type);
+    for (Node& n : g.nodes()) {
+      for (ValueId& v : n.inputs)
+        if (v == out) v = inner;
+      for (ValueId& v : n.outputs)
+        if (v == out) v = inner;
+    }
+    g.value(out).type.layout = nhwc_of(g.value(out).type);
+    tail.push_back(relayout(g.value(out).name + ".to_nhwc", inner, out, g.value(out).type.shape));
+    ++relayouts;
+  }
   for (ValueId in : g.inputs()) {
-    if (!image[static_cast<size_t>(in)] || outputs.count(in)) continue;
+    if (!inputs.count(in) || !image[static_cast<size_t>(in)] || outputs.count(in)) continue;
     TensorType t = g.value(in).type;
     t.layout = nhwc_of(t);
     ValueId conv = g.add_value(g.value(in).name + ".nhwc", t);
@@ -187,6 +237,7 @@ Status run_assign_layout(Graph& g, PassContext& ctx) {
   std::vector<Node>& nodes = g.nodes();
   nodes.insert(nodes.begin(), head.begin(), head.end());
   nodes.insert(nodes.end(), tail.begin(), tail.end());
+  nodes.insert(nodes.end(), state_tail.begin(), state_tail.end());
   g.compact();  // drops the oihw constants no node reads any more
   ctx.log.push_back(fmt::format("assign_layout: {} values nhwc, {} weights repacked to o_hwi, {} relayouts",
                                 nhwc_values, repacked.size(), relayouts));

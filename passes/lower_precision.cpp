@@ -10,6 +10,10 @@
 //     f32), and graph outputs stay f32: a conv_gemm / norm_act whose result reaches an
 //     output through reshape / permute / slice / clamp / scale / cast keeps dtype "f32";
 //     any other f16 output gets a cast to f32 (keeping the output's name).
+//   - States (ir/program.h) are no boundary: the plans of a program store them, the
+//     host does not. A state input is f16; a state output is stored f16 with its real
+//     values (exponent 0: a guarded value gets an f16 `scale` back, "<v>.unguard"; an
+//     f32 one a cast to f16), so every plan reads and writes a state alike.
 //   - Weights: a constant read only as conv_gemm's weight (operand 1), whose values
 //     are all within f16's range, gets dtype "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
 //     f32 accumulator), the portable one converts on load; the interpreter rounds the
@@ -75,7 +79,9 @@ namespace {
 std::set<size_t> output_producers(const Graph& g) {
   std::set<size_t> out;
   auto producers = g.producers();
-  for (ValueId v : g.outputs()) {
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    if (g.output_state(i)) continue;  // stored f16 (see the header)
+    const ValueId v = g.outputs()[i];
     for (int64_t p = producers[static_cast<size_t>(v)]; p >= 0;) {
       const Node& n = g.nodes()[static_cast<size_t>(p)];
       if (n.op == Op::conv_gemm || n.op == Op::norm_act) {
@@ -264,10 +270,16 @@ private:
     }
   }
 
-  // Graph outputs: f32 real values under their own names.
+  // Graph outputs: f32 real values under their own names; state outputs f16 real
+  // values (fix_state_output).
   void fix_outputs() {
     std::set<ValueId> seen;
-    for (ValueId v : g_.outputs()) {
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      const ValueId v = g_.outputs()[i];
+      if (g_.output_state(i)) {
+        fix_state_output(v);
+        continue;
+      }
       const TensorType t = g_.value(v).type;
       if (!seen.insert(v).second || (t.dtype == DType::f32 && e(v) == 0)) continue;
       if (g_.value(v).kind != ValueKind::intermediate) continue;
@@ -294,6 +306,33 @@ private:
     }
   }
 
+  // A state output as every plan stores it: f16, exponent 0, under its own name.
+  void fix_state_output(ValueId v) {
+    const TensorType t = g_.value(v).type;
+    if (t.dtype == DType::f16 && e(v) == 0) return;
+    if (g_.value(v).kind != ValueKind::intermediate) return;  // codegen reports it
+    ValueId inner = new_value(g_.value(v).name + ".stored", t, e(v));
+    for (Node& n : out_) {
+      for (ValueId& in : n.inputs)
+        if (in == v) in = inner;
+      for (ValueId& o : n.outputs)
+        if (o == v) o = inner;
+    }
+    g_.value(v).type.dtype = DType::f16;
+    ValueId src = inner;
+    if (t.dtype != DType::f16) {
+      TensorType h = t;
+      h.dtype = DType::f16;
+      ValueId dst = e(v) == 0 ? v : new_value(g_.value(v).name + ".f16", h, e(v));
+      out_.push_back(Node{Op::cast, g_.value(v).name + ".to_f16", Attrs{{"dtype", std::string("f16")}}, {src}, {dst}});
+      src = dst;
+    }
+    if (e(v) != 0)  // a power of two: exact, in f16, for values within its range
+      out_.push_back(Node{Op::scale, g_.value(v).name + ".unguard", Attrs{{"mul", pow2(e(v))}}, {src}, {v}});
+    exp_[static_cast<size_t>(v)] = 0;
+    ++output_casts;
+  }
+
   Graph& g_;
   int k_;
   std::vector<int> exp_;  // per ValueId: stored = real · 2^-exp
@@ -318,6 +357,9 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   if (ctx.options.precision != Precision::f16) return Status::ok();
   int k = ctx.options.range_guard_log2.value_or(kDefaultRangeGuardLog2);
   if (k < 0 || k > 24) return error("range_guard_log2 {} outside 0..24", k);
+  // State inputs are stored f16 (see the header); their readers follow the op rules.
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    if (g.input_state(i)) g.value(g.inputs()[i]).type.dtype = DType::f16;
   Guards guards(g, k);
   STRATA_RETURN_IF_ERROR(guards.run(output_producers(g), unguarded_convs(g)));
   // Conv weights to f16: only constants every reader takes as conv_gemm's weight.

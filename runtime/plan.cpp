@@ -294,7 +294,8 @@ std::string describe(const Plan& plan) {
   for (const StateDesc& s : plan.states) {
     std::string shape;
     for (int64_t d : s.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    out += fmt::format("state '{}': {}[{}] in '{}' @{} ({} bytes)\n", s.name, dtype_name(s.dtype), shape,
+    out += fmt::format("state '{}': {}[{}]{} in '{}' @{} ({} bytes)\n", s.name, dtype_name(s.dtype), shape,
+                       s.layout.empty() ? "" : " " + s.layout,
                        s.buffer < plan.buffers.size() ? plan.buffers[s.buffer].name : "?", s.offset, s.bytes);
   }
   // Barriers are derived, so the printout only shows them for a consistent plan.

@@ -31,7 +31,9 @@ namespace strata::runtime {
 // Bumped whenever the meaning of a field changes; part of the plan-cache key.
 // 3: WeightUpload::transform is a typed WeightTransform, not text; programs (states
 //    and entries).
-inline constexpr uint32_t kPlanFormatVersion = 3;
+// 4: StateDesc::layout: states are stored as the passes store the values bound to
+//    them (f16, nhwc), not f32 logical.
+inline constexpr uint32_t kPlanFormatVersion = 4;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -186,8 +188,9 @@ struct BandDesc {
 // the host) and writes it back at the end of its run (EntryDesc::state_writes).
 struct StateDesc {
   std::string name;
-  std::vector<int64_t> shape;
-  DType dtype = DType::f32;
+  std::vector<int64_t> shape;  // logical
+  DType dtype = DType::f32;    // as stored
+  std::string layout;          // as stored: "" (logical, row major), "nhwc" or "nhwc:cpad=N"
   uint32_t buffer = 0;
   uint64_t offset = 0;
   uint64_t bytes = 0;

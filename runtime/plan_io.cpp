@@ -448,6 +448,7 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
     w.u64(st.shape.size());
     for (int64_t d : st.shape) w.i64(d);
     w.u32(static_cast<uint32_t>(st.dtype));
+    w.str(st.layout);
     w.u32(st.buffer);
     w.u64(st.offset);
     w.u64(st.bytes);
@@ -537,12 +538,13 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes) {
     b.bands = rr.i64("bands");
     return b;
   });
-  read_section(r, kTagStates, "state", 8 + 8 + 4 + 4 + 8 + 8, plan.states, [](Reader& rr) {
+  read_section(r, kTagStates, "state", 8 + 8 + 4 + 8 + 4 + 8 + 8, plan.states, [](Reader& rr) {
     StateDesc st;
     st.name = rr.str("name");
     uint64_t rank = rr.count("rank", 8);
     for (uint64_t i = 0; i < rank && rr.ok(); ++i) st.shape.push_back(rr.i64("shape"));
     st.dtype = rr.enumeration("dtype", dtype_name);
+    st.layout = rr.str("layout");
     st.buffer = rr.u32("buffer");
     st.offset = rr.u64("offset");
     st.bytes = rr.u64("bytes");

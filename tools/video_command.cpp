@@ -5,6 +5,7 @@
 #include "models/video_frames.h"
 #include "models/wan_decoder.h"
 #include "models/weights.h"
+#include "tools/profile_report.h"
 #include "tools/video_output.h"
 
 #include <algorithm>
@@ -160,6 +161,14 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
     replays.push_back(ms_since(start));
   }
   progress.done();
+  if (r.profile) {  // the last replay's dispatches: one latent frame of the plan replayed
+    const Program& p = program.program();
+    const size_t plan_index = s.frames > 1 ? 1 : 0;
+    out << profile_report(program.plan(), program.executor().last_profile(),
+                          {.device_name = p.target.device.name,
+                           .costs = p.graphs.size() > plan_index ? dispatch_costs(p.graphs[plan_index], program.plan())
+                                                                 : std::vector<DispatchCost>{}});
+  }
   std::sort(times.begin(), times.end());
   std::sort(replays.begin(), replays.end());
   out << fmt::format("{} {} frames of {}x{} (latent {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "

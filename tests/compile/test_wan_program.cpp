@@ -5,6 +5,7 @@
 // of one call).
 #include "compile/compile.h"
 #include "ir/npy.h"
+#include "ir/program_interpreter.h"
 #include "models/vae.h"
 #include "models/video_frames.h"
 #include "models/wan_decoder.h"
@@ -144,6 +145,41 @@ TEST(WanOnDevice, CausalAndStatesCarryAcrossCalls) {
                   })
                   .is_ok());
   EXPECT_NE(no_history.data, whole.data);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// After each run, every state on the device holds what the interpreter's holds (f32:
+// within 1e-4): the states' stored form (NHWC, plan format 4) is written, read and
+// converted back right.
+TEST(WanOnDevice, StatesMatchTheInterpreterAfterEveryRun) {
+  STRATA_REQUIRE_CASE("wan22_small");
+  auto latent = read_npy(test_cases::case_file("wan22_small", "latent_3x4x6.npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  Loaded l = load_wan(Precision::f32, 4, 6);
+  ASSERT_TRUE(l.program);
+  ModelWeights weights(l.vae.weights);
+  auto graph = build_wan_decoder(l.config, weights, 4, 6);
+  ASSERT_TRUE(graph) << graph.message();
+  auto pi = ProgramInterpreter::create(*graph, l.vae.weights);
+  ASSERT_TRUE(pi) << pi.message();
+  ASSERT_TRUE(l.program->reset_states().is_ok());
+  for (int64_t i = 0; i < 2; ++i) {
+    auto z = video_latent_frame(*latent, i);
+    ASSERT_TRUE(z);
+    ASSERT_TRUE(l.program->run(wan_plan_for_frame(i), {*z}));
+    ASSERT_TRUE(pi->run(wan_plan_for_frame(i), {*z}));
+    for (const auto& [name, type] : pi->state_types()) {
+      auto want = pi->state(name);
+      auto got = l.program->state(name);
+      ASSERT_TRUE(want && got) << name << ": " << got.message();
+      EXPECT_LE(max_abs_diff(*got, *want), 1e-4) << "after latent frame " << i << ", state " << name;
+    }
+  }
 }
 
 }  // namespace

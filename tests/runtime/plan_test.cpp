@@ -129,7 +129,7 @@ Plan two_entry_program() {
   Plan p = two_buffer_plan();
   p.buffers.push_back(BufferDesc{"state", 1024, BufferUsage::state});
   p.dispatches = {dispatch(r(0, 0, 1024), w(1, 0, 1024)), dispatch(r(1, 0, 1024), w(0, 1024, 1024))};
-  p.states = {StateDesc{"s", {256}, DType::f32, 2, 0, 1024}};
+  p.states = {StateDesc{"s", {256}, DType::f32, "", 2, 0, 1024}};
   p.entries = {EntryDesc{"one", 0, 1, {}, {}, {}}, EntryDesc{"two", 1, 1, {}, {}, {StateWrite{0, 0, 1024}}}};
   return p;
 }

@@ -96,7 +96,7 @@ Plan full_plan() {
   // A program of two plans: "first" (the two conv bands) takes the latent; "rest" (the
   // norm) returns both outputs and writes state "cache" back from the input slot.
   p.buffers.push_back(BufferDesc{"state", 8192, BufferUsage::state});
-  p.states = {StateDesc{"cache", {1, 16, 8, 8}, DType::f32, 6, 4096, 4096}};
+  p.states = {StateDesc{"cache", {1, 16, 8, 8}, DType::f32, "nhwc", 6, 4096, 4096}};
   p.entries = {EntryDesc{"first", 0, 2, {0}, {}, {}}, EntryDesc{"rest", 2, 1, {}, {1, 0}, {StateWrite{0, 2, 0}}}};
   return p;
 }
