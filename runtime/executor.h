@@ -24,6 +24,10 @@
 //   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
+// The pipelines are built on several threads (ExecutorOptions::pipeline_threads)
+// while the calling thread does the zero fill and the weight upload: on a fresh
+// machine the driver's compiles are most of a start (docs/PERFORMANCE.md, issue 15).
+// load_times() says where the time went.
 // The zero fill is not repeated per run: memory no kernel writes (channel padding)
 // stays zero for good, and memory a kernel writes holds the previous run's values
 // until the next run overwrites it.
