@@ -10,7 +10,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
 #include <span>
+#include <utility>
 
 namespace strata {
 namespace {
@@ -41,7 +45,11 @@ bool load_cached(const std::vector<const Graph*>& graphs, const WeightStore& wei
   log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", out.cache_key,
                      elapsed_ms(key_start), static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
   PlanCache cache(options.cache_dir);
+  const auto read_start = std::chrono::steady_clock::now();
   auto hit = cache.load(out.cache_key, target.device);
+  if (hit && *hit)
+    log << fmt::format("plan cache: entry read in {:.0f} ms ({:.1f} MiB of weights)\n", elapsed_ms(read_start),
+                       static_cast<double>((*hit)->weight_bytes.size()) / (1 << 20));
   if (!hit) {
     log << fmt::format("plan cache: entry {} in {} is unusable: {}; rebuilding\n", out.cache_key, options.cache_dir,
                        hit.status().message());
@@ -55,6 +63,59 @@ bool load_cached(const std::vector<const Graph*>& graphs, const WeightStore& wei
   out.cached = std::move(cached);
   out.from_cache = true;
   return true;
+}
+
+// The weight bytes of a miss as the upload produced them (repacked, converted),
+// kept so that storing the entry writes them instead of producing every weight a
+// second time (the f32 -> f16 conversion and repacking of Flux's 189 MiB took most
+// of the ~0.7 s the store cost on the H200). Each weight is produced into host
+// memory here and copied to the upload's destination, which may be mapped device
+// memory that is slow to read back.
+struct CapturedWeights {
+  std::vector<std::byte> payload;                         // plan.weights' bytes, in plan order
+  std::map<std::pair<uint32_t, uint64_t>, size_t> index;  // (buffer, offset) -> plan.weights index
+  std::vector<uint64_t> at;                               // per weight: its offset in payload
+  std::vector<bool> filled;
+
+  explicit CapturedWeights(const runtime::Plan& plan) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < plan.weights.size(); ++i) {
+      const runtime::WeightUpload& w = plan.weights[i];
+      index.emplace(std::make_pair(w.buffer, w.offset), i);
+      at.push_back(total);
+      total += w.bytes;
+    }
+    payload.resize(total);
+    filled.assign(plan.weights.size(), false);
+  }
+  // The slot of `w` in payload, or an empty span when `w` is not one of the plan's.
+  std::span<std::byte> slot(const runtime::WeightUpload& w) {
+    auto it = index.find({w.buffer, w.offset});
+    if (it == index.end() || payload.size() - at[it->second] < w.bytes) return {};
+    return std::span(payload).subspan(at[it->second], w.bytes);
+  }
+};
+
+runtime::WeightSource capturing(runtime::WeightSource inner, std::shared_ptr<CapturedWeights> captured) {
+  return [inner = std::move(inner), captured](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
+    std::span<std::byte> slot = captured->slot(w);
+    if (slot.size() != dst.size()) return inner(w, dst);
+    STRATA_RETURN_IF_ERROR(inner(w, slot));
+    std::memcpy(dst.data(), slot.data(), slot.size());
+    captured->filled[captured->index.at({w.buffer, w.offset})] = true;
+    return Status::ok();
+  };
+}
+
+// What capturing() kept; a weight it did not see is produced by `inner` again.
+runtime::WeightSource replaying(runtime::WeightSource inner, std::shared_ptr<CapturedWeights> captured) {
+  return [inner = std::move(inner), captured](const runtime::WeightUpload& w, std::span<std::byte> dst) -> Status {
+    std::span<std::byte> slot = captured->slot(w);
+    if (slot.size() != dst.size() || !captured->filled[captured->index.at({w.buffer, w.offset})])
+      return inner(w, dst);
+    std::memcpy(dst.data(), slot.data(), slot.size());
+    return Status::ok();
+  };
 }
 
 }  // namespace
@@ -149,17 +210,34 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
                           runtime::open_device({.index = static_cast<int>(info.index),
                                                 .pipeline_statistics = options.pipeline_statistics},
                                                program.plan.requirements));
+  const double device_ms = elapsed_ms(start);
   runtime::ExecutorOptions executor_options;
   executor_options.profile = options.profile;
   executor_options.pipeline_statistics = options.pipeline_statistics;
+  executor_options.pipeline_threads = options.pipeline_threads;
   if (program.cached) executor_options.pipeline_cache_data = program.cached->pipeline_cache;
   std::unique_ptr<LoadedProgram> out(new LoadedProgram());
   std::optional<runtime::Plan> plan_to_store;
-  if (program.store_on_load) plan_to_store = program.plan;
-  STRATA_ASSIGN_OR_RETURN(out->executor_, runtime::Executor::create(std::move(device), program.plan, program.weights,
+  runtime::WeightSource upload_weights = program.weights, store_weights = program.weights;
+  if (program.store_on_load) {
+    plan_to_store = program.plan;
+    auto captured = std::make_shared<CapturedWeights>(program.plan);
+    upload_weights = capturing(program.weights, captured);
+    store_weights = replaying(program.weights, captured);
+  }
+  STRATA_ASSIGN_OR_RETURN(out->executor_, runtime::Executor::create(std::move(device), program.plan, upload_weights,
                                                                     executor_options));
+  upload_weights = nullptr;
   out->load_ms_ = program.compile_ms + elapsed_ms(start);
   const size_t dispatches = program.plan.dispatches.size();
+  // Where a start's time goes (docs/PERFORMANCE.md, issue 15): the pipelines build on
+  // several threads while the weights upload, so those two overlap.
+  const runtime::LoadTimes& t = out->executor_->load_times();
+  log << fmt::format("load: device opened in {:.0f} ms; executor {:.0f} ms: buffers {:.0f} ms, {} pipelines {:.0f} ms "
+                     "on {} threads{} (slowest '{}' {:.0f} ms), zero fill and weights {:.0f} ms\n",
+                     device_ms, t.total_ms, t.buffers_ms, t.pipelines, t.pipelines_ms, t.pipeline_threads,
+                     program.cached && out->executor_->used_pipeline_cache_data() ? ", pipeline cache given" : "",
+                     t.slowest_pipeline, t.slowest_pipeline_ms, t.upload_ms);
   PlanCache cache(program.cache_dir);
   if (program.from_cache) {
     const CachedPlan& cached = *program.cached;
@@ -181,10 +259,15 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
   if (plan_to_store) {
     auto data = out->executor_->pipeline_cache_data();
     const std::string description = fmt::format("{} | {} | {} dispatches", program.name, info.name, dispatches);
-    Status s = data ? cache.store(program.cache_key, *plan_to_store, program.weights, *data, info, description)
+    const auto store_start = std::chrono::steady_clock::now();
+    Status s = data ? cache.store(program.cache_key, *plan_to_store, store_weights, *data, info, description)
                     : data.status();
+    store_weights = nullptr;  // frees the captured bytes
     if (!s.is_ok()) log << "plan cache: not stored: " << s.message() << "\n";
-    else log << fmt::format("plan cache: stored {} in {}\n", program.cache_key, program.cache_dir);
+    else
+      log << fmt::format("plan cache: stored {} in {} in {:.0f} ms ({:.1f} MiB of pipeline cache)\n",
+                         program.cache_key, program.cache_dir, elapsed_ms(store_start),
+                         static_cast<double>(data->size()) / (1 << 20));
   }
   out->program_ = std::move(program);
   return out;

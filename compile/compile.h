@@ -96,6 +96,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
 struct LoadOptions {
   bool profile = false;              // timestamps per dispatch (needs codegen.profile too)
   bool pipeline_statistics = false;  // the driver's statistics per pipeline
+  uint32_t pipeline_threads = 0;     // runtime::ExecutorOptions::pipeline_threads (0: all cores)
 };
 
 // A Program on its device: weights uploaded, every plan recorded once.

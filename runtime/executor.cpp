@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace strata::runtime {
@@ -226,14 +227,30 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
     auto part = plan_barriers(impl->plan, e.first_dispatch, e.dispatch_count);
     impl->barriers.insert(impl->barriers.end(), part.begin(), part.end());
   }
+  // The driver's pipeline compiles (seconds on a fresh machine) run on other threads
+  // while this one zero-fills the buffers and uploads the weights; descriptors and
+  // recording need both.
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const Clock::time_point start = Clock::now();
+  LoadTimes& times = impl->load_times;
   STRATA_RETURN_IF_ERROR(impl->create_buffers());
+  times.buffers_ms = ms_since(start);
   STRATA_RETURN_IF_ERROR(impl->create_pipeline_cache());
-  STRATA_RETURN_IF_ERROR(impl->create_pipelines());
-  STRATA_RETURN_IF_ERROR(impl->create_descriptors());
   STRATA_RETURN_IF_ERROR(impl->create_commands());
-  STRATA_RETURN_IF_ERROR(impl->zero_buffers());
-  STRATA_RETURN_IF_ERROR(impl->upload_weights(weights));
+  Impl& m = *impl;
+  STRATA_RETURN_IF_ERROR(impl->create_pipelines([&m, &weights, &times, &ms_since]() -> Status {
+    const Clock::time_point upload_start = Clock::now();
+    STRATA_RETURN_IF_ERROR(m.zero_buffers());
+    STRATA_RETURN_IF_ERROR(m.upload_weights(weights));
+    times.upload_ms = ms_since(upload_start);
+    return Status::ok();
+  }));
+  STRATA_RETURN_IF_ERROR(impl->create_descriptors());
   STRATA_RETURN_IF_ERROR(impl->record());
+  times.total_ms = ms_since(start);
   auto executor = std::unique_ptr<Executor>(new Executor(std::move(impl)));
   executor->ran_.assign(executor->impl_->entries.size(), false);
   return executor;
@@ -421,6 +438,7 @@ bool Executor::used_pipeline_cache_data() const { return impl_->used_cache_data;
 const Plan& Executor::plan() const { return impl_->plan; }
 const Device& Executor::device() const { return *impl_->device; }
 const std::vector<BarrierPoint>& Executor::barriers() const { return impl_->barriers; }
+const LoadTimes& Executor::load_times() const { return impl_->load_times; }
 const Profile& Executor::last_profile() const { return impl_->profile; }
 const std::vector<PipelineStatistics>& Executor::pipeline_statistics() const { return impl_->statistics; }
 

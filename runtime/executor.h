@@ -24,6 +24,10 @@
 //   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
+// The pipelines are built on several threads (ExecutorOptions::pipeline_threads)
+// while the calling thread does the zero fill and the weight upload: on a fresh
+// machine the driver's compiles are most of a start (docs/PERFORMANCE.md, issue 15).
+// load_times() says where the time went.
 // The zero fill is not repeated per run: memory no kernel writes (channel padding)
 // stays zero for good, and memory a kernel writes holds the previous run's values
 // until the next run overwrites it.
@@ -88,6 +92,16 @@ struct ExecutorOptions {
   // memory is host-visible. Unified-memory devices (lavapipe) otherwise skip the
   // staging path; tests turn this on to exercise the discrete-GPU path there.
   bool force_staging = false;
+  // Threads that build the compute pipelines. The driver compiles each pipeline's
+  // SPIR-V to machine code inside vkCreateComputePipelines, one pipeline at a time
+  // per calling thread; Vulkan allows concurrent creation on one VkDevice and a
+  // VkPipelineCache is internally synchronized, so they are built on several threads
+  // while this thread zero-fills the buffers and uploads the weights, then joins in.
+  // 0: std::thread::hardware_concurrency(), at most kMaxPipelineThreads; 1: one after
+  // another on the calling thread, before the upload. The pipelines are the same
+  // objects either way (same SPIR-V, constants, layouts); only when they are built
+  // changes.
+  uint32_t pipeline_threads = 0;
   // Create the pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR and keep
   // the driver's statistics of each (pipeline_statistics()). Needs a device opened
   // with DeviceOptions::pipeline_statistics.
@@ -101,6 +115,25 @@ struct PipelineStatistics {
   std::string pipeline;    // PipelineDesc::name
   std::string executable;  // VkPipelineExecutablePropertiesKHR::name
   std::vector<std::pair<std::string, std::string>> values;
+};
+
+// The most threads ExecutorOptions::pipeline_threads = 0 starts.
+inline constexpr uint32_t kMaxPipelineThreads = 32;
+
+// Where Executor::create spent its time (wall clock, milliseconds). Pipelines and
+// the upload overlap when pipeline_threads != 1, so the parts may add up to more
+// than total_ms.
+struct LoadTimes {
+  double buffers_ms = 0;    // vkCreateBuffer/vkAllocateMemory of every plan buffer
+  double pipelines_ms = 0;  // from the first pipeline started to the last one built
+  double upload_ms = 0;     // zero fill and weights (producing the bytes and copying them)
+  double total_ms = 0;      // the whole of create()
+  uint32_t pipeline_threads = 0;  // threads that built pipelines (the calling one included)
+  uint32_t pipelines = 0;
+  // The pipeline that took longest to build: with enough threads, the floor of
+  // pipelines_ms (the driver compiles one pipeline on one thread).
+  std::string slowest_pipeline;
+  double slowest_pipeline_ms = 0;
 };
 
 // Times of the last run(). Dispatches without a barrier between them overlap on
@@ -202,6 +235,8 @@ public:
   const Device& device() const;
   // The barriers recorded into the command buffer (plan_barriers of the plan).
   const std::vector<BarrierPoint>& barriers() const;
+  // What create() took, by phase.
+  const LoadTimes& load_times() const;
   // Empty unless ExecutorOptions::profile; refreshed by every run() and replay().
   const Profile& last_profile() const;
   // Empty unless ExecutorOptions::pipeline_statistics: one entry per pipeline

@@ -56,6 +56,7 @@ struct Executor::Impl {
   std::vector<BarrierPoint> barriers;  // every entry's, in dispatch order
   Profile profile;
   std::vector<PipelineStatistics> statistics;  // ExecutorOptions::pipeline_statistics
+  LoadTimes load_times;
 
   ~Impl();
   VkDevice vk() const { return device->handle(); }
@@ -78,7 +79,11 @@ struct Executor::Impl {
   Status copy_state(size_t state, std::span<std::byte> to_host, std::span<const std::byte> from_host);
   // executor_pipelines.cpp
   Status create_pipeline_cache();
-  Status create_pipelines();
+  // Builds every pipeline; `meanwhile` runs on the calling thread while other
+  // threads build them (before them when there is one thread), then the calling
+  // thread helps. Its error is returned ahead of a pipeline's.
+  Status create_pipelines(const std::function<Status()>& meanwhile);
+  Status create_pipeline(size_t index);
   Status read_pipeline_statistics(const std::string& name, VkPipeline pipeline);
   Status create_descriptors();
   // executor_record.cpp

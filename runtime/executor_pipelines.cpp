@@ -1,11 +1,17 @@
-// Executor: the pipeline cache, compute pipelines, and per-dispatch descriptor sets.
+// Executor: the pipeline cache, compute pipelines (built on several threads), and
+// per-dispatch descriptor sets.
 #include "runtime/executor_impl.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <numeric>
+#include <system_error>
+#include <thread>
 
 namespace strata::runtime {
 namespace {
@@ -80,66 +86,143 @@ Status Executor::Impl::read_pipeline_statistics(const std::string& name, VkPipel
   return Status::ok();
 }
 
-// Per pipeline: set layout (storage buffers 0..n-1), pipeline layout (one
-// push-constant range), shader module (destroyed once the pipeline exists) and the
-// compute pipeline with its specialisation constants.
-Status Executor::Impl::create_pipelines() {
-  pipelines.resize(plan.pipelines.size());
-  for (size_t i = 0; i < plan.pipelines.size(); ++i) {
-    const PipelineDesc& p = plan.pipelines[i];
-    PipelineObjects& o = pipelines[i];
-    std::string what = fmt::format("creating pipeline {} '{}'", i, p.name);
+namespace {
 
-    std::vector<VkDescriptorSetLayoutBinding> bindings(p.binding_count);
-    for (uint32_t b = 0; b < p.binding_count; ++b) {
-      bindings[b] = VkDescriptorSetLayoutBinding{b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-                                                 VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+uint32_t pipeline_thread_count(uint32_t asked, size_t pipelines) {
+  const uint32_t n = asked ? asked : std::min(kMaxPipelineThreads, std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<uint32_t>(std::clamp<size_t>(pipelines, 1, n));
+}
+
+}  // namespace
+
+// Builds the pipelines on pipeline_thread_count() threads, the calling one included
+// once `meanwhile` (the zero fill and weight upload) is done. Each thread takes the
+// next pipeline from a shared counter, largest SPIR-V first: the long compiles
+// (the unrolled tensor-core convs) start at once instead of being left to one thread
+// at the end. Results land in pipelines[i] by index, so the order of completion
+// changes nothing. Statistics are read afterwards, in pipeline order.
+Status Executor::Impl::create_pipelines(const std::function<Status()>& meanwhile) {
+  const size_t n = plan.pipelines.size();
+  pipelines.resize(n);
+  const uint32_t threads = pipeline_thread_count(options.pipeline_threads, n);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan.pipelines[a].spirv.size() > plan.pipelines[b].spirv.size();
+  });
+  std::vector<Status> results(n);
+  std::vector<Clock::time_point> built(n);
+  std::vector<double> took(n, 0.0);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      const Clock::time_point begin = Clock::now();
+      results[order[i]] = create_pipeline(order[i]);
+      built[order[i]] = Clock::now();
+      took[order[i]] = ms_between(begin, built[order[i]]);
     }
-    VkDescriptorSetLayoutCreateInfo sl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-    sl.bindingCount = p.binding_count;
-    sl.pBindings = bindings.data();
-    STRATA_RETURN_IF_ERROR(vk_check(vkCreateDescriptorSetLayout(vk(), &sl, nullptr, &o.set_layout),
-                                    "vkCreateDescriptorSetLayout", what));
-
-    VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_constant_bytes};
-    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-    pl.setLayoutCount = 1;
-    pl.pSetLayouts = &o.set_layout;
-    pl.pushConstantRangeCount = p.push_constant_bytes ? 1 : 0;
-    pl.pPushConstantRanges = &push;
-    STRATA_RETURN_IF_ERROR(vk_check(vkCreatePipelineLayout(vk(), &pl, nullptr, &o.layout),
-                                    "vkCreatePipelineLayout", what));
-
-    VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    sm.codeSize = p.spirv.size() * sizeof(uint32_t);
-    sm.pCode = p.spirv.data();
-    VkShaderModule module = VK_NULL_HANDLE;
-    STRATA_RETURN_IF_ERROR(vk_check(vkCreateShaderModule(vk(), &sm, nullptr, &module),
-                                    "vkCreateShaderModule", what));
-
-    std::vector<VkSpecializationMapEntry> entries;
-    std::vector<uint32_t> values;
-    for (const SpecConstant& c : p.spec_constants) {
-      entries.push_back(VkSpecializationMapEntry{
-          c.id, static_cast<uint32_t>(values.size() * sizeof(uint32_t)), sizeof(uint32_t)});
-      values.push_back(c.value);
+  };
+  const Clock::time_point start = Clock::now();
+  Status during;
+  uint32_t started = 1;
+  if (threads == 1) {
+    work();  // the old order: every pipeline, then the upload
+    for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
+  } else {
+    std::vector<std::thread> pool;
+    for (; started < threads; ++started) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: the ones running (and this one) do the rest
+      }
     }
-    VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
-                              values.size() * sizeof(uint32_t), values.data()};
-    VkComputePipelineCreateInfo cp{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    cp.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
-    cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    cp.stage.module = module;
-    cp.stage.pName = p.entry_point.c_str();
-    cp.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
-    cp.layout = o.layout;
-    if (options.pipeline_statistics) cp.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-    VkResult r = vkCreateComputePipelines(vk(), pipeline_cache, 1, &cp, nullptr, &o.pipeline);
-    vkDestroyShaderModule(vk(), module, nullptr);
-    STRATA_RETURN_IF_ERROR(vk_check(r, "vkCreateComputePipelines", what));
-    if (options.pipeline_statistics) STRATA_RETURN_IF_ERROR(read_pipeline_statistics(p.name, o.pipeline));
+    during = meanwhile();
+    if (!during.is_ok()) next = n;  // the load fails anyway: build no more
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+  load_times.pipeline_threads = started;
+  load_times.pipelines = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    load_times.pipelines_ms = std::max(load_times.pipelines_ms, ms_between(start, built[i]));
+    if (took[i] > load_times.slowest_pipeline_ms) {
+      load_times.slowest_pipeline_ms = took[i];
+      load_times.slowest_pipeline = plan.pipelines[i].name;
+    }
+  }
+  if (threads == 1) during = meanwhile();
+  STRATA_RETURN_IF_ERROR(during);
+  for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
+  if (options.pipeline_statistics) {
+    for (size_t i = 0; i < n; ++i)
+      STRATA_RETURN_IF_ERROR(read_pipeline_statistics(plan.pipelines[i].name, pipelines[i].pipeline));
   }
   return Status::ok();
+}
+
+// One pipeline: set layout (storage buffers 0..n-1), pipeline layout (one
+// push-constant range), shader module (destroyed once the pipeline exists) and the
+// compute pipeline with its specialisation constants. Touches only pipelines[i] and
+// the (internally synchronized) pipeline cache, so several run at once.
+Status Executor::Impl::create_pipeline(size_t i) {
+  const PipelineDesc& p = plan.pipelines[i];
+  PipelineObjects& o = pipelines[i];
+  std::string what = fmt::format("creating pipeline {} '{}'", i, p.name);
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(p.binding_count);
+  for (uint32_t b = 0; b < p.binding_count; ++b) {
+    bindings[b] = VkDescriptorSetLayoutBinding{b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                               VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  }
+  VkDescriptorSetLayoutCreateInfo sl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  sl.bindingCount = p.binding_count;
+  sl.pBindings = bindings.data();
+  STRATA_RETURN_IF_ERROR(vk_check(vkCreateDescriptorSetLayout(vk(), &sl, nullptr, &o.set_layout),
+                                  "vkCreateDescriptorSetLayout", what));
+
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_constant_bytes};
+  VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pl.setLayoutCount = 1;
+  pl.pSetLayouts = &o.set_layout;
+  pl.pushConstantRangeCount = p.push_constant_bytes ? 1 : 0;
+  pl.pPushConstantRanges = &push;
+  STRATA_RETURN_IF_ERROR(vk_check(vkCreatePipelineLayout(vk(), &pl, nullptr, &o.layout),
+                                  "vkCreatePipelineLayout", what));
+
+  VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  sm.codeSize = p.spirv.size() * sizeof(uint32_t);
+  sm.pCode = p.spirv.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  STRATA_RETURN_IF_ERROR(vk_check(vkCreateShaderModule(vk(), &sm, nullptr, &module),
+                                  "vkCreateShaderModule", what));
+
+  std::vector<VkSpecializationMapEntry> entries;
+  std::vector<uint32_t> values;
+  for (const SpecConstant& c : p.spec_constants) {
+    entries.push_back(VkSpecializationMapEntry{
+        c.id, static_cast<uint32_t>(values.size() * sizeof(uint32_t)), sizeof(uint32_t)});
+    values.push_back(c.value);
+  }
+  VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
+                            values.size() * sizeof(uint32_t), values.data()};
+  VkComputePipelineCreateInfo cp{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cp.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cp.stage.module = module;
+  cp.stage.pName = p.entry_point.c_str();
+  cp.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
+  cp.layout = o.layout;
+  if (options.pipeline_statistics) cp.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  VkResult r = vkCreateComputePipelines(vk(), pipeline_cache, 1, &cp, nullptr, &o.pipeline);
+  vkDestroyShaderModule(vk(), module, nullptr);
+  return vk_check(r, "vkCreateComputePipelines", what);
 }
 
 // One descriptor set per dispatch, written once: a dispatch's buffer windows are

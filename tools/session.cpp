@@ -44,6 +44,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"kernel-define", true,
        "FILE:NAME=VALUE[,FILE:NAME=VALUE...]: defines added to a kernel's variants, e.g. "
        "attention_coop_dsplit.comp:PF=1 (the variants a kernel's header names; for measuring them)"},
+      {"pipeline-threads", true,
+       "threads that build the pipelines while the weights upload (default: every core, at most 32; 1: one "
+       "after another, then the upload)"},
   };
   return specs;
 }
@@ -92,6 +95,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
+  if (auto text = a.get("pipeline-threads")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("pipeline-threads", *text));
+    if (n < 1 || n > 1024) return error("--pipeline-threads '{}' must be between 1 and 1024", *text);
+    r.pipeline_threads = static_cast<uint32_t>(n);
+  }
   if (auto text = a.get("kernel-define")) {
     STRATA_ASSIGN_OR_RETURN(r.kernel_defines, parse_kernel_defines(*text));
   }
@@ -184,8 +192,9 @@ Expected<Program> compile_for_device(const Graph& g, WeightStore& weights, const
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                                         std::ostream& log) {
   STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(g, weights, r, log));
-  return LoadedProgram::load(std::move(program), {.profile = r.profile, .pipeline_statistics = r.pipeline_stats},
-                             log);
+  return LoadedProgram::load(
+      std::move(program),
+      {.profile = r.profile, .pipeline_statistics = r.pipeline_stats, .pipeline_threads = r.pipeline_threads}, log);
 }
 
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,

@@ -43,6 +43,7 @@ struct RunSettings {
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
+  uint32_t pipeline_threads = 0;       // --pipeline-threads (runtime::ExecutorOptions; 0: all cores)
 };
 
 // The options behind RunSettings, for commands to list.

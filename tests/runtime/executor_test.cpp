@@ -5,6 +5,7 @@
 
 #include "test_util.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -324,6 +325,75 @@ TEST_P(RuntimeExecutorTest, WeightsUploadedOnce) {
     for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(y[i], w[i] * x[i] + bias[i])) << "i=" << i;
     x = ramp(-1.f, 0.02f);
   }
+}
+
+// Nine pipelines (eight specialisations of one shader chained, then a weighted
+// one reading uploaded weights): x -> a1 -> ... -> a8 -> y.
+Plan many_pipelines_plan() {
+  std::vector<uint32_t> spirv = testing::compile_glsl(testing::kSpec, "spec");
+  Plan p;
+  p.compiler_version = "test";
+  p.buffers.push_back({"x", kBytes, BufferUsage::input});
+  for (int k = 1; k <= 8; ++k) p.buffers.push_back({fmt::format("a{}", k), kBytes, BufferUsage::activations});
+  const uint64_t bias_offset = (kBytes + 255) / 256 * 256;
+  p.buffers.push_back({"weights", bias_offset + kBytes, BufferUsage::weights});  // 9
+  p.buffers.push_back({"y", kBytes, BufferUsage::output});                       // 10
+  for (uint32_t k = 0; k < 8; ++k) {
+    p.pipelines.push_back(PipelineDesc{fmt::format("spec{}", k), spirv, "main",
+                                       {{0, float_bits(1.f + 0.25f * float(k))}, {1, k % 2}}, 4, 2});
+    p.dispatches.push_back(dispatch(k, {{k, 0, kBytes, Access::read}, {k + 1, 0, kBytes, Access::write}}, pack(N)));
+  }
+  p.pipelines.push_back(pipeline("weighted", testing::kWeighted, 4, 4));
+  p.dispatches.push_back(dispatch(8,
+                                  {{8, 0, kBytes, Access::read}, {9, 0, kBytes, Access::read},
+                                   {9, bias_offset, kBytes, Access::read}, {10, 0, kBytes, Access::write}},
+                                  pack(N)));
+  p.weights = {WeightUpload{"layer.weight", {}, 9, 0, kBytes}, WeightUpload{"layer.bias", {}, 9, bias_offset, kBytes}};
+  p.inputs = {TensorIO{"x", {N}, DType::f32, "", 0, 0, kBytes}};
+  p.outputs = {TensorIO{"y", {N}, DType::f32, "", 10, 0, kBytes}};
+  return p;
+}
+
+// Pipelines built on several threads while the weights upload give the executor
+// that one thread builds: the same outputs bit for bit, and the host's values.
+TEST_P(RuntimeExecutorTest, PipelinesBuiltOnSeveralThreadsGiveTheSameOutputs) {
+  const std::vector<float> w = ramp(0.5f, 0.001f), bias = ramp(-1.f, 0.002f), x = ramp(3.f, -0.01f);
+  const WeightSource weights = weights_from_map({{"layer.weight", in_bytes(w)}, {"layer.bias", in_bytes(bias)}});
+  std::vector<std::vector<float>> outputs;
+  for (uint32_t threads : {1u, 4u}) {
+    SCOPED_TRACE(threads);
+    ExecutorOptions o = options();
+    o.pipeline_threads = threads;
+    Expected<std::unique_ptr<Executor>> e = Executor::create(device_, many_pipelines_plan(), weights, o);
+    ASSERT_TRUE(e) << e.message();
+    const LoadTimes& t = (*e)->load_times();
+    EXPECT_EQ(t.pipeline_threads, threads);
+    EXPECT_EQ(t.pipelines, 9u);
+    EXPECT_FALSE(t.slowest_pipeline.empty());
+    EXPECT_GE(t.pipelines_ms, t.slowest_pipeline_ms);
+    EXPECT_GE(t.total_ms, t.pipelines_ms);
+    std::vector<float> y(N);
+    ASSERT_TRUE((*e)->run({in_bytes(x)}, {out_bytes(y)}).is_ok());
+    for (uint32_t i = 0; i < N; ++i) {
+      float v = x[i];
+      for (uint32_t k = 0; k < 8; ++k) v = k % 2 == 0 ? v * (1.f + 0.25f * float(k)) : v + (1.f + 0.25f * float(k));
+      ASSERT_TRUE(close(y[i], w[i] * v + bias[i])) << "i=" << i;
+    }
+    outputs.push_back(std::move(y));
+  }
+  EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), kBytes), 0);
+}
+
+// A weight source that fails while other threads build pipelines: create() waits
+// for them and returns the weight's error, not a pipeline's and not a crash.
+TEST_P(RuntimeExecutorTest, UploadErrorWhilePipelinesBuildIsReturned) {
+  const std::vector<float> w = ramp(0.5f, 0.001f);
+  ExecutorOptions o = options();
+  o.pipeline_threads = 4;
+  Expected<std::unique_ptr<Executor>> e =
+      Executor::create(device_, many_pipelines_plan(), weights_from_map({{"layer.weight", in_bytes(w)}}), o);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.message(), "uploading weights: weight 'layer.bias': not among the provided weights");
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, RuntimeExecutorTest, ::testing::Values(false, true),

@@ -99,6 +99,74 @@ TEST(PlanCache, WarmStartCompilesNothingPreparesNothingAndMatches) {
   EXPECT_FALSE(load_and_run(again, off).from_cache);
 }
 
+// Storing the entry of a miss writes the weight bytes the upload produced: a cold
+// start with the cache prepares each weight once, as many as a start without it.
+TEST(PlanCache, StoringAMissPreparesNoWeightAgain) {
+  TempDir dir("store-once");
+  Model m;
+  RunSettings off = settings_for(dir.path);
+  off.no_cache = true;
+  uint64_t before = codegen::weights_prepared();
+  const Loaded uncached = load_and_run(m, off);
+  const uint64_t per_load = codegen::weights_prepared() - before;
+  ASSERT_GT(per_load, 0u);
+  before = codegen::weights_prepared();
+  const Loaded cold = load_and_run(m, settings_for(dir.path));
+  EXPECT_NE(cold.log.find("plan cache: stored"), std::string::npos) << cold.log;
+  EXPECT_EQ(codegen::weights_prepared() - before, per_load) << "storing the entry produced the weights again";
+  const Loaded warm = load_and_run(m, settings_for(dir.path));
+  ASSERT_TRUE(warm.from_cache) << warm.log;
+  ASSERT_EQ(warm.image.size(), uncached.image.size());
+  EXPECT_EQ(std::memcmp(warm.image.data(), uncached.image.data(), uncached.image.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(cold.image.data(), uncached.image.data(), uncached.image.size() * 4), 0);
+}
+
+// A damaged pipeline_cache.bin (a flipped byte in the driver's data, or the file cut
+// short) is reported in one line and rewritten; the plan and weights are still used
+// and the decode is the same. It never fails the load.
+TEST(PlanCache, DamagedPipelineCacheIsReportedAndRewrittenNotFatal) {
+  TempDir dir("pipeline-cache");
+  Model m;
+  const Loaded first = load_and_run(m, settings_for(dir.path));
+  const fs::path file = dir.path / only_entry(dir.path) / "pipeline_cache.bin";
+  ASSERT_TRUE(fs::exists(file));
+  const uintmax_t size = fs::file_size(file);
+  ASSERT_GT(size, 64u);
+  struct Damage {
+    const char* what;
+    std::function<void()> apply;
+    const char* reported;
+  };
+  const Damage damages[] = {
+      {"flipped byte in the data",
+       [&] {
+         std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(static_cast<std::streamoff>(size - 1));
+         char c;
+         f.read(&c, 1);
+         f.seekp(static_cast<std::streamoff>(size - 1));
+         c ^= 0x5a;
+         f.write(&c, 1);
+       },
+       "pipeline_cache.bin"},
+      {"cut short", [&] { fs::resize_file(file, size / 2); }, "pipeline_cache.bin"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.what);
+    d.apply();
+    const Loaded damaged = load_and_run(m, settings_for(dir.path));
+    EXPECT_TRUE(damaged.from_cache) << damaged.log;
+    EXPECT_NE(damaged.log.find(d.reported), std::string::npos) << damaged.log;
+    EXPECT_NE(damaged.log.find("rewriting"), std::string::npos) << damaged.log;
+    ASSERT_EQ(damaged.image.size(), first.image.size());
+    EXPECT_EQ(std::memcmp(damaged.image.data(), first.image.data(), first.image.size() * 4), 0);
+    const Loaded clean = load_and_run(m, settings_for(dir.path));
+    EXPECT_TRUE(clean.from_cache);
+    EXPECT_EQ(clean.log.find("rewriting"), std::string::npos) << clean.log;
+    EXPECT_EQ(fs::file_size(file), size);
+  }
+}
+
 TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   Model m, other(4);
   auto device = runtime::list_devices();
