@@ -62,25 +62,35 @@ struct CoopTile {
   // slower on the H200 (91.3 vs 76.7 ms of Flux 1024² conv), so they are an option.
   uint32_t stages = 1;
   uint32_t vec_out = 1;  // 16-byte epilogue stores where the output allows (0: never)
+  // The halo tile (the kernel's TH): stride-1 convs with a kernel larger than 1×1 take
+  // their pixels as th output rows × pixels() / th columns and stage each channel
+  // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
+  // per tap (1×1 and strided convs always). One buffer only.
+  uint32_t th = 0;
   uint32_t pixels() const { return wp * fp * 16; }
   uint32_t channels() const { return wc * fc * 16; }
-  uint32_t shared_bytes(uint32_t buffers) const {
-    return buffers * (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
+  // The staged A rows: the pixels, or the halo of a kh × kw conv.
+  uint32_t a_rows(int64_t kh, int64_t kw) const {
+    return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
+  }
+  uint32_t shared_bytes(int64_t kh, int64_t kw) const {
+    return stages * (a_rows(kh, kw) + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
   }
 };
 
-// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x0"), or an error.
+// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x1x4"), or an error.
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
-  const int n =
-      std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages, &t.vec_out, &end);
-  if ((n < 4 || n > 7) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages,
+                            &t.vec_out, &t.th, &end);
+  if ((n < 4 || n > 8) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
       t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 ||
-      t.vec_out > 1)
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]] (subgroups and 16x16 fragments per "
-                 "subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores 0 "
-                 "or 1; e.g. 2x2x4x4)",
+      t.vec_out > 1 || (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % 16 != 0)))
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]] (subgroups and 16x16 fragments "
+                 "per subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores "
+                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of 16k with one buffer; e.g. "
+                 "2x2x4x4)",
                  text);
   return t;
 }
@@ -89,14 +99,22 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 // 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
 // channel tiles for convs with few output channels (conv_out's 3), so the fragments
 // are not mostly zero rows.
+// Every default tile has 128 pixels; as a halo tile (3×3 convs) they are
+// kHaloRows rows of 128 / kHaloRows pixels.
+constexpr uint32_t kHaloRows = 4;
 CoopTile default_coop_tile(int64_t channels) {
-  if (channels <= 16) return {4, 1, 2, 1};
-  if (channels <= 32) return {4, 1, 2, 2};
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
-  if (covered(96) < covered(128)) return {2, 2, 4, 3};
-  return {};
+  CoopTile t;
+  if (channels <= 16)
+    t = {4, 1, 2, 1};
+  else if (channels <= 32)
+    t = {4, 1, 2, 2};
+  else if (covered(96) < covered(128))
+    t = {2, 2, 4, 3};
+  t.th = kHaloRows;
+  return t;
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -152,27 +170,34 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                     l.location(w).offset % 16 == 0;
   KernelKey key;
   uint32_t tile_pixels = 0, tile_channels = 0;
+  uint32_t tile_rows = 0;  // > 0: pixel tiles of tile_rows rows × tile_pixels / tile_rows columns
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
     CoopTile tile = default_coop_tile(co_store);
-    if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
+    if (target.tensor_cores == TensorCores::emulated) {
+      tile.fp = tile.fc = 1;
+      if (tile.th > 0) tile.th = 2;  // 32 pixels: 2 rows of 16
+    }
     if (!l.options().conv_tile.empty()) {
       auto parsed = parse_coop_tile(l.options().conv_tile);
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }
+    // The halo only pays where taps overlap: stride 1, more than one tap.
+    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (invocations % (tile.bk / 8) != 0)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes(tile.stages) > target.max_shared_memory_bytes)
-      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} needs {} bytes of shared memory, the "
-                                      "target has {}",
-                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages,
-                                      tile.shared_bytes(tile.stages), target.max_shared_memory_bytes));
+    if (tile.shared_bytes(k[0], k[1]) > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} (halo rows {}) needs {} bytes of shared "
+                                      "memory, the target has {}",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, tile.th,
+                                      tile.shared_bytes(k[0], k[1]), target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
+    tile_rows = tile.th;
     tile_channels = tile.channels();
     key.file = "conv_gemm_coop.comp";
     key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
@@ -180,6 +205,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"WP", std::to_string(tile.wp)},  {"WC", std::to_string(tile.wc)},
                    {"FP", std::to_string(tile.fp)},  {"FC", std::to_string(tile.fc)},
                    {"BK", std::to_string(tile.bk)},  {"STAGES", std::to_string(tile.stages)},
+                   {"TH", std::to_string(tile.th)},
                    {"KH", std::to_string(k[0])},
                    {"KW", std::to_string(k[1])},     {"U", gather_define},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
@@ -242,8 +268,12 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
-    // Pixel tiles run along x, folded into z when there are more than x allows.
-    const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels);
+    // Pixel tiles run along x, folded into z when there are more than x allows; halo
+    // tiles row-major over the band's rows and columns.
+    const uint64_t pixel_tiles =
+        tile_rows == 0 ? ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels)
+                       : ceil_div(static_cast<uint64_t>(rows), tile_rows) *
+                             ceil_div(static_cast<uint64_t>(ys[3]), tile_pixels / tile_rows);
     const uint64_t gx = std::min<uint64_t>(pixel_tiles, target.max_workgroup_count_x);
     const uint64_t split = ceil_div(pixel_tiles, gx);
     const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile_channels);

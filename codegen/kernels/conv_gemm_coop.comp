@@ -35,7 +35,19 @@
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
 // buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), VEC_OUT, KH KW, U, HAS_BIAS,
+// TH > 0 (stride-1 convs with KH or KW > 1; the lowering decides): the halo tile. A
+// workgroup's BP pixels are TH output rows × TW = BP / TH columns (TW % 16 == 0, so a
+// fragment's 16 pixels lie in one row) instead of BP consecutive pixels of the band.
+// Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1) input pixels those
+// read, BK channels each, once, and every tap's A fragments load from that tile at the
+// tap's offset: the A loads and shared stores shrink from KH·KW·BP to one halo per
+// chunk. B (the tap's weights) is staged per tap as before. Steps run in the same
+// order (chunks outer, taps inner) with the same fragments, so the output is
+// bit-identical to TH = 0. Halo rows past the band's rows + KH - 1 are not read
+// (a band's binding holds only the rows its outputs need; they feed no output
+// pixel), the frame's padding reads zeros as before.
+//
+// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
@@ -51,7 +63,7 @@
 #error "conv_gemm_coop.comp: BK must be a multiple of 16"
 #endif
 // 16-byte loads each invocation stages per step (the last may fall past the tile).
-#define A_LOADS ((BP * VECS_PER_ROW + WG - 1) / WG)
+#define A_LOADS ((A_ROWS * VECS_PER_ROW + WG - 1) / WG)
 #define B_LOADS ((BC * VECS_PER_ROW + WG - 1) / WG)
 // Native kernels stage through uvec4 arrays (one 16-byte store per load; the
 // cooperative-matrix loads then count offsets and strides in uvec4s of 8 halfs);
@@ -60,6 +72,23 @@
 #define SMEM_VEC (COOPMAT == 1)
 #endif
 #define TAPS (KH * KW)
+#ifndef TH
+#define TH 0
+#endif
+#if TH > 0
+#define TW (BP / TH)          // output columns per pixel tile
+#define HR (TH + KH - 1)      // halo rows
+#define HC (TW + KW - 1)      // halo columns
+#define A_ROWS (HR * HC)      // staged A rows: the halo's pixels
+#if (TW % 16) != 0 || TW * TH != BP
+#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of 16"
+#endif
+#if STAGES == 2
+#error "conv_gemm_coop.comp: the halo tile (TH > 0) has one shared buffer"
+#endif
+#else
+#define A_ROWS BP             // staged A rows: the pixels (im2col of one tap)
+#endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
@@ -113,13 +142,13 @@ layout(push_constant) uniform Push {
 #define STAGES 1
 #endif
 #if SMEM_VEC
-shared uvec4 a_sh[STAGES * BP * ROW / 8];  // halfs as below, 8 per element
+shared uvec4 a_sh[STAGES * A_ROWS * ROW / 8];  // halfs as below, 8 per element
 shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
-// Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k],
-//           b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
-shared float16_t a_sh[STAGES * BP * ROW];
+// Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k] (TH > 0: row p is
+//           halo pixel p, channel c0 + k), b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
+shared float16_t a_sh[STAGES * A_ROWS * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
@@ -127,10 +156,15 @@ shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
 
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
+#if TH == 0
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
 // virtual-image origin (tap (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+uint p0;  // the tile's first pixel of the band
+#else
+uint ty0, tx0;  // the tile's first output row (in the band) and column
+#endif
 uint x_img, c_tile0, load_k;
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
 // invocation / VECS_PER_ROW) has each quarter-subgroup of a 16-byte store write rows r
@@ -153,17 +187,33 @@ uint load_row(uint j) {
   return g + j * (WG / VECS_PER_ROW);
 }
 
-void fetch(uint ky, uint kx, uint c0) {
+// One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
+uvec4 load_x(int vy, int vx, uint c, bool ok) {
+  ok = ok && c < pc.ci && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
+  const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+  return ok ? xv[at >> 3] : uvec4(0u);
+}
+
+// The A tile of tap (ky, kx) (TH = 0) or the halo (TH > 0: the tap is ignored) of
+// channel chunk c0 into a_reg.
+void fetch_a(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
-  const bool c_ok = c < pc.ci;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
-    const int vy = a_vy0[j] + int(ky), vx = a_vx0[j] + int(kx);
-    const bool ok = c_ok && a_valid[j] && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 &&
-                    vx < int(pc.w_in << U);
-    const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
-    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+#if TH == 0
+    a_reg[j] = load_x(a_vy0[j] + int(ky), a_vx0[j] + int(kx), c, a_valid[j]);
+#else
+    const uint h = load_row(j), hy = h / HC, hx = h % HC;
+    // Halo rows past rows + KH - 1 feed no output pixel and may lie outside a band's
+    // binding window.
+    const bool ok = h < A_ROWS && ty0 + hy < pc.rows + (KH - 1);
+    a_reg[j] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c, ok);
+#endif
   }
-  const uint tap = ky * KW + kx;
+}
+
+void fetch_b(uint tap, uint c0) {
+  const uint c = c0 + load_k;
+  const bool c_ok = c < pc.ci;
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const uint row = load_row(j);
     const uint o = c_tile0 + row;
@@ -190,12 +240,16 @@ void fetch(uint ky, uint kx, uint c0) {
   }
 #endif
 
-void stage(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+void stage_a(uint buf) {
+  const uint a0 = buf * (A_ROWS * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j);
-    if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
+    if (A_LOADS * WG == A_ROWS * VECS_PER_ROW || r < A_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
   }
+}
+
+void stage_b(uint buf) {
+  const uint b0 = buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const uint r = load_row(j);
     if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, b0 + r * ROW + load_k, b_reg[j]);
@@ -205,14 +259,21 @@ void stage(uint buf) {
 CM_ACC acc[FP][FC];
 uint sg_p, sg_c;  // this subgroup's fragment block
 
-// acc += the staged tiles of buffer `buf`.
-void multiply(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+// acc += the staged tiles of buffer `buf` (TH > 0: tap (ky, kx) of the halo).
+void multiply(uint buf, uint ky, uint kx) {
+  const uint a0 = buf * (A_ROWS * ROW), b0 = buf * (BC * ROW);
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
     CM_A a[FP];
     CM_B b[FC];
-    [[unroll]] for (uint i = 0; i < FP; ++i)
-      CM_LOAD(a[i], a_sh, (a0 + ((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+    [[unroll]] for (uint i = 0; i < FP; ++i) {
+      const uint q = (sg_p * FP + i) * 16;  // the fragment's first pixel of the tile
+#if TH == 0
+      const uint r = q;
+#else
+      const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
+#endif
+      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+    }
     [[unroll]] for (uint j = 0; j < FC; ++j)
       CM_LOAD(b[j], b_sh, (b0 + ((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
@@ -220,21 +281,45 @@ void multiply(uint buf) {
   }
 }
 
+// Tile pixel q (0 ≤ q < BP) → output row oy (in the band) and column ox; false when
+// it is past the band's rows or the frame's width.
+bool out_pixel(uint q, out uint oy, out uint ox) {
+#if TH == 0
+  const uint p = p0 + q;
+  oy = p / pc.w_out;
+  ox = p % pc.w_out;
+  return p < pc.rows * pc.w_out;
+#else
+  oy = ty0 + q / TW;
+  ox = tx0 + q % TW;
+  return oy < pc.rows && ox < pc.w_out;
+#endif
+}
+
 void main() {
   const uint tid = gl_LocalInvocationIndex;
-  const uint pixels = pc.rows * pc.w_out;  // of the band
   const uint img = gl_WorkGroupID.z / pc.split;
-  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
-  if (p0 >= pixels) return;  // the whole workgroup leaves together
+  const uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+#if TH == 0
+  p0 = tile * BP;
+  if (p0 >= pc.rows * pc.w_out) return;  // the whole workgroup leaves together
+#else
+  const uint tiles_x = (pc.w_out + TW - 1) / TW;
+  ty0 = tile / tiles_x * TH;
+  tx0 = tile % tiles_x * TW;
+  if (ty0 >= pc.rows) return;
+#endif
   c_tile0 = gl_WorkGroupID.y * BC;
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
+#if TH == 0
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
-    a_valid[j] = r < BP && p < pixels;
+    a_valid[j] = r < BP && p < pc.rows * pc.w_out;
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
   }
+#endif
 
   const uint sg = gl_SubgroupID;
   sg_p = sg % WP;
@@ -245,12 +330,14 @@ void main() {
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS * chunks;
   uint ky = 0, kx = 0, c0 = 0;
-  fetch(ky, kx, c0);
+  fetch_a(ky, kx, c0);
+  fetch_b(0u, c0);
 #if STAGES == 2
   // Two buffers: step s multiplies buffer s % 2 while the next step's tiles, fetched
   // into registers before, are staged into the other; one barrier per step (everyone
   // has finished step s - 1, which read the buffer step s + 1 overwrites).
-  stage(0u);
+  stage_a(0u);
+  stage_b(0u);
   barrier();
   for (uint s = 0; s < steps; ++s) {
     const uint buf = s & 1u;
@@ -262,16 +349,23 @@ void main() {
           c0 += BK;
         }
       }
-      fetch(ky, kx, c0);
+      fetch_a(ky, kx, c0);
+      fetch_b(ky * KW + kx, c0);
     }
-    multiply(buf);
-    if (s + 1 < steps) stage(buf ^ 1u);
+    multiply(buf, 0u, 0u);
+    if (s + 1 < steps) {
+      stage_a(buf ^ 1u);
+      stage_b(buf ^ 1u);
+    }
     barrier();
   }
 #else
   for (uint s = 0; s < steps; ++s) {
+    const uint my = ky, mx = kx;  // this step's tap
     barrier();  // everyone is done reading the previous tiles
-    stage(0u);
+    // The halo is staged once per channel chunk, at its first tap.
+    if (TH == 0 || (my == 0 && mx == 0)) stage_a(0u);
+    stage_b(0u);
     barrier();
     if (s + 1 < steps) {
       if (++kx == KW) {
@@ -281,9 +375,11 @@ void main() {
           c0 += BK;
         }
       }
-      fetch(ky, kx, c0);
+      // The next chunk's halo is fetched during its last tap's multiply.
+      if (TH == 0 || (ky == 0 && kx == 0)) fetch_a(ky, kx, c0);
+      fetch_b(ky * KW + kx, c0);
     }
-    multiply(0u);
+    multiply(0u, my, mx);
   }
 #endif
 
@@ -300,10 +396,10 @@ void main() {
       // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
       [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
         const uint g = lane + t * CM_SG;
-        const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
+        uint oy, ox;  // oy: row in the band
+        const bool in_band = out_pixel((sg_p * FP + i) * 16 + g / 2, oy, ox);
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && p < pixels && o < pc.co_store) {
-          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+        if (g < 32 && in_band && o < pc.co_store) {
 #if HAS_RES
           const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
           const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
@@ -332,10 +428,10 @@ void main() {
 #else
       [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
-        const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
+        uint oy, ox;  // oy: row in the band
+        const bool in_band = out_pixel((sg_p * FP + i) * 16 + e / 16, oy, ox);
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
-        if (p < pixels && o < pc.co_store) {
-          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+        if (in_band && o < pc.co_store) {
           float v = 0.0;
           if (o < pc.co) {
             v = ep_sh[ep_at + e] * pc.acc_scale;
