@@ -65,7 +65,7 @@ struct CoopTile {
   // The halo tile (the kernel's TH): stride-1 convs with a kernel larger than 1×1 take
   // their pixels as th output rows × pixels() / th columns and stage each channel
   // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
-  // per tap (1×1 and strided convs always). One buffer only.
+  // per tap (1×1 and strided convs always). One B buffer only (two A buffers).
   uint32_t th = 0;
   uint32_t pixels() const { return wp * fp * 16; }
   uint32_t channels() const { return wc * fc * 16; }
@@ -73,12 +73,14 @@ struct CoopTile {
   uint32_t a_rows(int64_t kh, int64_t kw) const {
     return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
   }
+  // A halo tile has two A buffers (the next chunk's halo is staged during this one).
   uint32_t shared_bytes(int64_t kh, int64_t kw) const {
-    return stages * (a_rows(kh, kw) + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
+    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
   }
 };
 
 // "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x1x4"), or an error.
+// (lower_conv_gemm also takes "thN": the default tiles with N halo rows.)
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
@@ -179,8 +181,17 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       tile.fp = tile.fc = 1;
       if (tile.th > 0) tile.th = 2;  // 32 pixels: 2 rows of 16
     }
-    if (!l.options().conv_tile.empty()) {
-      auto parsed = parse_coop_tile(l.options().conv_tile);
+    const std::string& asked = l.options().conv_tile;
+    uint32_t th = 0;
+    char end = 0;
+    if (std::sscanf(asked.c_str(), "th%u%c", &th, &end) == 1) {
+      // "thN": the default tiles with N halo rows (0: the im2col tile), for measuring.
+      if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % 16 != 0))
+        return l.fail(node, fmt::format("conv tile '{}': {} pixels do not split into {} rows of 16k", asked,
+                                        tile.pixels(), th));
+      tile.th = th;
+    } else if (!asked.empty()) {
+      auto parsed = parse_coop_tile(asked);
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }

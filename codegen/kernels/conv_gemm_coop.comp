@@ -41,7 +41,11 @@
 // Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1) input pixels those
 // read, BK channels each, once, and every tap's A fragments load from that tile at the
 // tap's offset: the A loads and shared stores shrink from KH·KW·BP to one halo per
-// chunk. B (the tap's weights) is staged per tap as before. Steps run in the same
+// chunk. B (the tap's weights) is staged per tap as before. The halo has two buffers:
+// the next chunk's is fetched a few loads per tap (HALO_PARTS per invocation) and
+// staged a tap later, so few registers hold loads in flight (a whole halo fetched at
+// the last tap, in registers, cost 255 registers and ran 36 % slower than TH = 0).
+// Steps run in the same
 // order (chunks outer, taps inner) with the same fragments, so the output is
 // bit-identical to TH = 0. Halo rows past the band's rows + KH - 1 are not read
 // (a band's binding holds only the rows its outputs need; they feed no output
@@ -86,8 +90,18 @@
 #if STAGES == 2
 #error "conv_gemm_coop.comp: the halo tile (TH > 0) has one shared buffer"
 #endif
+#if KH * KW < 2
+#error "conv_gemm_coop.comp: the halo tile needs more than one tap"
+#endif
+// The next chunk's halo is fetched in parts, HALO_PARTS 16-byte loads per invocation
+// during each of the first HALO_STEPS taps, and staged one step later into the other
+// of two halo buffers, so that only HALO_PARTS loads are in flight in registers.
+#define HALO_PARTS ((A_LOADS + TAPS - 2) / (TAPS - 1))
+#define HALO_STEPS ((A_LOADS + HALO_PARTS - 1) / HALO_PARTS)
+#define A_BUFS 2
 #else
 #define A_ROWS BP             // staged A rows: the pixels (im2col of one tap)
+#define A_BUFS STAGES
 #endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
@@ -142,19 +156,23 @@ layout(push_constant) uniform Push {
 #define STAGES 1
 #endif
 #if SMEM_VEC
-shared uvec4 a_sh[STAGES * A_ROWS * ROW / 8];  // halfs as below, 8 per element
+shared uvec4 a_sh[A_BUFS * A_ROWS * ROW / 8];  // halfs as below, 8 per element
 shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
 // Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k] (TH > 0: row p is
 //           halo pixel p, channel c0 + k), b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
-shared float16_t a_sh[STAGES * A_ROWS * ROW];
+shared float16_t a_sh[A_BUFS * A_ROWS * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
 shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
 
+#if TH == 0
 uvec4 a_reg[A_LOADS];
+#else
+uvec4 a_reg[HALO_PARTS];
+#endif
 uvec4 b_reg[B_LOADS];
 #if TH == 0
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
@@ -194,22 +212,25 @@ uvec4 load_x(int vy, int vx, uint c, bool ok) {
   return ok ? xv[at >> 3] : uvec4(0u);
 }
 
-// The A tile of tap (ky, kx) (TH = 0) or the halo (TH > 0: the tap is ignored) of
-// channel chunk c0 into a_reg.
+#if TH == 0
+// The A tile of tap (ky, kx) of channel chunk c0 into a_reg.
 void fetch_a(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
-  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
-#if TH == 0
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j)
     a_reg[j] = load_x(a_vy0[j] + int(ky), a_vx0[j] + int(kx), c, a_valid[j]);
+}
 #else
-    const uint h = load_row(j), hy = h / HC, hx = h % HC;
+// Part `part` of the halo of channel chunk c0 (loads part·HALO_PARTS ...) into a_reg.
+void fetch_halo(uint part, uint c0) {
+  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
+    const uint j = part * HALO_PARTS + u, h = load_row(j), hy = h / HC, hx = h % HC;
     // Halo rows past rows + KH - 1 feed no output pixel and may lie outside a band's
     // binding window.
-    const bool ok = h < A_ROWS && ty0 + hy < pc.rows + (KH - 1);
-    a_reg[j] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c, ok);
-#endif
+    const bool ok = j < A_LOADS && h < A_ROWS && ty0 + hy < pc.rows + (KH - 1);
+    a_reg[u] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c0 + load_k, ok);
   }
 }
+#endif
 
 void fetch_b(uint tap, uint c0) {
   const uint c = c0 + load_k;
@@ -240,6 +261,7 @@ void fetch_b(uint tap, uint c0) {
   }
 #endif
 
+#if TH == 0
 void stage_a(uint buf) {
   const uint a0 = buf * (A_ROWS * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
@@ -247,6 +269,16 @@ void stage_a(uint buf) {
     if (A_LOADS * WG == A_ROWS * VECS_PER_ROW || r < A_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
   }
 }
+#else
+// a_reg (part `part` of a halo) into halo buffer `buf`.
+void stage_halo(uint part, uint buf) {
+  const uint a0 = buf * (A_ROWS * ROW);
+  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
+    const uint j = part * HALO_PARTS + u, r = load_row(j);
+    if (j < A_LOADS && r < A_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[u]);
+  }
+}
+#endif
 
 void stage_b(uint buf) {
   const uint b0 = buf * (BC * ROW);
@@ -259,9 +291,9 @@ void stage_b(uint buf) {
 CM_ACC acc[FP][FC];
 uint sg_p, sg_c;  // this subgroup's fragment block
 
-// acc += the staged tiles of buffer `buf` (TH > 0: tap (ky, kx) of the halo).
-void multiply(uint buf, uint ky, uint kx) {
-  const uint a0 = buf * (A_ROWS * ROW), b0 = buf * (BC * ROW);
+// acc += the staged tiles: A buffer abuf (TH > 0: tap (ky, kx) of that halo), B buffer bbuf.
+void multiply(uint abuf, uint bbuf, uint ky, uint kx) {
+  const uint a0 = abuf * (A_ROWS * ROW), b0 = bbuf * (BC * ROW);
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
     CM_A a[FP];
     CM_B b[FC];
@@ -329,6 +361,32 @@ void main() {
 
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS * chunks;
+#if TH > 0
+  // Step s = (chunk c, tap t): B of the tap is staged per step as below; the halo of
+  // chunk c is in buffer c % 2, staged part by part during chunk c - 1 (the first
+  // chunk's before the loop). Buffer (c + 1) % 2 was last read in chunk c - 1, which
+  // every invocation has finished once it passes step (c, 1)'s first barrier.
+  fetch_b(0u, 0u);
+  [[unroll]] for (uint part = 0; part < HALO_STEPS; ++part) {
+    fetch_halo(part, 0u);
+    stage_halo(part, 0u);
+  }
+  uint t = 0, c = 0;
+  for (uint s = 0; s < steps; ++s) {
+    barrier();  // everyone is done reading the previous B tile
+    stage_b(0u);
+    const bool next_chunk = c + 1 < chunks;
+    if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
+    barrier();
+    if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
+    if (s + 1 < steps) fetch_b(t + 1 == TAPS ? 0u : t + 1, t + 1 == TAPS ? (c + 1) * BK : c * BK);
+    multiply(c & 1u, 0u, t / KW, t % KW);
+    if (++t == TAPS) {
+      t = 0;
+      ++c;
+    }
+  }
+#else
   uint ky = 0, kx = 0, c0 = 0;
   fetch_a(ky, kx, c0);
   fetch_b(0u, c0);
@@ -352,7 +410,7 @@ void main() {
       fetch_a(ky, kx, c0);
       fetch_b(ky * KW + kx, c0);
     }
-    multiply(buf, 0u, 0u);
+    multiply(buf, buf, 0u, 0u);
     if (s + 1 < steps) {
       stage_a(buf ^ 1u);
       stage_b(buf ^ 1u);
@@ -361,10 +419,8 @@ void main() {
   }
 #else
   for (uint s = 0; s < steps; ++s) {
-    const uint my = ky, mx = kx;  // this step's tap
     barrier();  // everyone is done reading the previous tiles
-    // The halo is staged once per channel chunk, at its first tap.
-    if (TH == 0 || (my == 0 && mx == 0)) stage_a(0u);
+    stage_a(0u);
     stage_b(0u);
     barrier();
     if (s + 1 < steps) {
@@ -375,12 +431,12 @@ void main() {
           c0 += BK;
         }
       }
-      // The next chunk's halo is fetched during its last tap's multiply.
-      if (TH == 0 || (ky == 0 && kx == 0)) fetch_a(ky, kx, c0);
+      fetch_a(ky, kx, c0);
       fetch_b(ky * KW + kx, c0);
     }
-    multiply(0u, my, mx);
+    multiply(0u, 0u, 0u, 0u);
   }
+#endif
 #endif
 
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes

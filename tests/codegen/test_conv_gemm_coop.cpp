@@ -233,7 +233,7 @@ TEST(CodegenConvGemmCoop, HaloTileMatchesTheIm2colTileBitForBit) {
     const Ran flat = run(t, emulated_target(), "2x2x1x1x32x1x1x0");
     ASSERT_EQ(flat.outputs.size(), 1u);
     EXPECT_NE(flat.pipelines.find("TH=0"), std::string::npos) << flat.pipelines;
-    for (const char* tile : {"2x2x1x1x32x1x1x2", "2x2x1x1x32x1x1x1", "4x1x1x1x32x1x1x4"}) {
+    for (const char* tile : {"2x2x1x1x32x1x1x2", "4x1x1x1x32x1x1x4"}) {
       SCOPED_TRACE(tile);
       const Ran halo = run(t, emulated_target(), tile);
       ASSERT_EQ(halo.outputs.size(), 1u);
@@ -267,7 +267,7 @@ TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
   for (int64_t rows : {3, 1}) {
     c.band_rows = rows;
     SCOPED_TRACE(describe(c));
-    for (const char* tile : {"", "2x2x1x1x32x1x1x0", "4x1x1x1x32x1x1x2"}) {
+    for (const char* tile : {"", "th0", "4x1x1x1x32x1x1x2"}) {
       SCOPED_TRACE(tile);
       const Ran banded = run(build(c), emulated_target(), tile);
       ASSERT_EQ(banded.outputs.size(), 1u);
