@@ -101,9 +101,11 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 // 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
 // channel tiles for convs with few output channels (conv_out's 3), so the fragments
 // are not mostly zero rows.
-// Every default tile has 128 pixels; as a halo tile (3×3 convs) they are
-// kHaloRows rows of 128 / kHaloRows pixels.
-constexpr uint32_t kHaloRows = 4;
+// Halo rows of the default tiles (128 pixels each): 0, the im2col tile. The halo tile
+// (4 or 8 rows) gave the same bytes but measured slower on the H200: Flux 1024² conv
+// 72.3 ms at 0, 87.4 at 4, 87.4 at 8, 82.8 at 4 with TAP_UNROLL (docs/PERFORMANCE.md,
+// issue 15). `--conv-tile thN` measures it.
+constexpr uint32_t kHaloRows = 0;
 CoopTile default_coop_tile(int64_t channels) {
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.

@@ -35,23 +35,25 @@
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
 // buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
 //
-// TH > 0 (stride-1 convs with KH or KW > 1; the lowering decides): the halo tile. A
-// workgroup's BP pixels are TH output rows × TW = BP / TH columns (TW % 16 == 0, so a
-// fragment's 16 pixels lie in one row) instead of BP consecutive pixels of the band.
-// Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1) input pixels those
-// read, BK channels each, once, and every tap's A fragments load from that tile at the
-// tap's offset: the A loads and shared stores shrink from KH·KW·BP to one halo per
-// chunk. B (the tap's weights) is staged per tap as before. The halo has two buffers:
-// the next chunk's is fetched a few loads per tap (HALO_PARTS per invocation) and
-// staged a tap later, so few registers hold loads in flight (a whole halo fetched at
-// the last tap, in registers, cost 255 registers and ran 36 % slower than TH = 0).
-// Steps run in the same
-// order (chunks outer, taps inner) with the same fragments, so the output is
-// bit-identical to TH = 0. Halo rows past the band's rows + KH - 1 are not read
-// (a band's binding holds only the rows its outputs need; they feed no output
-// pixel), the frame's padding reads zeros as before.
+// TH > 0 (stride-1 convs with KH or KW > 1; --conv-tile thN or the tile's 8th field):
+// the halo tile. A workgroup's BP pixels are TH output rows × TW = BP / TH columns
+// (TW % 16 == 0, so a fragment's 16 pixels lie in one row) instead of BP consecutive
+// pixels of the band. Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1)
+// input pixels those read, BK channels each, once, and every tap's A fragments load
+// from that tile at the tap's offset: the A loads and shared stores shrink from
+// KH·KW·BP rows to one halo per chunk. B (the tap's weights) is staged per tap as
+// before. The halo has two buffers: the next chunk's is fetched a few loads per tap
+// (HALO_PARTS per invocation) and staged a tap later, so few registers hold loads in
+// flight. Steps run in the same order (chunks outer, taps inner) with the same
+// fragments, so the output is bit-identical to TH = 0. Halo rows past the band's
+// rows + KH - 1 are not read (a band's binding holds only the rows its outputs need;
+// they feed no output pixel); the frame's padding reads zeros as before.
+// Measured SLOWER than TH = 0 on the H200 (Flux 1024² conv 72.3 → 87.4 ms at TH 4,
+// 82.8 with TAP_UNROLL; docs/PERFORMANCE.md, issue 15), so TH = 0 is the default and
+// the halo an option. TAP_UNROLL = 1 unrolls the taps (constant tap offsets and halo
+// parts per step).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, VEC_OUT, KH KW, U, HAS_BIAS,
+// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
@@ -79,6 +81,10 @@
 #ifndef TH
 #define TH 0
 #endif
+#ifndef TAP_UNROLL
+#define TAP_UNROLL 0
+#endif
+
 #if TH > 0
 #define TW (BP / TH)          // output columns per pixel tile
 #define HR (TH + KH - 1)      // halo rows
@@ -371,6 +377,24 @@ void main() {
     fetch_halo(part, 0u);
     stage_halo(part, 0u);
   }
+#if TAP_UNROLL
+  // The taps unrolled: every step's tap, halo part and fragment offsets are constants.
+  for (uint c = 0; c < chunks; ++c) {
+    const bool next_chunk = c + 1 < chunks;
+    [[unroll]] for (uint t = 0; t < TAPS; ++t) {
+      barrier();  // everyone is done reading the previous B tile
+      stage_b(0u);
+      if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
+      barrier();
+      if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
+      if (t + 1 < TAPS)
+        fetch_b(t + 1, c * BK);
+      else if (next_chunk)
+        fetch_b(0u, (c + 1) * BK);
+      multiply(c & 1u, 0u, t / KW, t % KW);
+    }
+  }
+#else
   uint t = 0, c = 0;
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous B tile
@@ -386,6 +410,7 @@ void main() {
       ++c;
     }
   }
+#endif
 #else
   uint ky = 0, kx = 0, c0 = 0;
   fetch_a(ky, kx, c0);

@@ -112,10 +112,12 @@ struct Ran {
   std::string pipelines;
 };
 
-Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "") {
+Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "",
+        const codegen::Defines& coop_defines = {}) {
   Ran r;
   codegen::CodegenOptions options;
   options.conv_tile = conv_tile;
+  if (!coop_defines.empty()) options.kernel_defines["conv_gemm_coop.comp"] = coop_defines;
   auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
   EXPECT_TRUE(plan) << plan.message();
   if (!plan) return r;
@@ -241,6 +243,14 @@ TEST(CodegenConvGemmCoop, HaloTileMatchesTheIm2colTileBitForBit) {
       testing::expect_identical(halo.outputs[0], flat.outputs[0]);
     }
   }
+  {  // The taps unrolled (TAP_UNROLL): the same steps, the same bytes.
+    const Built t = build(plain);
+    const Ran flat = run(t, emulated_target(), "th0");
+    const Ran unrolled = run(t, emulated_target(), "th2", {{"TAP_UNROLL", "1"}});
+    ASSERT_EQ(unrolled.outputs.size(), 1u);
+    EXPECT_NE(unrolled.pipelines.find("TAP_UNROLL=1"), std::string::npos) << unrolled.pipelines;
+    testing::expect_identical(unrolled.outputs[0], flat.outputs[0]);
+  }
   // 1×1 and strided convs keep the im2col tile whatever the tile asks.
   CoopCase one;
   one.k = 1, one.pad = 0;
@@ -261,13 +271,14 @@ TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
   c.upsample = true, c.ci = 16, c.co = 32, c.h = 5, c.w = 4, c.residual = true;
   const Ran whole = run(build(c), emulated_target());
   ASSERT_EQ(whole.outputs.size(), 1u);
-  // The default tile is the halo tile (2 rows of 16 in the emulation): a band's last
-  // tile has rows past the band, whose halo lies outside the band's binding.
-  EXPECT_NE(whole.pipelines.find("TH=2"), std::string::npos) << whole.pipelines;
+  // The whole frame on the default (im2col) tile; the bands also on halo tiles (2 rows
+  // of 16 or 32 pixels in the emulation): a band's last tile has rows past the band,
+  // whose halo lies outside the band's binding.
+  EXPECT_NE(whole.pipelines.find("TH=0"), std::string::npos) << whole.pipelines;
   for (int64_t rows : {3, 1}) {
     c.band_rows = rows;
     SCOPED_TRACE(describe(c));
-    for (const char* tile : {"", "th0", "4x1x1x1x32x1x1x2"}) {
+    for (const char* tile : {"", "th2", "4x1x1x1x32x1x1x2"}) {
       SCOPED_TRACE(tile);
       const Ran banded = run(build(c), emulated_target(), tile);
       ASSERT_EQ(banded.outputs.size(), 1u);
@@ -301,13 +312,13 @@ TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // decoders use: 3×3 with upsample gather and residual, 1×1, the 96-channel tile
   // (FC 3) with the device's f16 rounding (F16_RTE), and the halo tiles (TH 4, 8).
   struct Variant {
-    const char *k, *fc, *bk, *stages, *rte, *th;
+    const char *k, *fc, *bk, *stages, *rte, *th, *tap_unroll = "0";
   };
   for (const Variant& v : {Variant{"1", "4", "64", "1", "0", "0"}, Variant{"3", "4", "32", "2", "0", "0"},
                            Variant{"3", "3", "32", "1", "1", "0"}, Variant{"3", "4", "32", "1", "1", "4"},
-                           Variant{"3", "4", "32", "1", "1", "8"}}) {
+                           Variant{"3", "4", "32", "1", "1", "8", "1"}}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th},
+                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll},
                           {"KH", v.k},      {"KW", v.k},     {"U", "1"},        {"HAS_BIAS", "1"},
                           {"HAS_RES", "1"}, {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"F16_RTE", v.rte},
                           {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
