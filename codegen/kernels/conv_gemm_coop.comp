@@ -51,7 +51,8 @@
 // Measured SLOWER than TH = 0 on the H200 (Flux 1024² conv 72.3 → 87.4 ms at TH 4,
 // 82.8 with TAP_UNROLL; docs/PERFORMANCE.md, issue 15), so TH = 0 is the default and
 // the halo an option. TAP_UNROLL = 1 unrolls the taps (constant tap offsets and halo
-// parts per step).
+// parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
+// unchanged (the halo's code sits in #if TH > 0 blocks).
 //
 // Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
@@ -69,7 +70,7 @@
 #error "conv_gemm_coop.comp: BK must be a multiple of 16"
 #endif
 // 16-byte loads each invocation stages per step (the last may fall past the tile).
-#define A_LOADS ((A_ROWS * VECS_PER_ROW + WG - 1) / WG)
+#define A_LOADS ((BP * VECS_PER_ROW + WG - 1) / WG)
 #define B_LOADS ((BC * VECS_PER_ROW + WG - 1) / WG)
 // Native kernels stage through uvec4 arrays (one 16-byte store per load; the
 // cooperative-matrix loads then count offsets and strides in uvec4s of 8 halfs);
@@ -84,17 +85,17 @@
 #ifndef TAP_UNROLL
 #define TAP_UNROLL 0
 #endif
-
 #if TH > 0
 #define TW (BP / TH)          // output columns per pixel tile
 #define HR (TH + KH - 1)      // halo rows
 #define HC (TW + KW - 1)      // halo columns
-#define A_ROWS (HR * HC)      // staged A rows: the halo's pixels
+#define H_ROWS (HR * HC)      // staged A rows: the halo's pixels
+#define H_LOADS ((H_ROWS * VECS_PER_ROW + WG - 1) / WG)  // 16-byte loads per invocation per halo
 #if (TW % 16) != 0 || TW * TH != BP
 #error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of 16"
 #endif
 #if STAGES == 2
-#error "conv_gemm_coop.comp: the halo tile (TH > 0) has one shared buffer"
+#error "conv_gemm_coop.comp: the halo tile (TH > 0) has one B buffer"
 #endif
 #if KH * KW < 2
 #error "conv_gemm_coop.comp: the halo tile needs more than one tap"
@@ -102,12 +103,8 @@
 // The next chunk's halo is fetched in parts, HALO_PARTS 16-byte loads per invocation
 // during each of the first HALO_STEPS taps, and staged one step later into the other
 // of two halo buffers, so that only HALO_PARTS loads are in flight in registers.
-#define HALO_PARTS ((A_LOADS + TAPS - 2) / (TAPS - 1))
-#define HALO_STEPS ((A_LOADS + HALO_PARTS - 1) / HALO_PARTS)
-#define A_BUFS 2
-#else
-#define A_ROWS BP             // staged A rows: the pixels (im2col of one tap)
-#define A_BUFS STAGES
+#define HALO_PARTS ((H_LOADS + TAPS - 2) / (TAPS - 1))
+#define HALO_STEPS ((H_LOADS + HALO_PARTS - 1) / HALO_PARTS)
 #endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
@@ -162,32 +159,37 @@ layout(push_constant) uniform Push {
 #define STAGES 1
 #endif
 #if SMEM_VEC
-shared uvec4 a_sh[A_BUFS * A_ROWS * ROW / 8];  // halfs as below, 8 per element
+#if TH > 0
+shared uvec4 a_sh[2 * H_ROWS * ROW / 8];  // two halos
+#else
+shared uvec4 a_sh[STAGES * BP * ROW / 8];  // halfs as below, 8 per element
+#endif
 shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
-// Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k] (TH > 0: row p is
-//           halo pixel p, channel c0 + k), b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
-shared float16_t a_sh[A_BUFS * A_ROWS * ROW];
+// Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k],
+//           b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
+#if TH > 0
+shared float16_t a_sh[2 * H_ROWS * ROW];  // halo b: a_sh[b · H_ROWS · ROW + h · ROW + k]
+#else
+shared float16_t a_sh[STAGES * BP * ROW];
+#endif
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
 shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
 
-#if TH == 0
-uvec4 a_reg[A_LOADS];
-#else
+#if TH > 0
 uvec4 a_reg[HALO_PARTS];
-#endif
 uvec4 b_reg[B_LOADS];
-#if TH == 0
+uint ty0, tx0;  // the tile's first output row (in the band) and column
+#else
+uvec4 a_reg[A_LOADS];
+uvec4 b_reg[B_LOADS];
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
 // virtual-image origin (tap (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
-uint p0;  // the tile's first pixel of the band
-#else
-uint ty0, tx0;  // the tile's first output row (in the band) and column
 #endif
 uint x_img, c_tile0, load_k;
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
@@ -211,6 +213,28 @@ uint load_row(uint j) {
   return g + j * (WG / VECS_PER_ROW);
 }
 
+#if TH == 0
+void fetch(uint ky, uint kx, uint c0) {
+  const uint c = c0 + load_k;  // first of this invocation's 8 channels
+  const bool c_ok = c < pc.ci;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const int vy = a_vy0[j] + int(ky), vx = a_vx0[j] + int(kx);
+    const bool ok = c_ok && a_valid[j] && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 &&
+                    vx < int(pc.w_in << U);
+    const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+  }
+  const uint tap = ky * KW + kx;
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint row = load_row(j);
+    const uint o = c_tile0 + row;
+    const bool ok = c_ok && row < BC && o < pc.co;
+    const uint at = ok ? o * (TAPS * pc.ci) + tap * pc.ci + c : 0u;
+    b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
+  }
+}
+
+#else
 // One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
 uvec4 load_x(int vy, int vx, uint c, bool ok) {
   ok = ok && c < pc.ci && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
@@ -218,26 +242,18 @@ uvec4 load_x(int vy, int vx, uint c, bool ok) {
   return ok ? xv[at >> 3] : uvec4(0u);
 }
 
-#if TH == 0
-// The A tile of tap (ky, kx) of channel chunk c0 into a_reg.
-void fetch_a(uint ky, uint kx, uint c0) {
-  const uint c = c0 + load_k;  // first of this invocation's 8 channels
-  [[unroll]] for (uint j = 0; j < A_LOADS; ++j)
-    a_reg[j] = load_x(a_vy0[j] + int(ky), a_vx0[j] + int(kx), c, a_valid[j]);
-}
-#else
 // Part `part` of the halo of channel chunk c0 (loads part·HALO_PARTS ...) into a_reg.
 void fetch_halo(uint part, uint c0) {
   [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
     const uint j = part * HALO_PARTS + u, h = load_row(j), hy = h / HC, hx = h % HC;
     // Halo rows past rows + KH - 1 feed no output pixel and may lie outside a band's
     // binding window.
-    const bool ok = j < A_LOADS && h < A_ROWS && ty0 + hy < pc.rows + (KH - 1);
+    const bool ok = j < H_LOADS && h < H_ROWS && ty0 + hy < pc.rows + (KH - 1);
     a_reg[u] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c0 + load_k, ok);
   }
 }
-#endif
 
+// The weights of tap `tap`, channel chunk c0, into b_reg.
 void fetch_b(uint tap, uint c0) {
   const uint c = c0 + load_k;
   const bool c_ok = c < pc.ci;
@@ -249,6 +265,7 @@ void fetch_b(uint tap, uint c0) {
     b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
   }
 }
+#endif
 
 // A macro: shared arrays cannot be passed to functions. `at` counts halfs.
 #if SMEM_VEC
@@ -268,50 +285,48 @@ void fetch_b(uint tap, uint c0) {
 #endif
 
 #if TH == 0
-void stage_a(uint buf) {
-  const uint a0 = buf * (A_ROWS * ROW);
+void stage(uint buf) {
+  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j);
-    if (A_LOADS * WG == A_ROWS * VECS_PER_ROW || r < A_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
+    if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
   }
-}
-#else
-// a_reg (part `part` of a halo) into halo buffer `buf`.
-void stage_halo(uint part, uint buf) {
-  const uint a0 = buf * (A_ROWS * ROW);
-  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
-    const uint j = part * HALO_PARTS + u, r = load_row(j);
-    if (j < A_LOADS && r < A_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[u]);
-  }
-}
-#endif
-
-void stage_b(uint buf) {
-  const uint b0 = buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const uint r = load_row(j);
     if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, b0 + r * ROW + load_k, b_reg[j]);
   }
 }
 
+#else
+// a_reg (part `part` of a halo) into halo buffer `buf`.
+void stage_halo(uint part, uint buf) {
+  const uint a0 = buf * (H_ROWS * ROW);
+  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
+    const uint j = part * HALO_PARTS + u, r = load_row(j);
+    if (j < H_LOADS && r < H_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[u]);
+  }
+}
+
+void stage_b() {
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint r = load_row(j);
+    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, r * ROW + load_k, b_reg[j]);
+  }
+}
+#endif
+
 CM_ACC acc[FP][FC];
 uint sg_p, sg_c;  // this subgroup's fragment block
 
-// acc += the staged tiles: A buffer abuf (TH > 0: tap (ky, kx) of that halo), B buffer bbuf.
-void multiply(uint abuf, uint bbuf, uint ky, uint kx) {
-  const uint a0 = abuf * (A_ROWS * ROW), b0 = bbuf * (BC * ROW);
+#if TH == 0
+// acc += the staged tiles of buffer `buf`.
+void multiply(uint buf) {
+  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
     CM_A a[FP];
     CM_B b[FC];
-    [[unroll]] for (uint i = 0; i < FP; ++i) {
-      const uint q = (sg_p * FP + i) * 16;  // the fragment's first pixel of the tile
-#if TH == 0
-      const uint r = q;
-#else
-      const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
-#endif
-      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
-    }
+    [[unroll]] for (uint i = 0; i < FP; ++i)
+      CM_LOAD(a[i], a_sh, (a0 + ((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
     [[unroll]] for (uint j = 0; j < FC; ++j)
       CM_LOAD(b[j], b_sh, (b0 + ((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
@@ -319,41 +334,49 @@ void multiply(uint abuf, uint bbuf, uint ky, uint kx) {
   }
 }
 
-// Tile pixel q (0 ≤ q < BP) → output row oy (in the band) and column ox; false when
-// it is past the band's rows or the frame's width.
-bool out_pixel(uint q, out uint oy, out uint ox) {
-#if TH == 0
-  const uint p = p0 + q;
-  oy = p / pc.w_out;
-  ox = p % pc.w_out;
-  return p < pc.rows * pc.w_out;
 #else
-  oy = ty0 + q / TW;
-  ox = tx0 + q % TW;
-  return oy < pc.rows && ox < pc.w_out;
-#endif
+// acc += tap (ky, kx) of halo buffer `abuf` times the staged B tile.
+void multiply_tap(uint abuf, uint ky, uint kx) {
+  const uint a0 = abuf * (H_ROWS * ROW);
+  [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+    CM_A a[FP];
+    CM_B b[FC];
+    [[unroll]] for (uint i = 0; i < FP; ++i) {
+      const uint q = (sg_p * FP + i) * 16;               // the fragment's first pixel of the tile
+      const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
+      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+    }
+    [[unroll]] for (uint j = 0; j < FC; ++j)
+      CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+    [[unroll]] for (uint i = 0; i < FP; ++i)
+      [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
+  }
 }
+#endif
 
 void main() {
   const uint tid = gl_LocalInvocationIndex;
+#if TH > 0
   const uint img = gl_WorkGroupID.z / pc.split;
   const uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-#if TH == 0
-  p0 = tile * BP;
-  if (p0 >= pc.rows * pc.w_out) return;  // the whole workgroup leaves together
-#else
-  const uint tiles_x = (pc.w_out + TW - 1) / TW;
+  const uint tiles_x = (pc.w_out + TW - 1) / TW;  // halo tiles run row-major over the band
   ty0 = tile / tiles_x * TH;
   tx0 = tile % tiles_x * TW;
-  if (ty0 >= pc.rows) return;
-#endif
+  if (ty0 >= pc.rows) return;  // the whole workgroup leaves together
   c_tile0 = gl_WorkGroupID.y * BC;
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
-#if TH == 0
+#else
+  const uint pixels = pc.rows * pc.w_out;  // of the band
+  const uint img = gl_WorkGroupID.z / pc.split;
+  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
+  if (p0 >= pixels) return;  // the whole workgroup leaves together
+  c_tile0 = gl_WorkGroupID.y * BC;
+  x_img = img * pc.xs_n;
+  load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
-    a_valid[j] = r < BP && p < pc.rows * pc.w_out;
+    a_valid[j] = r < BP && p < pixels;
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
   }
@@ -368,10 +391,10 @@ void main() {
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS * chunks;
 #if TH > 0
-  // Step s = (chunk c, tap t): B of the tap is staged per step as below; the halo of
-  // chunk c is in buffer c % 2, staged part by part during chunk c - 1 (the first
-  // chunk's before the loop). Buffer (c + 1) % 2 was last read in chunk c - 1, which
-  // every invocation has finished once it passes step (c, 1)'s first barrier.
+  // Step s = (chunk c, tap t): B of the tap is staged per step; the halo of chunk c
+  // is in buffer c % 2, staged part by part during chunk c - 1 (the first chunk's
+  // before the loop). Buffer (c + 1) % 2 was last read in chunk c - 1, which every
+  // invocation has finished once it passes step (c, 1)'s first barrier.
   fetch_b(0u, 0u);
   [[unroll]] for (uint part = 0; part < HALO_STEPS; ++part) {
     fetch_halo(part, 0u);
@@ -383,7 +406,7 @@ void main() {
     const bool next_chunk = c + 1 < chunks;
     [[unroll]] for (uint t = 0; t < TAPS; ++t) {
       barrier();  // everyone is done reading the previous B tile
-      stage_b(0u);
+      stage_b();
       if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
       barrier();
       if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
@@ -391,20 +414,20 @@ void main() {
         fetch_b(t + 1, c * BK);
       else if (next_chunk)
         fetch_b(0u, (c + 1) * BK);
-      multiply(c & 1u, 0u, t / KW, t % KW);
+      multiply_tap(c & 1u, t / KW, t % KW);
     }
   }
 #else
   uint t = 0, c = 0;
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous B tile
-    stage_b(0u);
+    stage_b();
     const bool next_chunk = c + 1 < chunks;
     if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
     barrier();
     if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
     if (s + 1 < steps) fetch_b(t + 1 == TAPS ? 0u : t + 1, t + 1 == TAPS ? (c + 1) * BK : c * BK);
-    multiply(c & 1u, 0u, t / KW, t % KW);
+    multiply_tap(c & 1u, t / KW, t % KW);
     if (++t == TAPS) {
       t = 0;
       ++c;
@@ -413,14 +436,12 @@ void main() {
 #endif
 #else
   uint ky = 0, kx = 0, c0 = 0;
-  fetch_a(ky, kx, c0);
-  fetch_b(0u, c0);
+  fetch(ky, kx, c0);
 #if STAGES == 2
   // Two buffers: step s multiplies buffer s % 2 while the next step's tiles, fetched
   // into registers before, are staged into the other; one barrier per step (everyone
   // has finished step s - 1, which read the buffer step s + 1 overwrites).
-  stage_a(0u);
-  stage_b(0u);
+  stage(0u);
   barrier();
   for (uint s = 0; s < steps; ++s) {
     const uint buf = s & 1u;
@@ -432,21 +453,16 @@ void main() {
           c0 += BK;
         }
       }
-      fetch_a(ky, kx, c0);
-      fetch_b(ky * KW + kx, c0);
+      fetch(ky, kx, c0);
     }
-    multiply(buf, buf, 0u, 0u);
-    if (s + 1 < steps) {
-      stage_a(buf ^ 1u);
-      stage_b(buf ^ 1u);
-    }
+    multiply(buf);
+    if (s + 1 < steps) stage(buf ^ 1u);
     barrier();
   }
 #else
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous tiles
-    stage_a(0u);
-    stage_b(0u);
+    stage(0u);
     barrier();
     if (s + 1 < steps) {
       if (++kx == KW) {
@@ -456,10 +472,9 @@ void main() {
           c0 += BK;
         }
       }
-      fetch_a(ky, kx, c0);
-      fetch_b(ky * KW + kx, c0);
+      fetch(ky, kx, c0);
     }
-    multiply(0u, 0u, 0u, 0u);
+    multiply(0u);
   }
 #endif
 #endif
@@ -477,10 +492,17 @@ void main() {
       // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
       [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
         const uint g = lane + t * CM_SG;
-        uint oy, ox;  // oy: row in the band
-        const bool in_band = out_pixel((sg_p * FP + i) * 16 + g / 2, oy, ox);
+#if TH > 0
+        const uint q = (sg_p * FP + i) * 16 + g / 2;  // pixel of the tile
+        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && in_band && o < pc.co_store) {
+        if (g < 32 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+#else
+        const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
+        if (g < 32 && p < pixels && o < pc.co_store) {
+          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+#endif
 #if HAS_RES
           const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
           const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
@@ -509,10 +531,17 @@ void main() {
 #else
       [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
-        uint oy, ox;  // oy: row in the band
-        const bool in_band = out_pixel((sg_p * FP + i) * 16 + e / 16, oy, ox);
+#if TH > 0
+        const uint q = (sg_p * FP + i) * 16 + e / 16;  // pixel of the tile
+        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
-        if (in_band && o < pc.co_store) {
+        if (oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+#else
+        const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        if (p < pixels && o < pc.co_store) {
+          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+#endif
           float v = 0.0;
           if (o < pc.co) {
             v = ep_sh[ep_at + e] * pc.acc_scale;
