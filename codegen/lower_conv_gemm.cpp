@@ -18,7 +18,9 @@
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
 // subgroup, BK input channels per step, one shared buffer) is
 // default_coop_tile() below (one fragment per subgroup for the emulation) unless
-// CodegenOptions::conv_tile names another.
+// CodegenOptions::conv_tile names another. A tile with halo rows (TH; an option, not
+// a default) stages each channel chunk's input halo once for all taps of a stride-1
+// conv; its pixel tiles are TH rows of the band by pixels / TH columns.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
@@ -101,24 +103,18 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 // 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
 // channel tiles for convs with few output channels (conv_out's 3), so the fragments
 // are not mostly zero rows.
-// Halo rows of the default tiles (128 pixels each): 0, the im2col tile. The halo tile
-// (4 or 8 rows) gave the same bytes but measured slower on the H200: Flux 1024² conv
-// 72.3 ms at 0, 87.4 at 4, 87.4 at 8, 82.8 at 4 with TAP_UNROLL (docs/PERFORMANCE.md,
-// issue 15). `--conv-tile thN` measures it.
-constexpr uint32_t kHaloRows = 0;
+// No default tile is a halo tile (th 0): the halo tile gave the same bytes but
+// measured slower on the H200 (Flux 1024² conv 72.3 ms im2col, 87.4 at 4 or 8 halo
+// rows, 82.8 at 4 with TAP_UNROLL: docs/PERFORMANCE.md, issue 15); `--conv-tile thN`
+// measures it.
 CoopTile default_coop_tile(int64_t channels) {
+  if (channels <= 16) return {4, 1, 2, 1};
+  if (channels <= 32) return {4, 1, 2, 2};
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
-  CoopTile t;
-  if (channels <= 16)
-    t = {4, 1, 2, 1};
-  else if (channels <= 32)
-    t = {4, 1, 2, 2};
-  else if (covered(96) < covered(128))
-    t = {2, 2, 4, 3};
-  t.th = kHaloRows;
-  return t;
+  if (covered(96) < covered(128)) return {2, 2, 4, 3};
+  return {};
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -179,10 +175,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
     CoopTile tile = default_coop_tile(co_store);
-    if (target.tensor_cores == TensorCores::emulated) {
-      tile.fp = tile.fc = 1;
-      if (tile.th > 0) tile.th = 2;  // 32 pixels: 2 rows of 16
-    }
+    if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
     const std::string& asked = l.options().conv_tile;
     uint32_t th = 0;
     char end = 0;
@@ -218,11 +211,11 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"WP", std::to_string(tile.wp)},  {"WC", std::to_string(tile.wc)},
                    {"FP", std::to_string(tile.fp)},  {"FC", std::to_string(tile.fc)},
                    {"BK", std::to_string(tile.bk)},  {"STAGES", std::to_string(tile.stages)},
-                   {"TH", std::to_string(tile.th)},
                    {"KH", std::to_string(k[0])},
                    {"KW", std::to_string(k[1])},     {"U", gather_define},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
                    {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
+    if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are
     // f16 NHWC with aligned pixels.
