@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -229,13 +231,16 @@ TEST(CodegenConvGemmCoop, HaloTileMatchesTheIm2colTileBitForBit) {
   up.upsample = true, up.ci = 16, up.co = 32, up.h = 3, up.w = 10, up.residual = true;
   CoopCase wide;  // 5×5 kernel, pad 2: a wider halo
   wide.k = 5, wide.pad = 2, wide.ci = 16, wide.co = 16, wide.h = 7, wide.w = 18;
-  for (const CoopCase& c : {plain, up, wide}) {
+  // (Each tile is a kernel lavapipe compiles: the taller one on one case only.)
+  const std::vector<std::pair<CoopCase, std::vector<std::string>>> cases = {
+      {plain, {"2x2x1x1x32x1x1x2", "4x1x1x1x32x1x1x4"}}, {up, {"2x2x1x1x32x1x1x2"}}, {wide, {"2x2x1x1x32x1x1x2"}}};
+  for (const auto& [c, tiles] : cases) {
     SCOPED_TRACE(describe(c));
     const Built t = build(c);
     const Ran flat = run(t, emulated_target(), "2x2x1x1x32x1x1x0");
     ASSERT_EQ(flat.outputs.size(), 1u);
     EXPECT_EQ(flat.pipelines.find("TH="), std::string::npos) << flat.pipelines;
-    for (const char* tile : {"2x2x1x1x32x1x1x2", "4x1x1x1x32x1x1x4"}) {
+    for (const std::string& tile : tiles) {
       SCOPED_TRACE(tile);
       const Ran halo = run(t, emulated_target(), tile);
       ASSERT_EQ(halo.outputs.size(), 1u);
