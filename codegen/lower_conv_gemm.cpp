@@ -18,7 +18,9 @@
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
 // subgroup, BK input channels per step, one shared buffer) is
 // default_coop_tile() below (one fragment per subgroup for the emulation) unless
-// CodegenOptions::conv_tile names another.
+// CodegenOptions::conv_tile names another. A tile with halo rows (TH; an option, not
+// a default) stages each channel chunk's input halo once for all taps of a stride-1
+// conv; its pixel tiles are TH rows of the band by pixels / TH columns.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
@@ -62,25 +64,37 @@ struct CoopTile {
   // slower on the H200 (91.3 vs 76.7 ms of Flux 1024² conv), so they are an option.
   uint32_t stages = 1;
   uint32_t vec_out = 1;  // 16-byte epilogue stores where the output allows (0: never)
+  // The halo tile (the kernel's TH): stride-1 convs with a kernel larger than 1×1 take
+  // their pixels as th output rows × pixels() / th columns and stage each channel
+  // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
+  // per tap (1×1 and strided convs always). One B buffer only (two A buffers).
+  uint32_t th = 0;
   uint32_t pixels() const { return wp * fp * 16; }
   uint32_t channels() const { return wc * fc * 16; }
-  uint32_t shared_bytes(uint32_t buffers) const {
-    return buffers * (pixels() + channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
+  // The staged A rows: the pixels, or the halo of a kh × kw conv.
+  uint32_t a_rows(int64_t kh, int64_t kw) const {
+    return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
+  }
+  // A halo tile has two A buffers (the next chunk's halo is staged during this one).
+  uint32_t shared_bytes(int64_t kh, int64_t kw) const {
+    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
   }
 };
 
-// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x0"), or an error.
+// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x1x4"), or an error.
+// (lower_conv_gemm also takes "thN": the default tiles with N halo rows.)
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
-  const int n =
-      std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages, &t.vec_out, &end);
-  if ((n < 4 || n > 7) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages,
+                            &t.vec_out, &t.th, &end);
+  if ((n < 4 || n > 8) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
       t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 ||
-      t.vec_out > 1)
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]] (subgroups and 16x16 fragments per "
-                 "subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores 0 "
-                 "or 1; e.g. 2x2x4x4)",
+      t.vec_out > 1 || (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % 16 != 0)))
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]] (subgroups and 16x16 fragments "
+                 "per subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores "
+                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of 16k with one buffer; e.g. "
+                 "2x2x4x4)",
                  text);
   return t;
 }
@@ -89,6 +103,10 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 // 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
 // channel tiles for convs with few output channels (conv_out's 3), so the fragments
 // are not mostly zero rows.
+// No default tile is a halo tile (th 0): the halo tile gave the same bytes but
+// measured slower on the H200 (Flux 1024² conv 72.3 ms im2col, 87.4 at 4 or 8 halo
+// rows, 82.8 at 4 with TAP_UNROLL: docs/PERFORMANCE.md, issue 15); `--conv-tile thN`
+// measures it.
 CoopTile default_coop_tile(int64_t channels) {
   if (channels <= 16) return {4, 1, 2, 1};
   if (channels <= 32) return {4, 1, 2, 2};
@@ -152,27 +170,40 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                     l.location(w).offset % 16 == 0;
   KernelKey key;
   uint32_t tile_pixels = 0, tile_channels = 0;
+  uint32_t tile_rows = 0;  // > 0: pixel tiles of tile_rows rows × tile_pixels / tile_rows columns
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
     CoopTile tile = default_coop_tile(co_store);
     if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
-    if (!l.options().conv_tile.empty()) {
-      auto parsed = parse_coop_tile(l.options().conv_tile);
+    const std::string& asked = l.options().conv_tile;
+    uint32_t th = 0;
+    char end = 0;
+    if (std::sscanf(asked.c_str(), "th%u%c", &th, &end) == 1) {
+      // "thN": the default tiles with N halo rows (0: the im2col tile), for measuring.
+      if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % 16 != 0))
+        return l.fail(node, fmt::format("conv tile '{}': {} pixels do not split into {} rows of 16k", asked,
+                                        tile.pixels(), th));
+      tile.th = th;
+    } else if (!asked.empty()) {
+      auto parsed = parse_coop_tile(asked);
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }
+    // The halo only pays where taps overlap: stride 1, more than one tap.
+    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (invocations % (tile.bk / 8) != 0)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes(tile.stages) > target.max_shared_memory_bytes)
-      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} needs {} bytes of shared memory, the "
-                                      "target has {}",
-                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages,
-                                      tile.shared_bytes(tile.stages), target.max_shared_memory_bytes));
+    if (tile.shared_bytes(k[0], k[1]) > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} (halo rows {}) needs {} bytes of shared "
+                                      "memory, the target has {}",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, tile.th,
+                                      tile.shared_bytes(k[0], k[1]), target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
+    tile_rows = tile.th;
     tile_channels = tile.channels();
     key.file = "conv_gemm_coop.comp";
     key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
@@ -184,6 +215,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"KW", std::to_string(k[1])},     {"U", gather_define},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
                    {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
+    if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are
     // f16 NHWC with aligned pixels.
@@ -242,8 +274,12 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
-    // Pixel tiles run along x, folded into z when there are more than x allows.
-    const uint64_t pixel_tiles = ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels);
+    // Pixel tiles run along x, folded into z when there are more than x allows; halo
+    // tiles row-major over the band's rows and columns.
+    const uint64_t pixel_tiles =
+        tile_rows == 0 ? ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels)
+                       : ceil_div(static_cast<uint64_t>(rows), tile_rows) *
+                             ceil_div(static_cast<uint64_t>(ys[3]), tile_pixels / tile_rows);
     const uint64_t gx = std::min<uint64_t>(pixel_tiles, target.max_workgroup_count_x);
     const uint64_t split = ceil_div(pixel_tiles, gx);
     const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile_channels);

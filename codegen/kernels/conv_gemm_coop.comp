@@ -35,7 +35,26 @@
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
 // buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), VEC_OUT, KH KW, U, HAS_BIAS,
+// TH > 0 (stride-1 convs with KH or KW > 1; --conv-tile thN or the tile's 8th field):
+// the halo tile. A workgroup's BP pixels are TH output rows × TW = BP / TH columns
+// (TW % 16 == 0, so a fragment's 16 pixels lie in one row) instead of BP consecutive
+// pixels of the band. Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1)
+// input pixels those read, BK channels each, once, and every tap's A fragments load
+// from that tile at the tap's offset: the A loads and shared stores shrink from
+// KH·KW·BP rows to one halo per chunk. B (the tap's weights) is staged per tap as
+// before. The halo has two buffers: the next chunk's is fetched a few loads per tap
+// (HALO_PARTS per invocation) and staged a tap later, so few registers hold loads in
+// flight. Steps run in the same order (chunks outer, taps inner) with the same
+// fragments, so the output is bit-identical to TH = 0. Halo rows past the band's
+// rows + KH - 1 are not read (a band's binding holds only the rows its outputs need;
+// they feed no output pixel); the frame's padding reads zeros as before.
+// Measured SLOWER than TH = 0 on the H200 (Flux 1024² conv 72.3 → 87.4 ms at TH 4,
+// 82.8 with TAP_UNROLL; docs/PERFORMANCE.md, issue 15), so TH = 0 is the default and
+// the halo an option. TAP_UNROLL = 1 unrolls the taps (constant tap offsets and halo
+// parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
+// unchanged (the halo's code sits in #if TH > 0 blocks).
+//
+// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
@@ -60,6 +79,33 @@
 #define SMEM_VEC (COOPMAT == 1)
 #endif
 #define TAPS (KH * KW)
+#ifndef TH
+#define TH 0
+#endif
+#ifndef TAP_UNROLL
+#define TAP_UNROLL 0
+#endif
+#if TH > 0
+#define TW (BP / TH)          // output columns per pixel tile
+#define HR (TH + KH - 1)      // halo rows
+#define HC (TW + KW - 1)      // halo columns
+#define H_ROWS (HR * HC)      // staged A rows: the halo's pixels
+#define H_LOADS ((H_ROWS * VECS_PER_ROW + WG - 1) / WG)  // 16-byte loads per invocation per halo
+#if (TW % 16) != 0 || TW * TH != BP
+#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of 16"
+#endif
+#if STAGES == 2
+#error "conv_gemm_coop.comp: the halo tile (TH > 0) has one B buffer"
+#endif
+#if KH * KW < 2
+#error "conv_gemm_coop.comp: the halo tile needs more than one tap"
+#endif
+// The next chunk's halo is fetched in parts, HALO_PARTS 16-byte loads per invocation
+// during each of the first HALO_STEPS taps, and staged one step later into the other
+// of two halo buffers, so that only HALO_PARTS loads are in flight in registers.
+#define HALO_PARTS ((H_LOADS + TAPS - 2) / (TAPS - 1))
+#define HALO_STEPS ((H_LOADS + HALO_PARTS - 1) / HALO_PARTS)
+#endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
@@ -113,24 +159,38 @@ layout(push_constant) uniform Push {
 #define STAGES 1
 #endif
 #if SMEM_VEC
+#if TH > 0
+shared uvec4 a_sh[2 * H_ROWS * ROW / 8];  // two halos
+#else
 shared uvec4 a_sh[STAGES * BP * ROW / 8];  // halfs as below, 8 per element
+#endif
 shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
 // Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k],
 //           b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
+#if TH > 0
+shared float16_t a_sh[2 * H_ROWS * ROW];  // halo b: a_sh[b · H_ROWS · ROW + h · ROW + k]
+#else
 shared float16_t a_sh[STAGES * BP * ROW];
+#endif
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
 shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
 
+#if TH > 0
+uvec4 a_reg[HALO_PARTS];
+uvec4 b_reg[B_LOADS];
+uint ty0, tx0;  // the tile's first output row (in the band) and column
+#else
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
 // virtual-image origin (tap (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+#endif
 uint x_img, c_tile0, load_k;
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
 // invocation / VECS_PER_ROW) has each quarter-subgroup of a 16-byte store write rows r
@@ -153,6 +213,7 @@ uint load_row(uint j) {
   return g + j * (WG / VECS_PER_ROW);
 }
 
+#if TH == 0
 void fetch(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
   const bool c_ok = c < pc.ci;
@@ -173,6 +234,39 @@ void fetch(uint ky, uint kx, uint c0) {
   }
 }
 
+#else
+// One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
+uvec4 load_x(int vy, int vx, uint c, bool ok) {
+  ok = ok && c < pc.ci && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
+  const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
+  return ok ? xv[at >> 3] : uvec4(0u);
+}
+
+// Part `part` of the halo of channel chunk c0 (loads part·HALO_PARTS ...) into a_reg.
+void fetch_halo(uint part, uint c0) {
+  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
+    const uint j = part * HALO_PARTS + u, h = load_row(j), hy = h / HC, hx = h % HC;
+    // Halo rows past rows + KH - 1 feed no output pixel and may lie outside a band's
+    // binding window.
+    const bool ok = j < H_LOADS && h < H_ROWS && ty0 + hy < pc.rows + (KH - 1);
+    a_reg[u] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c0 + load_k, ok);
+  }
+}
+
+// The weights of tap `tap`, channel chunk c0, into b_reg.
+void fetch_b(uint tap, uint c0) {
+  const uint c = c0 + load_k;
+  const bool c_ok = c < pc.ci;
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint row = load_row(j);
+    const uint o = c_tile0 + row;
+    const bool ok = c_ok && row < BC && o < pc.co;
+    const uint at = ok ? o * (TAPS * pc.ci) + tap * pc.ci + c : 0u;
+    b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
+  }
+}
+#endif
+
 // A macro: shared arrays cannot be passed to functions. `at` counts halfs.
 #if SMEM_VEC
 #define STAGE8(arr, at, v) arr[(at) / 8u] = v
@@ -190,6 +284,7 @@ void fetch(uint ky, uint kx, uint c0) {
   }
 #endif
 
+#if TH == 0
 void stage(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
@@ -202,9 +297,28 @@ void stage(uint buf) {
   }
 }
 
+#else
+// a_reg (part `part` of a halo) into halo buffer `buf`.
+void stage_halo(uint part, uint buf) {
+  const uint a0 = buf * (H_ROWS * ROW);
+  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
+    const uint j = part * HALO_PARTS + u, r = load_row(j);
+    if (j < H_LOADS && r < H_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[u]);
+  }
+}
+
+void stage_b() {
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint r = load_row(j);
+    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, r * ROW + load_k, b_reg[j]);
+  }
+}
+#endif
+
 CM_ACC acc[FP][FC];
 uint sg_p, sg_c;  // this subgroup's fragment block
 
+#if TH == 0
 // acc += the staged tiles of buffer `buf`.
 void multiply(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
@@ -220,8 +334,39 @@ void multiply(uint buf) {
   }
 }
 
+#else
+// acc += tap (ky, kx) of halo buffer `abuf` times the staged B tile.
+void multiply_tap(uint abuf, uint ky, uint kx) {
+  const uint a0 = abuf * (H_ROWS * ROW);
+  [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+    CM_A a[FP];
+    CM_B b[FC];
+    [[unroll]] for (uint i = 0; i < FP; ++i) {
+      const uint q = (sg_p * FP + i) * 16;               // the fragment's first pixel of the tile
+      const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
+      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+    }
+    [[unroll]] for (uint j = 0; j < FC; ++j)
+      CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+    [[unroll]] for (uint i = 0; i < FP; ++i)
+      [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
+  }
+}
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationIndex;
+#if TH > 0
+  const uint img = gl_WorkGroupID.z / pc.split;
+  const uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  const uint tiles_x = (pc.w_out + TW - 1) / TW;  // halo tiles run row-major over the band
+  ty0 = tile / tiles_x * TH;
+  tx0 = tile % tiles_x * TW;
+  if (ty0 >= pc.rows) return;  // the whole workgroup leaves together
+  c_tile0 = gl_WorkGroupID.y * BC;
+  x_img = img * pc.xs_n;
+  load_k = (tid % VECS_PER_ROW) * 8;
+#else
   const uint pixels = pc.rows * pc.w_out;  // of the band
   const uint img = gl_WorkGroupID.z / pc.split;
   const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
@@ -235,6 +380,7 @@ void main() {
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
   }
+#endif
 
   const uint sg = gl_SubgroupID;
   sg_p = sg % WP;
@@ -244,6 +390,51 @@ void main() {
 
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS * chunks;
+#if TH > 0
+  // Step s = (chunk c, tap t): B of the tap is staged per step; the halo of chunk c
+  // is in buffer c % 2, staged part by part during chunk c - 1 (the first chunk's
+  // before the loop). Buffer (c + 1) % 2 was last read in chunk c - 1, which every
+  // invocation has finished once it passes step (c, 1)'s first barrier.
+  fetch_b(0u, 0u);
+  [[unroll]] for (uint part = 0; part < HALO_STEPS; ++part) {
+    fetch_halo(part, 0u);
+    stage_halo(part, 0u);
+  }
+#if TAP_UNROLL
+  // The taps unrolled: every step's tap, halo part and fragment offsets are constants.
+  for (uint c = 0; c < chunks; ++c) {
+    const bool next_chunk = c + 1 < chunks;
+    [[unroll]] for (uint t = 0; t < TAPS; ++t) {
+      barrier();  // everyone is done reading the previous B tile
+      stage_b();
+      if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
+      barrier();
+      if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
+      if (t + 1 < TAPS)
+        fetch_b(t + 1, c * BK);
+      else if (next_chunk)
+        fetch_b(0u, (c + 1) * BK);
+      multiply_tap(c & 1u, t / KW, t % KW);
+    }
+  }
+#else
+  uint t = 0, c = 0;
+  for (uint s = 0; s < steps; ++s) {
+    barrier();  // everyone is done reading the previous B tile
+    stage_b();
+    const bool next_chunk = c + 1 < chunks;
+    if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
+    barrier();
+    if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
+    if (s + 1 < steps) fetch_b(t + 1 == TAPS ? 0u : t + 1, t + 1 == TAPS ? (c + 1) * BK : c * BK);
+    multiply_tap(c & 1u, t / KW, t % KW);
+    if (++t == TAPS) {
+      t = 0;
+      ++c;
+    }
+  }
+#endif
+#else
   uint ky = 0, kx = 0, c0 = 0;
   fetch(ky, kx, c0);
 #if STAGES == 2
@@ -286,6 +477,7 @@ void main() {
     multiply(0u);
   }
 #endif
+#endif
 
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
@@ -300,10 +492,17 @@ void main() {
       // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
       [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
         const uint g = lane + t * CM_SG;
+#if TH > 0
+        const uint q = (sg_p * FP + i) * 16 + g / 2;  // pixel of the tile
+        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
+        if (g < 32 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+#else
         const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
         if (g < 32 && p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+#endif
 #if HAS_RES
           const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
           const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
@@ -332,10 +531,17 @@ void main() {
 #else
       [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
+#if TH > 0
+        const uint q = (sg_p * FP + i) * 16 + e / 16;  // pixel of the tile
+        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
+        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        if (oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+#else
         const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
         const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
         if (p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+#endif
           float v = 0.0;
           if (o < pc.co) {
             v = ep_sh[ep_at + e] * pc.acc_scale;

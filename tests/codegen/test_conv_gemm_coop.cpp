@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -112,10 +114,12 @@ struct Ran {
   std::string pipelines;
 };
 
-Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "") {
+Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "",
+        const codegen::Defines& coop_defines = {}) {
   Ran r;
   codegen::CodegenOptions options;
   options.conv_tile = conv_tile;
+  if (!coop_defines.empty()) options.kernel_defines["conv_gemm_coop.comp"] = coop_defines;
   auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
   EXPECT_TRUE(plan) << plan.message();
   if (!plan) return r;
@@ -216,6 +220,55 @@ TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
   ASSERT_FALSE(plan);
 }
 
+// The halo tile (TH > 0: a workgroup's pixels as TH rows, the input halo staged once
+// per channel chunk for all nine taps) runs the same fragments in the same order as
+// the im2col tile (TH = 0): the same bytes, across partial tiles in both directions,
+// a partial channel chunk, the frame's padding and the upsample gather.
+TEST(CodegenConvGemmCoop, HaloTileMatchesTheIm2colTileBitForBit) {
+  CoopCase plain;  // 10 rows × 9 columns: partial tiles in rows and columns
+  plain.ci = 40, plain.co = 48, plain.h = 10, plain.w = 9;
+  CoopCase up;  // upsample gather, residual, 20 columns: two column tiles of 16
+  up.upsample = true, up.ci = 16, up.co = 32, up.h = 3, up.w = 10, up.residual = true;
+  CoopCase wide;  // 5×5 kernel, pad 2: a wider halo
+  wide.k = 5, wide.pad = 2, wide.ci = 16, wide.co = 16, wide.h = 7, wide.w = 18;
+  // (Each tile is a kernel lavapipe compiles: the taller one on one case only.)
+  const std::vector<std::pair<CoopCase, std::vector<std::string>>> cases = {
+      {plain, {"2x2x1x1x32x1x1x2", "4x1x1x1x32x1x1x4"}}, {up, {"2x2x1x1x32x1x1x2"}}, {wide, {"2x2x1x1x32x1x1x2"}}};
+  for (const auto& [c, tiles] : cases) {
+    SCOPED_TRACE(describe(c));
+    const Built t = build(c);
+    const Ran flat = run(t, emulated_target(), "2x2x1x1x32x1x1x0");
+    ASSERT_EQ(flat.outputs.size(), 1u);
+    EXPECT_EQ(flat.pipelines.find("TH="), std::string::npos) << flat.pipelines;
+    for (const std::string& tile : tiles) {
+      SCOPED_TRACE(tile);
+      const Ran halo = run(t, emulated_target(), tile);
+      ASSERT_EQ(halo.outputs.size(), 1u);
+      EXPECT_NE(halo.pipelines.find("TH="), std::string::npos) << halo.pipelines;
+      testing::expect_identical(halo.outputs[0], flat.outputs[0]);
+    }
+  }
+  {  // The taps unrolled (TAP_UNROLL): the same steps, the same bytes.
+    const Built t = build(plain);
+    const Ran flat = run(t, emulated_target(), "th0");
+    const Ran unrolled = run(t, emulated_target(), "th2", {{"TAP_UNROLL", "1"}});
+    ASSERT_EQ(unrolled.outputs.size(), 1u);
+    EXPECT_NE(unrolled.pipelines.find("TAP_UNROLL=1"), std::string::npos) << unrolled.pipelines;
+    testing::expect_identical(unrolled.outputs[0], flat.outputs[0]);
+  }
+  // 1×1 and strided convs keep the im2col tile whatever the tile asks.
+  CoopCase one;
+  one.k = 1, one.pad = 0;
+  EXPECT_EQ(run(build(one), emulated_target(), "2x2x1x1x32x1x1x2").pipelines.find("TH="), std::string::npos);
+  // Rows that are not whole fragments, or two buffers, are refused.
+  for (const char* bad : {"2x2x1x1x32x1x1x4", "2x2x1x1x32x1x1x3", "2x2x1x1x32x2x1x2"}) {
+    codegen::CodegenOptions options;
+    options.conv_tile = bad;
+    auto plan = codegen::compile_plan(build(plain).graph, build(plain).weights, emulated_target(), options);
+    EXPECT_FALSE(plan) << bad;
+  }
+}
+
 TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
   // Bands of 3 and 1 output rows (with halos through the upsample and the conv) give
   // the bytes of one whole-frame dispatch.
@@ -223,12 +276,19 @@ TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
   c.upsample = true, c.ci = 16, c.co = 32, c.h = 5, c.w = 4, c.residual = true;
   const Ran whole = run(build(c), emulated_target());
   ASSERT_EQ(whole.outputs.size(), 1u);
+  // The whole frame on the default (im2col) tile; the bands also on halo tiles (2 rows
+  // of 16 or 32 pixels in the emulation): a band's last tile has rows past the band,
+  // whose halo lies outside the band's binding.
+  EXPECT_EQ(whole.pipelines.find("TH="), std::string::npos) << whole.pipelines;
   for (int64_t rows : {3, 1}) {
     c.band_rows = rows;
     SCOPED_TRACE(describe(c));
-    const Ran banded = run(build(c), emulated_target());
-    ASSERT_EQ(banded.outputs.size(), 1u);
-    testing::expect_identical(banded.outputs[0], whole.outputs[0]);
+    for (const char* tile : {"", "th2", "4x1x1x1x32x1x1x2"}) {
+      SCOPED_TRACE(tile);
+      const Ran banded = run(build(c), emulated_target(), tile);
+      ASSERT_EQ(banded.outputs.size(), 1u);
+      testing::expect_identical(banded.outputs[0], whole.outputs[0]);
+    }
   }
 }
 
@@ -254,15 +314,16 @@ TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
 
 TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // GL_NV_cooperative_matrix, as on the H200 (subgroup 32), the variants the
-  // decoders use: 3×3 with upsample gather and residual, 1×1, and the 96-channel tile
-  // (FC 3) with the device's f16 rounding (F16_RTE).
+  // decoders use: 3×3 with upsample gather and residual, 1×1, the 96-channel tile
+  // (FC 3) with the device's f16 rounding (F16_RTE), and the halo tiles (TH 4, 8).
   struct Variant {
-    const char *k, *fc, *bk, *stages, *rte;
+    const char *k, *fc, *bk, *stages, *rte, *th, *tap_unroll = "0";
   };
-  for (const Variant& v : {Variant{"1", "4", "64", "1", "0"}, Variant{"3", "4", "32", "2", "0"},
-                           Variant{"3", "3", "32", "1", "1"}}) {
+  for (const Variant& v : {Variant{"1", "4", "64", "1", "0", "0"}, Variant{"3", "4", "32", "2", "0", "0"},
+                           Variant{"3", "3", "32", "1", "1", "0"}, Variant{"3", "4", "32", "1", "1", "4"},
+                           Variant{"3", "4", "32", "1", "1", "8", "1"}}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages},
+                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll},
                           {"KH", v.k},      {"KW", v.k},     {"U", "1"},        {"HAS_BIAS", "1"},
                           {"HAS_RES", "1"}, {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"F16_RTE", v.rte},
                           {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
