@@ -153,7 +153,9 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
         case BufferUsage::weights:
           m.to_buffer = buffer(BufferUsage::weights, d.name);
           break;
-        case BufferUsage::input:
+        case BufferUsage::input:  // slot by slot, below: a state's slot takes no space
+          m.to_buffer = buffer(d.usage, d.name);
+          break;
         case BufferUsage::output:
           // Side by side: this part's slots after the earlier parts'.
           m.to_buffer = buffer(d.usage, d.name);
@@ -192,6 +194,15 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
       maps[io.buffer].pieces.push_back(Piece{io.offset, io.bytes, s.buffer, s.offset});
       input_is_state[b.index] = true;
     }
+    // The other inputs: each slot after the earlier ones in the linked input buffer.
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const runtime::TensorIO& io = p.inputs[i];
+      if (input_is_state[i] || p.buffers[io.buffer].usage != BufferUsage::input) continue;
+      const uint32_t to = maps[io.buffer].to_buffer;
+      const uint64_t at = out.buffers[to].size_bytes;
+      maps[io.buffer].pieces.push_back(Piece{io.offset, io.bytes, to, at});
+      grow(to, at + io.bytes);
+    }
 
     for (size_t i = 0; i < p.dispatches.size(); ++i) {
       runtime::DispatchDesc d = p.dispatches[i];
@@ -203,11 +214,11 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
       for (size_t k = 0; k < d.bindings.size(); ++k) {
         runtime::BindingDesc& bd = d.bindings[k];
         const runtime::BufferDesc& from = p.buffers[bd.buffer];
-        const bool by_pieces = from.usage == BufferUsage::weights;
+        const bool by_pieces = from.usage == BufferUsage::weights || from.usage == BufferUsage::input;
         auto to = map_window(maps[bd.buffer], bd.offset, bd.range, !by_pieces);
         if (!to)
           return error("plan '{}', dispatch {} '{}' binding {}: window [{}, {}) of buffer '{}' is not within one "
-                       "weight upload or state slot",
+                       "weight upload, input slot or state slot",
                        part.name, i, d.label, k, bd.offset, bd.offset + bd.range, from.name);
         std::tie(bd.buffer, bd.offset) = *to;
       }

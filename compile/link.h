@@ -7,15 +7,16 @@
 //     largest plan's, shared by every plan: plans run one at a time, so their
 //     temporaries may overlap;
 //   - inputs and outputs: each plan's slots side by side, so an output stays
-//     readable after another plan runs;
+//     readable after another plan runs (an input that reads a state takes no slot);
 //   - states: one "state" buffer, each state at its own aligned window for the
 //     program's life. A plan's input that reads a state is not a host input: its
 //     kernels bind the state's window directly. A plan's output that writes a state
 //     is computed into its output slot and copied into the state's window at the end
 //     of the plan's run (EntryDesc::state_writes), so the plan's own reads of the
 //     state see the value from before the run.
-// States are graph inputs and outputs of f32 in the logical layout (what the IR
-// verifier asks of state values), so every plan stores a state the same way.
+// A state is stored as the passes store the values bound to it (f16 in an f16 plan,
+// NHWC when rank 4; plan format 4). Every plan binding a state must store it alike
+// (shape, dtype, layout, bytes), else linking fails naming both plans.
 #pragma once
 
 #include "ir/graph.h"

@@ -79,8 +79,11 @@ struct WanBuilder {
   // A causal conv with kernel (kt, k, k) over a frame list: output frame t sums the
   // taps over stream frames t .. t + kt − 1 of [history, x]; taps on the first chunk's
   // zero history are skipped. Output rows [co0, co0 + cout) of the conv.
+  // With `plus`, frame t of it is added to output frame t first: a resnet's shortcut
+  // joins the tap sum, so every add is some conv's residual (fuse_residual) and none
+  // is left as an add of its own.
   Frames causal_conv(const std::string& name, const Frames& stream, int64_t all_out, int64_t kt, int64_t k,
-                     int64_t co0, int64_t cout) {
+                     int64_t co0, int64_t cout, const Frames* plus = nullptr) {
     const Shape w5{all_out, channels(stream.back()), kt, k, k};
     const int64_t frames = static_cast<int64_t>(stream.size()) - (kt - 1);
     Frames out;
@@ -92,6 +95,7 @@ struct WanBuilder {
         if (x == kNoValue) continue;
         ValueId bj = y == kNoValue ? bias(name + ".bias", all_out, co0, cout) : kNoValue;
         ValueId term = b.conv2d(x, tap(name + ".weight", w5, j, co0, cout), bj, {.pad = k / 2});
+        if (y == kNoValue && plus) y = (*plus)[static_cast<size_t>(t)];
         y = y == kNoValue ? term : b.add(term, y);
       }
       out.push_back(y);
@@ -100,10 +104,10 @@ struct WanBuilder {
   }
 
   // A causal conv3d (kernel k, spatial padding k/2) with its cache, frame by frame.
-  Frames cached_conv(const std::string& name, const Frames& x, int64_t cout, int64_t k) {
+  Frames cached_conv(const std::string& name, const Frames& x, int64_t cout, int64_t k, const Frames* plus = nullptr) {
     if (!b.ok()) return x;
-    if (k == 1) return causal_conv(name, x, cout, 1, 1, 0, cout);  // no temporal reach: no cache
-    return causal_conv(name, with_history(name, x), cout, k, k, 0, cout);
+    if (k == 1) return causal_conv(name, x, cout, 1, 1, 0, cout, plus);  // no temporal reach: no cache
+    return causal_conv(name, with_history(name, x), cout, k, k, 0, cout, plus);
   }
 
   ValueId rms(const std::string& name, ValueId x) {
@@ -129,8 +133,7 @@ struct WanBuilder {
     auto scope = b.scope(name);
     Frames shortcut = channels(x.front()) == cout ? x : cached_conv(name + ".conv_shortcut", x, cout, 1);
     Frames h = cached_conv(name + ".conv1", norm_silu(name + ".norm1", x), cout, 3);
-    h = cached_conv(name + ".conv2", norm_silu(name + ".norm2", h), cout, 3);
-    return add(h, shortcut);
+    return cached_conv(name + ".conv2", norm_silu(name + ".norm2", h), cout, 3, &shortcut);
   }
 
   // WanAttentionBlock on one frame: RMS norm, q|k|v by one 1×1 conv, one head over the
