@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 namespace strata {
@@ -180,6 +181,47 @@ TEST(WanOnDevice, StatesMatchTheInterpreterAfterEveryRun) {
       EXPECT_LE(max_abs_diff(*got, *want), 1e-4) << "after latent frame " << i << ", state " << name;
     }
   }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Bands still work inside a frame: under a binding limit small enough to split the
+// full-resolution frames into bands of rows, the program decodes the same bytes.
+TEST(WanOnDevice, BandsUnderABindingLimitGiveTheSameBytes) {
+  STRATA_REQUIRE_CASE("wan22_small");
+  auto latent = read_npy(test_cases::case_file("wan22_small", "latent_3x4x6.npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  auto decode = [&](std::optional<uint64_t> limit, std::string& log_out) {
+    Loaded l{*load_vae_dir(test_cases::case_file("wan22_small", "vae")), nullptr, {}};
+    l.config = std::get<WanVaeConfig>(l.vae.config);
+    ModelWeights weights(l.vae.weights);
+    auto graph = build_wan_decoder(l.config, weights, 4, 6);
+    EXPECT_TRUE(graph) << graph.message();
+    auto device = find_device();
+    auto target = make_target(*device, {.precision = Precision::f16, .binding_limit = limit});
+    EXPECT_TRUE(target) << target.message();
+    std::ostringstream log;
+    auto program = compile(*graph, l.vae.weights, *target, {}, log);
+    EXPECT_TRUE(program) << program.message() << "\n" << log.str();
+    auto loaded = LoadedProgram::load(std::move(*program), {}, log);
+    EXPECT_TRUE(loaded) << loaded.message();
+    l.program = std::move(*loaded);
+    Tensor video = video_for(l, *latent);
+    EXPECT_TRUE(decode_into(l, *latent, 0, 3, video).is_ok());
+    log_out = log.str();
+    return video;
+  };
+  std::string whole_log, banded_log;
+  Tensor whole = decode(std::nullopt, whole_log);
+  Tensor banded = decode(40000, banded_log);  // above the largest weight (36 KiB)
+  // The limit did split, in both plans: some node of each ran in more than one band.
+  EXPECT_EQ(banded_log.find(" 0 nodes banded"), std::string::npos) << banded_log;
+  EXPECT_NE(banded_log.find("split_bands"), std::string::npos) << banded_log;
+  EXPECT_EQ(whole.data, banded.data);
 }
 
 }  // namespace
