@@ -1,6 +1,9 @@
 #include "models/weights.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 namespace strata {
 namespace {
@@ -30,17 +33,37 @@ int64_t fan_in(const Shape& shape) {
 
 std::vector<float> seeded_normal(uint64_t seed, const std::string& name, int64_t count, double mean,
                                  double std) {
-  uint64_t state = seed ^ fnv1a(name);
+  const uint64_t start = seed ^ fnv1a(name);
   std::vector<float> out(static_cast<size_t>(count));
   const double two_pi = 6.283185307179586;
-  for (int64_t i = 0; i < count; i += 2) {
-    // Box-Muller: two uniforms in (0, 1] give two normals.
-    double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
-    double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
-    double r = std::sqrt(-2.0 * std::log(u1));
-    out[static_cast<size_t>(i)] = static_cast<float>(mean + std * r * std::cos(two_pi * u2));
-    if (i + 1 < count) out[static_cast<size_t>(i + 1)] = static_cast<float>(mean + std * r * std::sin(two_pi * u2));
+  // Pair p (elements 2p, 2p + 1) takes draws 2p and 2p + 1; splitmix64's state
+  // advances by the same constant per draw, so a chunk starting at pair p starts from
+  // state start + 2p·γ and every chunk computes exactly the values of one pass.
+  auto fill = [&](int64_t first_pair, int64_t end_pair) {
+    uint64_t state = start + static_cast<uint64_t>(2 * first_pair) * 0x9e3779b97f4a7c15ull;
+    for (int64_t p = first_pair; p < end_pair; ++p) {
+      const int64_t i = 2 * p;
+      // Box-Muller: two uniforms in (0, 1] give two normals.
+      double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
+      double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+      double r = std::sqrt(-2.0 * std::log(u1));
+      out[static_cast<size_t>(i)] = static_cast<float>(mean + std * r * std::cos(two_pi * u2));
+      if (i + 1 < count) out[static_cast<size_t>(i + 1)] = static_cast<float>(mean + std * r * std::sin(two_pi * u2));
+    }
+  };
+  const int64_t pairs = (count + 1) / 2;
+  constexpr int64_t kPairsPerThread = 1 << 19;  // below ~1 M values a thread costs more than it saves
+  const int64_t threads =
+      std::clamp<int64_t>(pairs / kPairsPerThread, 1, std::max<int64_t>(1, std::thread::hardware_concurrency()));
+  if (threads == 1) {
+    fill(0, pairs);
+    return out;
   }
+  std::vector<std::thread> pool;
+  const int64_t per = (pairs + threads - 1) / threads;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back(fill, t * per, std::min(pairs, (t + 1) * per));
+  for (std::thread& th : pool) th.join();
   return out;
 }
 
@@ -81,13 +104,30 @@ ValueId ModelWeights::derive(Builder& b, const std::string& name, const Shape& s
     }
     const int64_t count = num_elements(out_shape), limit = num_elements(view->shape);
     std::vector<float> data(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t from = pick(i);
-      if (from < 0 || from >= limit) {
-        b.fail(error("deriving '{}': element {} of '{}' [{} elements] is out of range", derived_name, from, name, limit));
-        return kNoValue;
+    std::atomic<bool> failed{false};
+    std::atomic<int64_t> bad{0};  // an out-of-range pick, when failed
+    auto copy = [&](int64_t first, int64_t end) {
+      for (int64_t i = first; i < end; ++i) {
+        const int64_t from = pick(i);
+        if (from < 0 || from >= limit) {
+          bad = from;
+          failed = true;
+          return;
+        }
+        data[static_cast<size_t>(i)] = view->at(from);
       }
-      data[static_cast<size_t>(i)] = view->at(from);
+    };
+    // Full-size video convs derive hundreds of millions of values: copy on all cores.
+    const int64_t threads = std::clamp<int64_t>(count / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    const int64_t per = (count + threads - 1) / threads;
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(copy, t * per, std::min(count, (t + 1) * per));
+    copy(0, std::min(count, per));
+    for (std::thread& th : pool) th.join();
+    if (failed) {
+      b.fail(error("deriving '{}': element {} of '{}' [{} elements] is out of range", derived_name, bad.load(), name,
+                   limit));
+      return kNoValue;
     }
     Status s = store_.add_owned(derived_name, out_shape, std::move(data));
     if (!s.is_ok()) {

@@ -236,6 +236,21 @@ TEST(Models, SeededNormalHasTheRequestedMoments) {
   EXPECT_NEAR(std::sqrt(var), 0.1, 0.002);
 }
 
+// Seeded weights are the same numbers however many threads draw them: values recorded
+// from the one-pass generator (before it was split into chunks), at the start, around
+// the middle (a chunk boundary on two threads) and at the end of a 5 M-value tensor.
+TEST(Models, SeededNormalIsTheSameOnAnyNumberOfThreads) {
+  auto v = seeded_normal(2026, "decoder.up_blocks.0.resnets.0.conv1.weight", 5000001, 0.0, 1.0);
+  const std::pair<size_t, float> recorded[] = {{0, 0.704840899f},        {1, -0.257464409f},
+                                               {2500001, -0.741255999f}, {2500002, -0.720830441f},
+                                               {2500003, -1.06731963f},  {3750004, -0.680820048f},
+                                               {5000000, -1.02064574f}};
+  for (auto [i, x] : recorded) EXPECT_EQ(v[i], x) << "element " << i;
+  double sum = 0;
+  for (float x : v) sum += x;
+  EXPECT_EQ(sum, 1244.0893535280038);
+}
+
 }  // namespace
 }  // namespace strata
 

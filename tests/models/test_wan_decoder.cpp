@@ -101,3 +101,28 @@ TEST(WanDecoder, VideoLatentShapeErrorsNameTheProblem) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A derived weight (one temporal tap of a 3-D conv) holds the parameter's elements it
+// picks, and a pick outside the parameter is an error naming both, not a crash.
+TEST(ModelWeightsDerive, PicksElementsAndNamesAnOutOfRangePick) {
+  WeightStore store;
+  ASSERT_TRUE(store.add_owned("w", {2, 1, 3, 1, 1}, {0, 1, 2, 3, 4, 5}).is_ok());
+  ModelWeights weights(store);
+  Graph g;
+  Builder b(g, &store);
+  ValueId tap = weights.derive(b, "w", {2, 1, 3, 1, 1}, ParamKind::conv_weight, "[t=2]", {2, 1, 1, 1},
+                               [](int64_t i) { return i * 3 + 2; });
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto view = store.get(g.value(tap).weight);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->to_f32(), (std::vector<float>{2, 5}));
+  weights.derive(b, "w", {2, 1, 3, 1, 1}, ParamKind::conv_weight, "[bad]", {2}, [](int64_t i) { return 6 + i; });
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("element 6 of 'w'"), std::string::npos) << b.status().message();
+}
+
+}  // namespace
+}  // namespace strata
