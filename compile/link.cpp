@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 namespace strata {
@@ -153,14 +154,11 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
         case BufferUsage::weights:
           m.to_buffer = buffer(BufferUsage::weights, d.name);
           break;
-        case BufferUsage::input:  // slot by slot, below: a state's slot takes no space
-          m.to_buffer = buffer(d.usage, d.name);
-          break;
+        case BufferUsage::input:
         case BufferUsage::output:
-          // Side by side: this part's slots after the earlier parts'.
+          // Slot by slot, below, after the earlier parts' slots; a slot that is a
+          // state's window takes no space here.
           m.to_buffer = buffer(d.usage, d.name);
-          m.shift = out.buffers[m.to_buffer].size_bytes;
-          grow(m.to_buffer, m.shift + d.size_bytes);
           break;
         case BufferUsage::state:
           return error("plan '{}' has a state buffer of its own; plans are linked from single graphs", part.name);
@@ -194,15 +192,40 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
       maps[io.buffer].pieces.push_back(Piece{io.offset, io.bytes, s.buffer, s.offset});
       input_is_state[b.index] = true;
     }
-    // The other inputs: each slot after the earlier ones in the linked input buffer.
-    for (size_t i = 0; i < p.inputs.size(); ++i) {
-      const runtime::TensorIO& io = p.inputs[i];
-      if (input_is_state[i] || p.buffers[io.buffer].usage != BufferUsage::input) continue;
-      const uint32_t to = maps[io.buffer].to_buffer;
-      const uint64_t at = out.buffers[to].size_bytes;
-      maps[io.buffer].pieces.push_back(Piece{io.offset, io.bytes, to, at});
-      grow(to, at + io.bytes);
+    // A state this plan writes but does not read is computed in its window: no slot,
+    // no copy (a program alternating two sets of states, as the Wan decoder does,
+    // writes every state in place). Unless the slot is also a host output's.
+    std::set<std::string> read_states;
+    for (const StateBinding& b : part.reads) read_states.insert(b.state);
+    std::vector<bool> writes_state(p.outputs.size(), false);
+    for (const StateBinding& b : part.writes)
+      if (b.index < writes_state.size()) writes_state[b.index] = true;
+    std::set<uint64_t> host_output_slots;
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      if (!writes_state[i]) host_output_slots.insert(p.outputs[i].offset);
+    std::vector<bool> written_in_place(p.outputs.size(), false);
+    for (const StateBinding& b : part.writes) {
+      const runtime::TensorIO& io = p.outputs[b.index];
+      if (read_states.count(b.state) || host_output_slots.count(io.offset)) continue;
+      const runtime::StateDesc& s = out.states[state_index.at(b.state)];
+      maps[io.buffer].pieces.push_back(Piece{io.offset, io.bytes, s.buffer, s.offset});
+      written_in_place[b.index] = true;
     }
+    // The other slots: each after the earlier ones in the linked input or output buffer
+    // (an output listed twice has one slot).
+    auto place_slot = [&](const runtime::TensorIO& io, BufferUsage usage) {
+      if (p.buffers[io.buffer].usage != usage) return;
+      BufferMap& m = maps[io.buffer];
+      for (const Piece& q : m.pieces)
+        if (q.offset == io.offset) return;
+      const uint64_t at = out.buffers[m.to_buffer].size_bytes;
+      m.pieces.push_back(Piece{io.offset, io.bytes, m.to_buffer, at});
+      grow(m.to_buffer, at + io.bytes);
+    };
+    for (size_t i = 0; i < p.inputs.size(); ++i)
+      if (!input_is_state[i]) place_slot(p.inputs[i], BufferUsage::input);
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      if (!written_in_place[i]) place_slot(p.outputs[i], BufferUsage::output);
 
     for (size_t i = 0; i < p.dispatches.size(); ++i) {
       runtime::DispatchDesc d = p.dispatches[i];
@@ -214,7 +237,8 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
       for (size_t k = 0; k < d.bindings.size(); ++k) {
         runtime::BindingDesc& bd = d.bindings[k];
         const runtime::BufferDesc& from = p.buffers[bd.buffer];
-        const bool by_pieces = from.usage == BufferUsage::weights || from.usage == BufferUsage::input;
+        const bool by_pieces = from.usage == BufferUsage::weights || from.usage == BufferUsage::input ||
+                               from.usage == BufferUsage::output;
         auto to = map_window(maps[bd.buffer], bd.offset, bd.range, !by_pieces);
         if (!to)
           return error("plan '{}', dispatch {} '{}' binding {}: window [{}, {}) of buffer '{}' is not within one "
@@ -227,22 +251,23 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       if (input_is_state[i]) continue;
       runtime::TensorIO io = p.inputs[i];
-      auto to = map_window(maps[io.buffer], io.offset, io.bytes, true);
+      auto to = map_window(maps[io.buffer], io.offset, io.bytes, false);
       if (!to) return error("plan '{}': input '{}' shares bytes with a state's slot", part.name, io.name);
       std::tie(io.buffer, io.offset) = *to;
       entry.inputs.push_back(static_cast<uint32_t>(out.inputs.size()));
       out.inputs.push_back(std::move(io));
     }
     for (const StateBinding& b : part.writes) {
-      const runtime::TensorIO& io = p.outputs[b.index];
-      auto [buf, off] = *map_window(maps[io.buffer], io.offset, io.bytes, true);
-      entry.state_writes.push_back(runtime::StateWrite{state_index.at(b.state), buf, off});
       output_is_state[b.index] = true;
+      if (written_in_place[b.index]) continue;
+      const runtime::TensorIO& io = p.outputs[b.index];
+      auto [buf, off] = *map_window(maps[io.buffer], io.offset, io.bytes, false);
+      entry.state_writes.push_back(runtime::StateWrite{state_index.at(b.state), buf, off});
     }
     for (size_t i = 0; i < p.outputs.size(); ++i) {
       if (output_is_state[i]) continue;
       runtime::TensorIO io = p.outputs[i];
-      std::tie(io.buffer, io.offset) = *map_window(maps[io.buffer], io.offset, io.bytes, true);
+      std::tie(io.buffer, io.offset) = *map_window(maps[io.buffer], io.offset, io.bytes, false);
       entry.outputs.push_back(static_cast<uint32_t>(out.outputs.size()));
       out.outputs.push_back(std::move(io));
     }

@@ -11,9 +11,10 @@
 //   - states: one "state" buffer, each state at its own aligned window for the
 //     program's life. A plan's input that reads a state is not a host input: its
 //     kernels bind the state's window directly. A plan's output that writes a state
-//     is computed into its output slot and copied into the state's window at the end
-//     of the plan's run (EntryDesc::state_writes), so the plan's own reads of the
-//     state see the value from before the run.
+//     the plan does not read is computed in the state's window (no slot, no copy). One
+//     that writes a state the plan also reads is computed into its output slot and
+//     copied into the window at the end of the run (EntryDesc::state_writes), so the
+//     plan's own reads of the state see the value from before the run.
 // A state is stored as the passes store the values bound to it (f16 in an f16 plan,
 // NHWC when rank 4; plan format 4). Every plan binding a state must store it alike
 // (shape, dtype, layout, bytes), else linking fails naming both plans.

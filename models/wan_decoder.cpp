@@ -32,28 +32,31 @@ struct WanBuilder {
   const WanVaeConfig& c;
   ModelWeights& w;
   Builder& b;
-  bool first;  // the first_chunk plan: zero history, no time convs
+  bool first;             // the first_chunk plan: zero history, no time convs
+  std::string read_set;   // the caches it reads: "a" or "b" ("" in the first chunk)
+  std::string write_set;  // the caches it writes, the other set
 
   int64_t channels(ValueId x) const { return b.shape(x)[1]; }
 
   // The conv input stream with its two frames of history in front: [h0, h1, x...].
-  // The history is states "<name>.cache.0/1", or kNoValue (zeros) in the first chunk.
-  // The stream's last two frames are written back as the new history; one that is
-  // itself history (a one-frame chunk keeps h1) is copied first, so no state is written
-  // from another state's window.
+  // The history is states "<name>.cache.<set>0/1" of the set this plan reads, or
+  // kNoValue (zeros) in the first chunk. The stream's last two frames become the other
+  // set's: a plan never writes a state it reads, so every write goes straight into the
+  // state's window (compile/link.h), with no copy. A last frame that is itself history
+  // (a one-frame chunk keeps h1) is copied, the one copy left, at the latent size.
   Frames with_history(const std::string& name, const Frames& x) {
     Frames in;
     const TensorType t = b.type(x.front());
     for (int k = 0; k < 2; ++k) {
-      const std::string state = name + ".cache." + std::to_string(k);
+      const std::string state = name + ".cache." + read_set + std::to_string(k);
       in.push_back(first ? kNoValue : b.state_input(name + ".cache" + std::to_string(k), t, state));
     }
     in.insert(in.end(), x.begin(), x.end());
     for (int k = 0; k < 2; ++k) {
       ValueId v = in[in.size() - 2 + static_cast<size_t>(k)];
-      if (v == kNoValue) continue;  // the first chunk's zero history stays zero
+      if (v == kNoValue) continue;  // the first chunk's zero history stays zero (reset)
       if (b.graph().value(v).kind != ValueKind::intermediate) v = b.scale(v, 1.0);
-      b.state_output(v, name + ".cache." + std::to_string(k));
+      b.state_output(v, name + ".cache." + write_set + std::to_string(k));
     }
     return in;
   }
@@ -286,11 +289,14 @@ struct WanBuilder {
   }
 };
 
-Expected<Graph> build_plan(const WanVaeConfig& c, ModelWeights& w, int64_t h, int64_t wd, bool first) {
+// The plan named `name`: the first chunk (writes set "a"), or a later one reading one
+// set of caches and writing the other.
+Expected<Graph> build_plan(const WanVaeConfig& c, ModelWeights& w, int64_t h, int64_t wd, const std::string& name) {
   Graph g;
-  g.name = first ? kWanFirstPlan : kWanNextPlan;
+  g.name = name;
   Builder b(g, &w.store());
-  WanBuilder wb{c, w, b, first};
+  const bool first = name == kWanFirstPlan, reads_a = name == kWanNextPlanA;
+  WanBuilder wb{c, w, b, first, first ? "" : (reads_a ? "a" : "b"), first || !reads_a ? "a" : "b"};
   ValueId z = b.input("latent", {1, c.z_dim, h, wd});
   ValueId frames = wb.decode(z);
   if (b.ok()) b.output(frames);
@@ -322,10 +328,10 @@ Expected<ProgramGraph> build_wan_decoder(const WanVaeConfig& c, ModelWeights& w,
   if (latent_h < 1 || latent_w < 1) return error("latent size {}x{} is empty", latent_h, latent_w);
   ProgramGraph p;
   p.name = "wan_vae_decoder";
-  STRATA_ASSIGN_OR_RETURN(Graph first, build_plan(c, w, latent_h, latent_w, true));
-  STRATA_ASSIGN_OR_RETURN(Graph next, build_plan(c, w, latent_h, latent_w, false));
-  p.plans.push_back(std::move(first));
-  p.plans.push_back(std::move(next));
+  for (const char* name : {kWanFirstPlan, kWanNextPlanA, kWanNextPlanB}) {
+    STRATA_ASSIGN_OR_RETURN(Graph plan, build_plan(c, w, latent_h, latent_w, name));
+    p.plans.push_back(std::move(plan));
+  }
   return p;
 }
 

@@ -157,13 +157,15 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
   for (int64_t i = 0; i < reps; ++i) {
     progress.stage("device-resident replays");
     const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(program.replay(s.frames > 1 ? kWanNextPlan : kWanFirstPlan));
+    STRATA_RETURN_IF_ERROR(program.replay(wan_plan_for_frame(s.frames - 1)));
     replays.push_back(ms_since(start));
   }
   progress.done();
   if (r.profile) {  // the last replay's dispatches: one latent frame of the plan replayed
     const Program& p = program.program();
-    const size_t plan_index = s.frames > 1 ? 1 : 0;
+    const std::string last_plan = wan_plan_for_frame(s.frames - 1);
+    size_t plan_index = 0;
+    while (plan_index < p.graphs.size() && p.graphs[plan_index].name != last_plan) ++plan_index;
     out << profile_report(program.plan(), program.executor().last_profile(),
                           {.device_name = p.target.device.name,
                            .costs = p.graphs.size() > plan_index ? dispatch_costs(p.graphs[plan_index], program.plan())
@@ -176,7 +178,7 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
                      times[times.size() / 2], times.front(), times.size());
   out << fmt::format("device-resident: median {:.2f} ms per latent frame (plan '{}', {} output frames), min {:.2f} ms\n",
-                     replays[replays.size() / 2], s.frames > 1 ? kWanNextPlan : kWanFirstPlan,
+                     replays[replays.size() / 2], wan_plan_for_frame(s.frames - 1),
                      s.frames > 1 ? step : 1, replays.front());
   out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, caches, inputs, outputs), "
                      "host {:.3f} GiB\n",

@@ -57,19 +57,19 @@ TEST(Link, SharesWeightsAndActivationsPlacesSlotsSideBySideAndBindsStates) {
   EXPECT_EQ(p.buffers[weights].size_bytes, 512u) << "w1 is uploaded once";
   EXPECT_EQ(p.weights.size(), 2u);
   EXPECT_EQ(p.buffers[act].size_bytes, 2048u) << "the larger plan's activations";
-  EXPECT_EQ(p.buffers[out].size_bytes, 512u) << "both plans' output slots";
+  EXPECT_EQ(p.buffers[out].size_bytes, 256u) << "take's output slot; make writes the state in place";
   EXPECT_EQ(p.pipelines.size(), 1u) << "the same kernel is one pipeline";
 
   ASSERT_EQ(p.entries.size(), 2u);
   const EntryDesc &m = p.entries[0], &t = p.entries[1];
   EXPECT_EQ(m.inputs, std::vector<uint32_t>{0});
   EXPECT_TRUE(m.outputs.empty()) << "its only output is the state's";
-  ASSERT_EQ(m.state_writes.size(), 1u);
-  EXPECT_EQ(m.state_writes[0].buffer, out);
-  EXPECT_EQ(m.state_writes[0].offset, 0u);
+  EXPECT_TRUE(m.state_writes.empty()) << "make does not read s, so it writes s in its window: no copy";
+  EXPECT_EQ(p.dispatches[0].bindings[3].buffer, 0u);
+  EXPECT_EQ(p.dispatches[0].bindings[3].offset, 0u);
   EXPECT_TRUE(t.inputs.empty()) << "its only input is the state";
   EXPECT_EQ(t.outputs, std::vector<uint32_t>{0});
-  EXPECT_EQ(p.outputs[0].offset, 256u);
+  EXPECT_EQ(p.outputs[0].offset, 0u);
 
   // take's dispatch: w1 at its place in the merged weights, x bound to the state.
   const DispatchDesc& d = p.dispatches[1];
@@ -78,8 +78,29 @@ TEST(Link, SharesWeightsAndActivationsPlacesSlotsSideBySideAndBindsStates) {
   EXPECT_EQ(d.bindings[1].buffer, 0u);
   EXPECT_EQ(d.bindings[1].offset, 0u);
   EXPECT_EQ(d.bindings[3].buffer, out);
-  EXPECT_EQ(d.bindings[3].offset, 256u);
+  EXPECT_EQ(d.bindings[3].offset, 0u);
   EXPECT_EQ(p.dispatches[0].bindings[1].buffer, in);
+}
+
+// A plan that reads and writes a state computes the new value in its output slot and
+// copies it into the state at the end (its reads see the old value); a plan that only
+// writes it computes it in place.
+TEST(Link, AStateReadAndWrittenByOnePlanIsCopiedAtItsEnd) {
+  LinkPart init{"init", part("k", 1024, 0, true), {}, {StateBinding{"s", 0}}};
+  LinkPart step{"step", part("k", 1024, 0, true), {StateBinding{"s", 0}}, {StateBinding{"s", 0}}};
+  auto linked = link_program({init, step}, 256);
+  ASSERT_TRUE(linked) << linked.message();
+  const Plan& p = *linked;
+  ASSERT_EQ(p.entries.size(), 2u);
+  EXPECT_TRUE(p.entries[0].state_writes.empty());
+  ASSERT_EQ(p.entries[1].state_writes.size(), 1u);
+  const StateWrite& w = p.entries[1].state_writes[0];
+  EXPECT_EQ(p.buffers[w.buffer].usage, BufferUsage::output);
+  // step's dispatch writes its output slot, not the state it reads.
+  const DispatchDesc& d = p.dispatches[1];
+  EXPECT_EQ(d.bindings[3].buffer, w.buffer);
+  EXPECT_EQ(d.bindings[3].offset, w.offset);
+  EXPECT_EQ(p.buffers[d.bindings[1].buffer].usage, BufferUsage::state);
 }
 
 TEST(Link, AStateStoredTwoWaysIsAnError) {

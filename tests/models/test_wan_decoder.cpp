@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace strata {
 namespace {
 
@@ -53,28 +55,44 @@ TEST_P(WanCase, InterpreterMatchesDiffusersWithin1e4) {
 
 INSTANTIATE_TEST_SUITE_P(SharedCases, WanCase, ::testing::Values("1x5x7", "1x6x8", "3x4x6"));
 
-TEST(WanDecoder, ProgramHasTwoPlansAndTheCachesAsState) {
+TEST(WanDecoder, ProgramHasThreePlansAndTwoSetsOfCaches) {
   WanVaeConfig c = wan22_small_config();
   WeightStore store;
   ModelWeights w(store, 7);
   auto p = build_wan_decoder(c, w, 2, 3);
   ASSERT_TRUE(p) << p.message();
   ASSERT_TRUE(verify_program(*p).is_ok()) << verify_program(*p).message();
-  ASSERT_EQ(p->plans.size(), 2u);
+  ASSERT_EQ(p->plans.size(), 3u);
   const Graph* first = p->find(kWanFirstPlan);
-  const Graph* next = p->find(kWanNextPlan);
-  ASSERT_TRUE(first && next);
-  // The first chunk reads no history; later chunks read all of it.
+  const Graph* a = p->find(kWanNextPlanA);
+  const Graph* b = p->find(kWanNextPlanB);
+  ASSERT_TRUE(first && a && b);
+  // The schedule alternates the later plans, so each reads the caches the last wrote.
+  EXPECT_STREQ(wan_plan_for_frame(0), kWanFirstPlan);
+  EXPECT_STREQ(wan_plan_for_frame(1), kWanNextPlanA);
+  EXPECT_STREQ(wan_plan_for_frame(2), kWanNextPlanB);
+  EXPECT_STREQ(wan_plan_for_frame(3), kWanNextPlanA);
+  auto names = [](const Graph& g, bool reads) {
+    std::set<std::string> out;
+    for (const StateBinding& s : reads ? g.state_reads() : g.state_writes()) out.insert(s.state);
+    return out;
+  };
+  // The first chunk reads no history; no plan writes a state it reads (so every write
+  // lands in the state's window, no copies); a reads what first and b write.
   EXPECT_TRUE(first->state_reads().empty());
+  for (const Graph* g : {first, a, b})
+    for (const std::string& s : names(*g, false)) EXPECT_FALSE(names(*g, true).count(s)) << g->name << " " << s;
+  EXPECT_EQ(names(*a, true), names(*b, false));
+  EXPECT_EQ(names(*b, true), names(*a, false));
+  for (const std::string& s : names(*first, false)) EXPECT_TRUE(names(*a, true).count(s)) << s;
   auto states = program_states(*p);
   ASSERT_TRUE(states) << states.message();
-  EXPECT_EQ(next->state_reads().size(), states->size());
-  // conv_in's cache: two frames of the 48-channel latent after post_quant_conv.
-  ASSERT_TRUE(states->count("decoder.conv_in.cache.0"));
-  EXPECT_EQ(states->at("decoder.conv_in.cache.1").shape, (Shape{1, 48, 2, 3}));
+  // conv_in's cache: two frames of the 48-channel latent after post_quant_conv, per set.
+  ASSERT_TRUE(states->count("decoder.conv_in.cache.a0"));
+  EXPECT_EQ(states->at("decoder.conv_in.cache.b1").shape, (Shape{1, 48, 2, 3}));
   // Temporal upsamplers keep theirs; the spatial one (block 2) has none.
-  EXPECT_TRUE(states->count("decoder.up_blocks.0.upsampler.time_conv.cache.0"));
-  EXPECT_FALSE(states->count("decoder.up_blocks.2.upsampler.time_conv.cache.0"));
+  EXPECT_TRUE(states->count("decoder.up_blocks.0.upsampler.time_conv.cache.a0"));
+  EXPECT_FALSE(states->count("decoder.up_blocks.2.upsampler.time_conv.cache.a0"));
   // Output frames: 1, then 4 per latent frame at 16× the latent size.
   auto frames_shape = [](const Graph& g) {
     std::vector<Shape> shapes;  // of the outputs that are not states
@@ -83,7 +101,7 @@ TEST(WanDecoder, ProgramHasTwoPlansAndTheCachesAsState) {
     return shapes;
   };
   EXPECT_EQ(frames_shape(*first), (std::vector<Shape>{{1, 3, 32, 48}}));
-  EXPECT_EQ(frames_shape(*next), (std::vector<Shape>{{4, 3, 32, 48}}));
+  EXPECT_EQ(frames_shape(*a), (std::vector<Shape>{{4, 3, 32, 48}}));
   EXPECT_EQ(wan_output_frames(c, 3), 9);
 }
 
