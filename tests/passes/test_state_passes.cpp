@@ -73,6 +73,11 @@ void expect_bindings_kept(Precision precision, double tol) {
   const TensorType& written = g.value(g.outputs()[1]).type;
   EXPECT_EQ(read.shape, written.shape);
   EXPECT_EQ(read.dtype, written.dtype);
+  // Stored as the plan stores activations, so every plan binding the state agrees:
+  // rank 4 is NHWC, and an f16 plan stores it f16 (assign_layout, lower_precision).
+  EXPECT_EQ(read.layout, written.layout);
+  EXPECT_EQ(read.layout.kind, LayoutKind::nhwc);
+  EXPECT_EQ(read.dtype, precision == Precision::f16 ? DType::f16 : DType::f32);
   const std::vector<Tensor> want = run_steps(before, store);
   ASSERT_EQ(want.size(), 3u);
   testing::expect_same_outputs(want, run_steps(g, store), tol);
@@ -86,9 +91,8 @@ void expect_bindings_kept(Precision precision, double tol) {
 
 TEST(StatePasses, BindingsSurviveThePipelineF32) { expect_bindings_kept(Precision::f32, 1e-5); }
 
-// f16 storage: the state round trips through f16 activations, so each step differs by
-// f16 rounding of the activations (the state itself stays f32 at the boundary), the
-// bound lower_precision's own tests use.
+// f16 storage: the state is stored f16 like the activations, so each step differs by
+// f16 rounding, the bound lower_precision's own tests use.
 TEST(StatePasses, BindingsSurviveThePipelineF16) { expect_bindings_kept(Precision::f16, 1e-2); }
 
 }  // namespace
