@@ -2,11 +2,11 @@
 
 #include "compile/link.h"
 #include "codegen/placement.h"
+#include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/split_bands.h"
 #include "runtime/device.h"
 
-#include <cstring>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -32,6 +32,24 @@ bool uses_cache(const CompilerOptions& o) {
 // A single graph without state compiles to a plain plan (no entries): the same plan
 // as before programs existed, byte for byte.
 bool needs_link(const ProgramGraph& p) { return p.plans.size() != 1 || p.plans[0].has_state(); }
+
+// A plan's text with its own name and its states' names left out (each binding named
+// by its position): two plans with equal texts compile to the same runtime plan, since
+// codegen sees a state binding only as an input or output at a position; the link
+// alone uses the names (which window each binds, and whether a write is in place).
+std::string structure_of(const Graph& g) {
+  std::string text = print_graph(g);
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  };
+  replace_all("@" + g.name + "(", "@(");
+  for (size_t i = 0; i < g.state_reads().size(); ++i)
+    replace_all("state \"" + g.state_reads()[i].state + "\"", fmt::format("state \"#r{}\"", i));
+  for (size_t i = 0; i < g.state_writes().size(); ++i)
+    replace_all("state \"" + g.state_writes()[i].state + "\"", fmt::format("state \"#w{}\"", i));
+  return text;
+}
 
 // Looks the program up in the cache. A hit fills `out`; an unusable entry is
 // reported in one line and removed; nothing is returned as an error from here.
@@ -167,7 +185,21 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
 
   const CompileOptions passes = pass_options(target, options);
   std::vector<LinkPart> parts;
+  std::map<std::string, size_t> compiled;  // structure_of(plan) -> the part compiled from it
   for (const Graph& model : program.plans) {
+    // A plan equal to an earlier one up to the names of its states (the Wan decoder's
+    // two later plans, which alternate two sets of caches) is compiled once.
+    const std::string structure = needs_link(program) ? structure_of(model) : std::string();
+    if (auto it = compiled.find(structure); it != compiled.end()) {
+      log << fmt::format("plan '{}': the graph of plan '{}' up to state names; compiled once\n", model.name,
+                         parts[it->second].name);
+      parts.push_back(LinkPart{model.name, parts[it->second].plan, model.state_reads(), model.state_writes()});
+      Graph shared = out.graphs[it->second];
+      shared.name = model.name;
+      out.graphs.push_back(std::move(shared));
+      continue;
+    }
+    if (needs_link(program)) compiled.emplace(structure, parts.size());
     Graph g = model;
     CompileOptions plan_passes = passes;
     if (options.on_pass)

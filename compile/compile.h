@@ -73,7 +73,9 @@ struct Program {
   // single graph without state compiles to a plan with no entries (one implicit
   // entry, runtime::entry_list).
   runtime::Plan plan;
-  // Each plan's graph after the passes, in plan order; empty on a cache hit.
+  // Each plan's graph after the passes, in plan order; empty on a cache hit. A plan
+  // whose graph equals an earlier plan's up to the names of its states is compiled
+  // once: its entry here is that plan's graph (its state names are the other plan's).
   std::vector<Graph> graphs;
   Target target;
   bool from_cache = false;

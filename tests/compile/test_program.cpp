@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 namespace strata {
 namespace {
@@ -92,6 +93,46 @@ TEST(Program, RunningSumKeptInStateOverFiveCalls) {
   auto after_reset = loaded->run({one});
   ASSERT_TRUE(after_reset) << after_reset.message();
   EXPECT_EQ((*after_reset)[0].data, one.data);
+}
+
+// Two plans that differ only in which states they read and write, alternating like
+// the Wan decoder's: ping reads "a" and writes "b" = a + x, pong reads "b" and writes
+// "a" = b + x. They compile once, and each plan's writes land in the state it names.
+TEST(Program, PlansEqualUpToStateNamesCompileOnceAndKeepTheirStates) {
+  const Target target = f32_target();
+  WeightStore weights;
+  ProgramGraph p;
+  for (auto [name, from, to] : {std::tuple{"ping", "a", "b"}, std::tuple{"pong", "b", "a"}}) {
+    Graph g;
+    g.name = name;
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", kShape);
+    ValueId acc = b.state_input("acc", TensorType{kShape, DType::f32, {}}, from);
+    ValueId next = b.add(acc, x);
+    g.mark_output(next);
+    b.state_output(b.scale(next, 1.0), to);
+    p.plans.push_back(std::move(g));
+  }
+  std::ostringstream log;
+  auto program = compile(p, weights, target, {}, log);
+  ASSERT_TRUE(program) << program.message();
+  EXPECT_NE(log.str().find("plan 'pong': the graph of plan 'ping' up to state names; compiled once"),
+            std::string::npos)
+      << log.str();
+  auto loaded = LoadedProgram::load(std::move(*program), {}, log);
+  ASSERT_TRUE(loaded) << loaded.message();
+  std::vector<float> sum(static_cast<size_t>(num_elements(kShape)), 0.0f);
+  for (int call = 1; call <= 4; ++call) {
+    const Tensor x = filled(kShape, [](size_t i, float k) { return static_cast<float>(i % 5) + k; },
+                            static_cast<float>(call));
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += x.data[i];
+    auto got = (*loaded)->run(call % 2 ? "ping" : "pong", {x});
+    ASSERT_TRUE(got) << got.message();
+    EXPECT_EQ((*got)[0].data, sum) << "call " << call;
+    auto state = (*loaded)->state(call % 2 ? "b" : "a");  // the state this call wrote
+    ASSERT_TRUE(state) << state.message();
+    EXPECT_EQ(state->data, sum) << "call " << call;
+  }
 }
 
 // prepare(p): ctx = silu(conv3x3(p) + bias), written to state; use(q) = q + ctx.
