@@ -93,9 +93,12 @@ std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan
 
 std::string profile_report(const runtime::Plan& plan, const runtime::Profile& profile,
                            const ProfileReportOptions& options) {
-  const size_t n = plan.dispatches.size();
-  if (profile.dispatch_us.size() != n) return "no profile (run with --profile)\n";
-  const bool has_costs = options.costs.size() == n;
+  const size_t all = plan.dispatches.size();
+  if (profile.dispatch_us.size() != all) return "no profile (run with --profile)\n";
+  const size_t first = std::min(options.first, all);
+  const size_t end = first + std::min(options.count, all - first);
+  const size_t n = end - first;
+  const bool has_costs = options.costs.size() == all;
   struct Row {
     std::string name;
     size_t count = 0;
@@ -116,7 +119,7 @@ std::string profile_report(const runtime::Plan& plan, const runtime::Profile& pr
   std::vector<Row> kinds, stages;
   std::map<std::string, size_t> kind_index, stage_index;
   Row total{"total"};
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = first; i < end; ++i) {
     add(kinds, kind_index, kernel_kind(plan.pipelines[plan.dispatches[i].pipeline].name), i);
     add(stages, stage_index, stage_of(plan.dispatches[i].label), i);
     total.count += 1;
@@ -133,7 +136,7 @@ std::string profile_report(const runtime::Plan& plan, const runtime::Profile& pr
                        percent(r.us), rate(r.flops, r.us, 1e12), rate(r.bytes, r.us, 1e9));
   };
 
-  std::string out = fmt::format("device time {:.3f} ms in {} dispatches", profile.total_us * 1e-3, n);
+  std::string out = fmt::format("device time {:.3f} ms in {} dispatches", (n == all ? profile.total_us : total.us) * 1e-3, n);
   if (options.device_name.find("H200") != std::string::npos)
     out += fmt::format("; H200 ceilings: ~{:.0f} TFLOP/s cooperative-matrix f16->f32, {:.1f} TB/s copy",
                        kH200CoopMatTflops, kH200CopyGBs * 1e-3);
@@ -150,7 +153,7 @@ std::string profile_report(const runtime::Plan& plan, const runtime::Profile& pr
     out += fmt::format("  {:<24} {:>10} {:>11.3f} {:>6.1f}\n", r.name, r.count, r.us * 1e-3, percent(r.us));
 
   std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+  std::iota(order.begin(), order.end(), first);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return profile.dispatch_us[a] > profile.dispatch_us[b]; });
   out += "slowest dispatches:\n";

@@ -17,6 +17,7 @@
 #include "runtime/plan.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct ProfileReportOptions {
   std::string device_name;          // the H200 ceilings are printed when it contains "H200"
   std::vector<DispatchCost> costs = {};  // one per dispatch (dispatch_costs), or empty: no rates
   size_t slowest = 8;               // slowest dispatches listed
+  // The dispatches reported: [first, first + count) (a program's plan,
+  // runtime::EntryDesc), default all.
+  size_t first = 0;
+  size_t count = SIZE_MAX;
 };
 
 // The report:

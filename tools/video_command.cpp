@@ -166,10 +166,14 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
     const std::string last_plan = wan_plan_for_frame(s.frames - 1);
     size_t plan_index = 0;
     while (plan_index < p.graphs.size() && p.graphs[plan_index].name != last_plan) ++plan_index;
-    out << profile_report(program.plan(), program.executor().last_profile(),
-                          {.device_name = p.target.device.name,
-                           .costs = p.graphs.size() > plan_index ? dispatch_costs(p.graphs[plan_index], program.plan())
-                                                                 : std::vector<DispatchCost>{}});
+    ProfileReportOptions report{.device_name = p.target.device.name,
+                                .costs = p.graphs.size() > plan_index
+                                             ? dispatch_costs(p.graphs[plan_index], program.plan())
+                                             : std::vector<DispatchCost>{}};
+    for (const runtime::EntryDesc& e : program.plan().entries)
+      if (e.name == last_plan) report.first = e.first_dispatch, report.count = e.dispatch_count;
+    out << "profile of plan '" << last_plan << "':\n"
+        << profile_report(program.plan(), program.executor().last_profile(), report);
   }
   std::sort(times.begin(), times.end());
   std::sort(replays.begin(), replays.end());

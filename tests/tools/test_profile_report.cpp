@@ -84,6 +84,17 @@ TEST(ProfileReport, NoCeilingsOffTheH200AndNoRatesWithoutCosts) {
   EXPECT_EQ(got.find("TFLOP/s,"), std::string::npos) << got;  // no per-dispatch rates
 }
 
+// A program's plan: only its dispatches are counted, timed and listed.
+TEST(ProfileReport, ADispatchRangeReportsOnlyThosePlans) {
+  Synthetic s;
+  std::string got = profile_report(s.plan, s.profile, {.costs = s.costs, .slowest = 5, .first = 2, .count = 2});
+  EXPECT_EQ(got.rfind("device time 0.500 ms in 2 dispatches\n", 0), 0u) << got;
+  EXPECT_EQ(got.find("conv_gemm"), std::string::npos) << got;
+  EXPECT_NE(got.find("  total                             2       0.500  100.0"), std::string::npos) << got;
+  EXPECT_NE(got.find("  #2 "), std::string::npos) << got;
+  EXPECT_EQ(got.find("  #0 "), std::string::npos) << got;
+}
+
 TEST(ProfileReport, NoProfileSaysSo) {
   Synthetic s;
   EXPECT_EQ(profile_report(s.plan, runtime::Profile{}), "no profile (run with --profile)\n");
