@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
       inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
   auto getFlex = (VkResult(*)(VkPhysicalDevice, uint32_t*, FlexProps*))vkGetInstanceProcAddr(
       inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
-  Coop2Feat f2{ST(1000593000)};
+  CoopFeatKHR fnv{ST(1000249000)};
+  Coop2Feat f2{ST(1000593000), &fnv};
   CoopFeatKHR fk{ST(1000506000), &f2};
   VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, &fk};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &f13};
@@ -104,16 +105,16 @@ int main(int argc, char** argv) {
   }
 
   // Device with everything the kernels need.
-  f11.pNext = &f12; f12.pNext = &f13; f13.pNext = &fk; fk.pNext = &f2; f2.pNext = nullptr;
+  f11.pNext = &f12; f12.pNext = &f13; f13.pNext = &fk; fk.pNext = &f2; f2.pNext = &fnv; fnv.pNext = nullptr; fnv.robust = VK_FALSE;
   f2.reductions = f2.conversions = f2.perElement = f2.blockLoads = VK_FALSE;
   fk.robust = VK_FALSE;
   float prio = 1;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueCount = 1; qci.pQueuePriorities = &prio;  // family 0: graphics+compute on NVIDIA
-  const char* exts[] = {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"};
+  const char* exts[] = {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_NV_cooperative_matrix"};
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f};
   dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
-  dci.enabledExtensionCount = 2; dci.ppEnabledExtensionNames = exts;
+  dci.enabledExtensionCount = 3; dci.ppEnabledExtensionNames = exts;
 
   VkDevice dev; CHECK(vkCreateDevice(pd, &dci, nullptr, &dev));
   VkQueue q; vkGetDeviceQueue(dev, 0, 0, &q);
