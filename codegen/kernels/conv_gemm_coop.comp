@@ -16,15 +16,16 @@
 // (xs_x % 8 == 0, window bases too), Ci % 8 == 0; w "o_hwi". Then every 8 channels
 // of one pixel (or of one weight row) are one 16-byte load.
 //
-// Tiling: a workgroup of WP × WC subgroups computes BP = WP·FP·16 pixels × BC =
-// WC·FC·16 output channels; each subgroup FP × FC accumulator fragments (its 16·FP
-// pixels × 16·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
+// Tiling: a workgroup of WP × WC subgroups computes BP = WP·FP·FM pixels × BC =
+// WC·FC·FN output channels; each subgroup FP × FC accumulator fragments of FM × FN
+// (coopmat.glsl's CM_M × CM_N: 16 × 16, or larger where the device takes flexible
+// dimensions; the subgroup covers FM·FP pixels × FN·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
 // transposed) in shared memory as f16 rows of BK + 8 (the pad spreads rows over the
 // banks), k contiguous; A fragments load row-major, B fragments column-major (native:
 // from uvec4 arrays, one 16-byte shared store per global load). The
 // next step's tiles are fetched into registers (uvec4, 8 halfs each) while the
 // current ones are multiplied. Epilogue: each subgroup writes one fragment at a time
-// to its own 16×16 f32 patch of shared memory (ep_sh), then its lanes apply
+// to its own FM×FN f32 patch of shared memory (ep_sh), then its lanes apply
 // acc_scale / bias / residual / out_scale and store, channel-contiguous.
 //
 // VEC_OUT = 1 (f16 NHWC y with 16-byte aligned pixels and Co_store % 8 == 0, the
@@ -61,8 +62,11 @@
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
 
-#define BP (WP * FP * 16)
-#define BC (WC * FC * 16)
+// Fragment sizes (coopmat.glsl): FM pixels × FN output channels per accumulator.
+#define FM CM_M
+#define FN CM_N
+#define BP (WP * FP * FM)
+#define BC (WC * FC * FN)
 #define WG (WP * WC * CM_SG)
 #define ROW (BK + 8)            // halfs per staged row
 #define VECS_PER_ROW (BK / 8)   // uvec4 loads per staged row
@@ -91,8 +95,8 @@
 #define HC (TW + KW - 1)      // halo columns
 #define H_ROWS (HR * HC)      // staged A rows: the halo's pixels
 #define H_LOADS ((H_ROWS * VECS_PER_ROW + WG - 1) / WG)  // 16-byte loads per invocation per halo
-#if (TW % 16) != 0 || TW * TH != BP
-#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of 16"
+#if (TW % FM) != 0 || TW * TH != BP
+#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of FM"
 #endif
 #if STAGES == 2
 #error "conv_gemm_coop.comp: the halo tile (TH > 0) has one B buffer"
@@ -177,7 +181,7 @@ shared float16_t a_sh[STAGES * BP * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
-shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
+shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup (epilogue)
 
 #if TH > 0
 uvec4 a_reg[HALO_PARTS];
@@ -326,9 +330,9 @@ void multiply(uint buf) {
     CM_A a[FP];
     CM_B b[FC];
     [[unroll]] for (uint i = 0; i < FP; ++i)
-      CM_LOAD(a[i], a_sh, (a0 + ((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+      CM_LOAD_A(a[i], a_sh, (a0 + ((sg_p * FP + i) * FM) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
     [[unroll]] for (uint j = 0; j < FC; ++j)
-      CM_LOAD(b[j], b_sh, (b0 + ((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+      CM_LOAD_B(b[j], b_sh, (b0 + ((sg_c * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
       [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
@@ -342,12 +346,12 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
     CM_A a[FP];
     CM_B b[FC];
     [[unroll]] for (uint i = 0; i < FP; ++i) {
-      const uint q = (sg_p * FP + i) * 16;               // the fragment's first pixel of the tile
+      const uint q = (sg_p * FP + i) * FM;               // the fragment's first pixel of the tile
       const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
-      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+      CM_LOAD_A(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
     }
     [[unroll]] for (uint j = 0; j < FC; ++j)
-      CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+      CM_LOAD_B(b[j], b_sh, (((sg_c * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
       [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
@@ -482,25 +486,26 @@ void main() {
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
   // store neighbouring channels.
-  const uint ep_at = sg * 256u, lane = gl_SubgroupInvocationID;
+  const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
-      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, 16, false);
+      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, FN, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 #if VEC_OUT
       // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
-      [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
-        const uint g = lane + t * CM_SG;
+      // FM pixels × FN / 8 groups of 8 channels per fragment, one group per lane and pass
+      [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
+        const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
 #if TH > 0
-        const uint q = (sg_p * FP + i) * 16 + g / 2;  // pixel of the tile
+        const uint q = (sg_p * FP + i) * FM + gp;  // pixel of the tile
         const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+        if (g < FM * FN / 8 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
 #else
-        const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && p < pixels && o < pc.co_store) {
+        const uint p = p0 + (sg_p * FP + i) * FM + gp;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+        if (g < FM * FN / 8 && p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
 #endif
 #if HAS_RES
@@ -512,7 +517,7 @@ void main() {
           [[unroll]] for (uint c = 0; c < 8; ++c) {
             v[c] = 0.0;
             if (o + c < pc.co) {
-              v[c] = ep_sh[ep_at + (g / 2) * 16 + (g % 2) * 8 + c] * pc.acc_scale;
+              v[c] = ep_sh[ep_at + gp * FN + gc * 8 + c] * pc.acc_scale;
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif
@@ -529,16 +534,16 @@ void main() {
         }
       }
 #else
-      [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
+      [[dont_unroll]] for (uint t = 0; t < FM * FN / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
 #if TH > 0
-        const uint q = (sg_p * FP + i) * 16 + e / 16;  // pixel of the tile
+        const uint q = (sg_p * FP + i) * FM + e / FN;  // pixel of the tile
         const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
 #else
-        const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        const uint p = p0 + (sg_p * FP + i) * FM + e / FN;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
 #endif
