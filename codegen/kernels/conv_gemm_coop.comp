@@ -55,7 +55,8 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, VEC_OUT, KH KW, U, HAS_BIAS,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE,
+//          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
@@ -192,8 +193,25 @@ uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
 // virtual-image origin (tap (0, 0)).
+#ifndef FETCH_PRE
+#define FETCH_PRE (KH * KW <= 30)
+#endif
+#if FETCH_PRE && KH * KW > 30
+#error "conv_gemm_coop.comp: FETCH_PRE keeps a tap mask of at most 30 taps"
+#endif
+#if FETCH_PRE
+// FETCH_PRE = 1 (the default up to 30 taps): per A load, the address of its pixel's
+// tap (0, 0) and a mask of the taps that fall inside the frame (bit tap; bits 30 and
+// 31: the virtual row and column parities of the upsample gather), worked out once; a
+// step then adds the tap's offset and the channel chunk. Per B load, its weight row's
+// address. The same loads as FETCH_PRE = 0 with fewer instructions per step: Flux
+// 1024² conv 67.7 → 65.4 ms on the H200, the same bytes (docs/PERFORMANCE.md, issue 15,
+// session 8).
+uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
+#else
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+#endif
 #endif
 uint x_img, c_tile0, load_k;
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
@@ -218,6 +236,24 @@ uint load_row(uint j) {
 }
 
 #if TH == 0
+#if FETCH_PRE
+void fetch(uint ky, uint kx, uint c0) {
+  const bool c_ok = c0 + load_k < pc.ci;
+  const uint tap = ky * KW + kx;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint m = a_mask[j];
+    const bool ok = c_ok && ((m >> tap) & 1u) != 0u;
+    // (vy0 + ky) >> U = (vy0 >> U) + ((vy0 & 1) + ky) >> U: the parity bits carry vy0 & 1.
+    const uint at = a_base[j] + c0 + ((((m >> 30) & 1u) * U + ky) >> U) * pc.xs_y +
+                    (((m >> 31) * U + kx) >> U) * pc.xs_x;
+    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+  }
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const bool ok = c_ok && b_base[j] != 0xFFFFFFFFu;
+    b_reg[j] = ok ? wv[(b_base[j] + tap * pc.ci + c0) >> 3] : uvec4(0u);
+  }
+}
+#else
 void fetch(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
   const bool c_ok = c < pc.ci;
@@ -237,7 +273,7 @@ void fetch(uint ky, uint kx, uint c0) {
     b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
   }
 }
-
+#endif
 #else
 // One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
 uvec4 load_x(int vy, int vx, uint c, bool ok) {
@@ -380,10 +416,33 @@ void main() {
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
+#if FETCH_PRE
+    const bool valid = r < BP && p < pixels;
+    const int vy0 = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
+    const int vx0 = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
+    uint m = 0u;
+    [[unroll]] for (uint ky = 0; ky < KH; ++ky)
+      [[unroll]] for (uint kx = 0; kx < KW; ++kx) {
+        const int vy = vy0 + int(ky), vx = vx0 + int(kx);
+        if (valid && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U))
+          m |= 1u << (ky * KW + kx);
+      }
+    a_mask[j] = m | (uint(vy0 & 1) << 30) | (uint(vx0 & 1) << 31);
+    // Unsigned arithmetic wraps, so a base left of or above the frame still gives the
+    // right address for the in-frame taps.
+    a_base[j] = pc.x_off + x_img + load_k + uint(vy0 >> U) * pc.xs_y + uint(vx0 >> U) * pc.xs_x;
+#else
     a_valid[j] = r < BP && p < pixels;
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
+#endif
   }
+#if FETCH_PRE
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint row = load_row(j), o = c_tile0 + row;
+    b_base[j] = row < BC && o < pc.co ? o * (TAPS * pc.ci) + load_k : 0xFFFFFFFFu;
+  }
+#endif
 #endif
 
   const uint sg = gl_SubgroupID;
