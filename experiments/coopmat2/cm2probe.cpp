@@ -111,10 +111,15 @@ int main(int argc, char** argv) {
   float prio = 1;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueCount = 1; qci.pQueuePriorities = &prio;  // family 0: graphics+compute on NVIDIA
-  const char* exts[] = {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_NV_cooperative_matrix"};
+  const char* exts[] = {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_NV_cooperative_matrix",
+                        "VK_KHR_pipeline_executable_properties"};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexe{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  fexe.pipelineExecutableInfo = VK_TRUE;
+  fnv.pNext = &fexe;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f};
   dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
-  dci.enabledExtensionCount = 3; dci.ppEnabledExtensionNames = exts;
+  dci.enabledExtensionCount = 4; dci.ppEnabledExtensionNames = exts;
 
   VkDevice dev; CHECK(vkCreateDevice(pd, &dci, nullptr, &dev));
   VkQueue q; vkGetDeviceQueue(dev, 0, 0, &q);
@@ -144,11 +149,31 @@ int main(int argc, char** argv) {
     VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     cpci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT, sm, "main"};
     cpci.layout = pl;
+    cpci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     auto t0 = std::chrono::steady_clock::now();
     VkPipeline pipe;
     VkResult pr = vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipe);
     double ms_pipe = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (pr != VK_SUCCESS) { std::printf("%s: pipeline FAILED %d\n", path, int(pr)); continue; }
+    {
+      auto getExe = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR");
+      auto getStat = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableStatisticsKHR");
+      VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, nullptr, pipe};
+      uint32_t ne = 0;
+      if (getExe && getStat && getExe(dev, &pi, &ne, nullptr) == VK_SUCCESS && ne > 0) {
+        VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, nullptr, pipe, 0};
+        uint32_t ns = 0;
+        getStat(dev, &ei, &ns, nullptr);
+        std::vector<VkPipelineExecutableStatisticKHR> st(ns, VkPipelineExecutableStatisticKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+        getStat(dev, &ei, &ns, st.data());
+        std::printf("%s stats:", path);
+        for (auto& x : st) {
+          if (x.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR) std::printf(" %s=%llu", x.name, (unsigned long long)x.value.u64);
+          else if (x.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR) std::printf(" %s=%lld", x.name, (long long)x.value.i64);
+        }
+        std::printf("\n");
+      }
+    }
 
     // Buffers (host-visible device-local if there is such memory, else host-visible).
     VkPhysicalDeviceMemoryProperties mp; vkGetPhysicalDeviceMemoryProperties(pd, &mp);

@@ -39,8 +39,30 @@ uint row_of(uint j) {
   g = (g & ~7u) | ((g >> 1u) & 3u) | ((g & 1u) << 2u);  // SWZ as in conv_gemm_coop
   return g + j * (WG / (BK / 8));
 }
+#ifndef CONV
+#define CONV 0
+#endif
+#ifndef IMW
+#define IMW 256
+#endif
 void fetch(uint k0) {
+#if CONV
+  // A as an NHWC image of IMW columns, CI = K / 9 channels: row = pixel, 9 taps.
+  const uint ci = p.K / 9, tap = k0 / ci, c = k0 % ci;
+  const int off = (int(tap / 3) - 1) * IMW + int(tap % 3) - 1;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint pix = m0 + row_of(j);
+#if CONV == 2
+    const int y = int(pix / IMW) + int(tap / 3) - 1, x = int(pix % IMW) + int(tap % 3) - 1;
+    const bool ok = y >= 0 && y < int(p.M / IMW) && x >= 0 && x < IMW;
+    a_reg[j] = ok ? av[(uint(int(pix) + IMW + 1 + off) * ci + c + lk) / 8] : uvec4(0u);
+#else
+    a_reg[j] = av[(uint(int(pix) + IMW + 1 + off) * ci + c + lk) / 8];
+#endif
+  }
+#else
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) a_reg[j] = av[((m0 + row_of(j)) * p.K + k0 + lk) / 8];
+#endif
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) b_reg[j] = bv[((n0 + row_of(j)) * p.K + k0 + lk) / 8];
 }
 void stage() {
