@@ -111,43 +111,6 @@ struct CmAcc { float e[CM_OWNED]; };
       cm_s_ = fma(float(a.e[cm_r_ * 16u + cm_k_]), float(b.e[cm_k_ * uint(CM_N) + cm_c_]), cm_s_); \
     c.e[cm_t_] = cm_s_;                                                          \
   }
-#define CM_SCALE(c, s) c = c * float(s)
-#define CM_ACC_LENGTH(c) (c).length()
-#define CM_ACC_AT(c, i) (c)[i]
-
-#elif COOPMAT == 2
-#define CM_OWNED (256 / CM_SG)  // accumulator elements per lane
-struct CmAB { float16_t e[256]; };
-struct CmAcc { float e[CM_OWNED]; };
-#define CM_A CmAB
-#define CM_B CmAB
-#define CM_ACC CmAcc
-// Element (r, c) of a 16×16 matrix at offset `off` with the given stride / major order.
-#define CM_AT_(off, stride, cm, r, c) ((off) + ((cm) ? (c) * (stride) + (r) : (r) * (stride) + (c)))
-#define CM_FILL(c, v)                                     \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] = float(v)
-#define CM_LOAD(m, arr, off, stride, cm)                                          \
-  for (uint cm_i_ = 0u; cm_i_ < 256u; ++cm_i_)                                    \
-  m.e[cm_i_] = float16_t(arr[CM_AT_(off, stride, cm, cm_i_ >> 4u, cm_i_ & 15u)])
-#define CM_LOAD_ACC(c, arr, off, stride, cm)                                            \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                                    \
-    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                         \
-    c.e[cm_t_] = float(arr[CM_AT_(off, stride, cm, cm_e_ >> 4u, cm_e_ & 15u)]);         \
-  }
-#define CM_STORE_ACC(c, arr, off, stride, cm)                                   \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                            \
-    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                 \
-    arr[CM_AT_(off, stride, cm, cm_e_ >> 4u, cm_e_ & 15u)] = c.e[cm_t_];        \
-  }
-#define CM_MAD(a, b, c)                                                          \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                             \
-    const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                  \
-    const uint cm_r_ = cm_e_ >> 4u, cm_c_ = cm_e_ & 15u;                         \
-    float cm_s_ = c.e[cm_t_];                                                    \
-    for (uint cm_k_ = 0u; cm_k_ < 16u; ++cm_k_)                                  \
-      cm_s_ = fma(float(a.e[cm_r_ * 16u + cm_k_]), float(b.e[cm_k_ * 16u + cm_c_]), cm_s_); \
-    c.e[cm_t_] = cm_s_;                                                          \
-  }
 #define CM_SCALE(c, s)                                    \
   for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] *= float(s)
 #define CM_ACC_LENGTH(c) int(CM_OWNED)
