@@ -163,6 +163,10 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     case GatherKind::plain: gather_define = "0"; break;
     case GatherKind::upsample2x: gather_define = "1"; break;
   }
+  // A frame stack (ir/ops.h): FRAME_ROWS rows per frame of the virtual input, replicate
+  // padding, temporal shift FRAME_SHIFT; portable kernel only (below).
+  const Expected<FrameGather> frames = conv_frames(a);
+  if (!frames) return l.fail(node, frames.message());
   const Shape &xs = l.shape(x), &ys = l.shape(y);
   const int64_t ci = xs[1], co = ys[1], co_store = stored_channels(l.type(y));
 
@@ -181,7 +185,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
-  const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
+  const bool coop = target.tensor_cores != TensorCores::none && !frames->on() && l.storage(x) == DType::f16 &&
                     l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
                     sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
@@ -281,6 +285,10 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
     add_type_define(key.defines, "X_T", l.storage(x));
     add_type_define(key.defines, "W_T", l.storage(w));
+    if (frames->on()) {
+      key.defines["FRAME_ROWS"] = std::to_string(frames->rows);
+      key.defines["FRAME_SHIFT"] = std::to_string(frames->shift);
+    }
     key.workgroup_size = {tile.invocations(), 1, 1};
   }
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
@@ -305,9 +313,8 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + 5 * 4;  // + the band's words
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
-  std::vector<RowOp> row_ops;
-  if (const int64_t f = gather_upsample(*gather); f > 1) row_ops.push_back(RowOp::make_upsample(f));
-  row_ops.push_back(RowOp::make_conv(k[0], pad[0], stride[0]));
+  const std::vector<RowOp> row_ops =
+      conv_row_ops(gather_upsample(*gather), k[0], pad[0], stride[0], frames->rows, frames->shift);
   const int64_t bands = (ys[2] + band - 1) / band;
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
