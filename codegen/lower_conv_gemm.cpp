@@ -163,10 +163,14 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     case GatherKind::plain: gather_define = "0"; break;
     case GatherKind::upsample2x: gather_define = "1"; break;
   }
-  // A frame stack (ir/ops.h): FRAME_ROWS rows per frame of the virtual input, replicate
-  // padding, temporal shift FRAME_SHIFT; portable kernel only (below).
+  // A frame stack (ir/ops.h): rows per frame of the virtual input and the temporal
+  // shift packed in the last push-constant word (define FRAMES); replicate padding;
+  // the portable kernel only (below).
   const Expected<FrameGather> frames = conv_frames(a);
   if (!frames) return l.fail(node, frames.message());
+  if (frames->rows >= (int64_t{1} << 24) || frames->shift >= 256)
+    return l.fail(node, fmt::format("frame_rows {} or frame_shift {} too large for the kernel", frames->rows,
+                                    frames->shift));
   const Shape &xs = l.shape(x), &ys = l.shape(y);
   const int64_t ci = xs[1], co = ys[1], co_store = stored_channels(l.type(y));
 
@@ -285,10 +289,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
     add_type_define(key.defines, "X_T", l.storage(x));
     add_type_define(key.defines, "W_T", l.storage(w));
-    if (frames->on()) {
-      key.defines["FRAME_ROWS"] = std::to_string(frames->rows);
-      key.defines["FRAME_SHIFT"] = std::to_string(frames->shift);
-    }
+    if (frames->on()) key.defines["FRAMES"] = "1";
     key.workgroup_size = {tile.invocations(), 1, 1};
   }
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
@@ -310,7 +311,8 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   common.f32(static_cast<float>(a.get_float("acc_scale", 1.0)));
   common.f32(static_cast<float>(a.get_float("residual_scale", 1.0)));
   common.f32(static_cast<float>(a.get_float("out_scale", 1.0)));
-  key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + 5 * 4;  // + the band's words
+  // + the band's words, and the frame word of a frame stack
+  key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + (frames->on() ? 6 : 5) * 4;
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
   const std::vector<RowOp> row_ops =
@@ -362,6 +364,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     PushConstants push = common;
     push.u32(static_cast<uint32_t>(row0)).u32(static_cast<uint32_t>(rows));
     push.u32(x_off).u32(y_base).u32(r_base);
+    if (frames->on()) push.u32(static_cast<uint32_t>(frames->rows | frames->shift << 24));
     std::vector<uint8_t> bytes = push.bytes();
     const uint32_t split32 = static_cast<uint32_t>(split);
     std::memcpy(bytes.data() + split_at, &split32, 4);

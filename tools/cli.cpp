@@ -45,7 +45,8 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
-    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] ...   (a video VAE)\n"
+    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] ...\n"
+    "                (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata bench --arch wan22 --frames F --size HxW [--reps R] [--warmup W]      (a video VAE)\n"
@@ -59,7 +60,9 @@ const char* kUsage =
     "  strata help\n"
     "\n"
     "models: --vae reads a diffusers vae/ directory (AutoencoderKL, AutoencoderKLQwenImage, or the\n"
-    "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames);\n"
+    "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames;\n"
+    "or AutoencoderKLHunyuanVideo, decoded as diffusers does, in windows of 5 latent frames cross-faded, or in\n"
+    "one decoder call with --frames whole: latent [16, T, h, w] -> 1 + 4(T-1) frames of 8h x 8w);\n"
     "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
     "cases' sizes) builds one with weights generated from --seed (default 0).\n"
     "\n"
@@ -212,6 +215,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   });
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   specs.push_back(video_option_specs()[0]);  // --fps
+  specs.push_back(video_option_specs()[2]);  // --frames whole
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
