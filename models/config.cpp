@@ -283,6 +283,13 @@ WanVaeConfig wan22_full_config() {
 
 HunyuanVaeConfig hunyuan_full_config() { return HunyuanVaeConfig{}; }
 
+HunyuanVaeConfig hunyuan_small_config() {
+  HunyuanVaeConfig c;
+  c.block_out_channels = {8, 16, 32, 32};
+  c.norm_num_groups = 4;
+  return c;
+}
+
 WanVaeConfig wan22_small_config() {
   WanVaeConfig c = wan22_full_config();
   c.base_dim = 8;

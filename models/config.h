@@ -92,6 +92,7 @@ WanVaeConfig wan22_full_config();
 WanVaeConfig wan22_small_config();
 // HunyuanVideo's VAE (hunyuanvideo-community/HunyuanVideo vae/, the class defaults).
 HunyuanVaeConfig hunyuan_full_config();
+HunyuanVaeConfig hunyuan_small_config();  // the hunyuan_small case's
 // Video VAEs decode [C, T, h, w] latents (Wan frame by frame, models/wan_decoder.h;
 // HunyuanVideo in decoder calls over windows of frames, models/hunyuan_decoder.h).
 bool is_video_vae(const VaeConfig& c);

@@ -49,7 +49,7 @@ const char* kUsage =
     "                (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
-    "  strata bench --arch wan22 --frames F --size HxW [--reps R] [--warmup W]      (a video VAE)\n"
+    "  strata bench --arch wan22|hunyuan --frames F --size HxW [--reps R] [--warmup W] [--whole]   (a video VAE)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
@@ -85,7 +85,8 @@ const char* kUsage =
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
-    {"arch", true, "flux | qwen | wan22 | flux-small | qwen-small | wan22-small, weights from --seed"},
+    {"arch", true,
+     "flux | qwen | wan22 | hunyuan | flux-small | qwen-small | wan22-small | hunyuan-small, weights from --seed"},
     {"seed", true, "seed for --arch weights (default 0)"},
 };
 
@@ -114,7 +115,10 @@ Expected<Vae> open_model(const ParsedArgs& a) {
   if (*arch == "qwen-small") return seeded_vae(qwen_small_config(), seed);
   if (*arch == "wan22") return seeded_vae(wan22_full_config(), seed);
   if (*arch == "wan22-small") return seeded_vae(wan22_small_config(), seed);
-  return error("unknown --arch '{}' (flux, qwen, wan22, flux-small, qwen-small, wan22-small)", *arch);
+  if (*arch == "hunyuan") return seeded_vae(hunyuan_full_config(), seed);
+  if (*arch == "hunyuan-small") return seeded_vae(hunyuan_small_config(), seed);
+  return error("unknown --arch '{}' (flux, qwen, wan22, hunyuan, flux-small, qwen-small, wan22-small, hunyuan-small)",
+               *arch);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -367,6 +371,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
   specs.push_back(video_option_specs()[1]);  // --frames
+  specs.push_back(video_option_specs()[3]);  // --whole
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);

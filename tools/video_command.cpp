@@ -112,6 +112,7 @@ const std::vector<OptionSpec>& video_option_specs() {
       {"frames", true,
        "'whole': decode a HunyuanVideo latent in one decoder call over all frames (default: diffusers' "
        "frame-wise windows of 5 latent frames, cross-faded)"},
+      {"whole", false, "bench: decode a HunyuanVideo clip in one decoder call (default: diffusers' windows)"},
   };
   return specs;
 }
@@ -158,10 +159,60 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   return Status::ok();
 }
 
+namespace {
+
+// bench for HunyuanVideo: the clip decoded as decode does (windows, or one call with
+// --whole) from a seeded latent, wall time per clip, device memory.
+Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, const RunSettings& r, int64_t reps,
+                     int64_t warmup, std::ostream& out, Progress& progress) {
+  const int64_t step = c.temporal_compression_ratio, scale = c.spatial_compression_ratio;
+  const bool whole = a.has("whole");
+  STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));
+  if (frames < 1 || (frames - 1) % step != 0)
+    return error("--frames {}: a video VAE decodes 1 + {}·k frames (1, {}, {}, ...)", frames, step, 1 + step,
+                 1 + 2 * step);
+  STRATA_ASSIGN_OR_RETURN(Shape size, parse_shape(a.get_or("size", "480x848")));
+  if (size.size() != 2 || size[0] % scale != 0 || size[1] % scale != 0 || size[0] < scale || size[1] < scale)
+    return error("--size for a video VAE is HxW, each a positive multiple of {}", scale);
+  const VideoLatentShape s{1 + (frames - 1) / step, size[0] / scale, size[1] / scale};
+  const Shape latent_shape{c.latent_channels, s.frames, s.height, s.width};
+  Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  progress.stage("compiling and loading");
+  auto load_start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, whole, r, out));
+  out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
+  std::vector<double> times;
+  for (int64_t i = 0; i < warmup + reps; ++i) {
+    progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(decode_hunyuan_video(c, latent, whole, runner.run, [&](int64_t index, const Tensor&) {
+      progress.step(index + 1, frames);
+      return Status::ok();
+    }));
+    if (i >= warmup) times.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(times.begin(), times.end());
+  out << fmt::format("{} {} frames of {}x{} (latent {}, {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
+                     "(wall time: each window's latent uploaded, its frames read back and cross-faded on the host)\n",
+                     vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
+                     whole ? "one decoder call" : fmt::format("{} windows", hunyuan_windows(s.frames, false).size()),
+                     times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
+                     "host {:.3f} GiB\n",
+                     static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
+                     static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
                            std::ostream& out, Progress& progress) {
-  if (!std::holds_alternative<WanVaeConfig>(vae.config))
-    return error("bench of {} is not implemented yet (decode runs it)", vae_class_name(vae.config));
+  if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config))
+    return bench_hunyuan(vae, *h, a, r, reps, warmup, out, progress);
+  if (a.has("whole")) return error("--whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",
+                                   vae_class_name(vae.config));
   const auto& config = std::get<WanVaeConfig>(vae.config);
   const int64_t step = wan_frames_of(config, 1), scale = 16;
   STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));

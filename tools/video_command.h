@@ -25,9 +25,10 @@ const std::vector<OptionSpec>& video_option_specs();
 Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, std::ostream& out,
                             Progress& progress);
 
-// bench --frames F --size HxW for the Wan video VAE (HunyuanVideo: an error for now): F output frames (1 + 4·(T − 1)) of H × W
-// pixels from a seeded latent; wall time per clip, device time per latent frame,
-// device memory.
+// bench --frames F --size HxW for a video VAE: F output frames (1 + 4·(T − 1)) of
+// H × W pixels from a seeded latent; wall time per clip, device memory, and for Wan
+// device time per latent frame. HunyuanVideo decodes as `decode` does (diffusers'
+// windows, or one decoder call with --whole).
 Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
                            std::ostream& out, Progress& progress);
 

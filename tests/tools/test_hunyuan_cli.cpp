@@ -119,5 +119,16 @@ TEST(HunyuanCli, FramesWholeIsRefusedForWan) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// bench checks its frame count before compiling anything (a run of bench compiles the
+// program, too slow for this suite; it was measured by hand).
+TEST(HunyuanCli, BenchNeedsAFrameCountOfTheForm1Plus4k) {
+  Result bad = run({"bench", "--arch", "hunyuan-small", "--frames", "6", "--size", "16x24"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("1 + 4·k frames"), std::string::npos) << bad.err;
+  Result wan = run({"bench", "--arch", "wan22-small", "--whole", "--frames", "5", "--size", "64x96"});
+  EXPECT_EQ(wan.code, 1);
+  EXPECT_NE(wan.err.find("--whole applies to AutoencoderKLHunyuanVideo"), std::string::npos) << wan.err;
+}
+
 }  // namespace
 }  // namespace strata
