@@ -15,7 +15,8 @@
 //         shared memory (coop_tiles: BR query rows × BC keys per step, D in chunks
 //         of DC, NSG subgroups of the target's subgroup size);
 //       otherwise attention.comp: a workgroup per 16 query rows of a head walks all
-//       keys with an online softmax.
+//       keys with an online softmax. Frame-causal keys (frame_tokens) always take
+//       attention.comp, which generates the mask (FRAME_TOKENS).
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
 //       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
@@ -187,7 +188,9 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
-  const bool coop_ok = coop_applies(l, q, k, v, a, split);
+  // Frame-causal keys (attention's frame_tokens) run on the portable kernel only.
+  const uint64_t frame_tokens = static_cast<uint64_t>(std::max<int64_t>(node.attrs.get_int("frame_tokens", 0), 0));
+  const bool coop_ok = frame_tokens == 0 && coop_applies(l, q, k, v, a, split);
   const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split) : std::nullopt;
   const std::optional<CoopTiles> coop = coop_ok && !dsplit ? coop_tiles(l, a) : std::nullopt;
   const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
@@ -237,8 +240,9 @@ Status lower_attention_op(Lowering& l, const Node& node) {
     add_type_define(key.defines, "V_T", l.storage(v));
     add_type_define(key.defines, "O_T", l.storage(o));
     key.defines["KEY_WINDOWS"] = split.key_windows ? "1" : "0";
+    if (frame_tokens > 0) key.defines["FRAME_TOKENS"] = std::to_string(frame_tokens);
     key.bindings = split.key_windows ? 5 : 4;
-    key.push_constant_bytes = (split.key_windows ? 12 : 10) * 4;
+    key.push_constant_bytes = (split.key_windows ? 12 : 10) * 4 + (frame_tokens > 0 ? 2 * 4 : 0);
   }
   key.defines["ROUND"] = round_define(l.type(o).dtype);
   key.workgroup_size = {wg, 1, 1};
@@ -278,6 +282,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
           push.u32(w == 0 ? 1u : 0u).u32(w + 1 == windows ? 1u : 0u);
           bindings.push_back(Lowering::bind_scratch(state, Access::read_write));
         }
+        if (frame_tokens > 0) push.u32(static_cast<uint32_t>(r0)).u32(static_cast<uint32_t>(key0));
         const uint64_t groups = heads * ceil_div(rows, rows_per_group);
         l.dispatch(pipe, std::move(bindings), push, l.grid_1d(groups * wg, wg), node,
                    windows == 1 ? "" : fmt::format("keys {}/{}", w + 1, windows));

@@ -163,6 +163,14 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     case GatherKind::plain: gather_define = "0"; break;
     case GatherKind::upsample2x: gather_define = "1"; break;
   }
+  // A frame stack (ir/ops.h): rows per frame of the virtual input and the temporal
+  // shift packed in the last push-constant word (define FRAMES); replicate padding;
+  // the portable kernel only (below).
+  const Expected<FrameGather> frames = conv_frames(a);
+  if (!frames) return l.fail(node, frames.message());
+  if (frames->rows >= (int64_t{1} << 24) || frames->shift >= 256)
+    return l.fail(node, fmt::format("frame_rows {} or frame_shift {} too large for the kernel", frames->rows,
+                                    frames->shift));
   const Shape &xs = l.shape(x), &ys = l.shape(y);
   const int64_t ci = xs[1], co = ys[1], co_store = stored_channels(l.type(y));
 
@@ -181,7 +189,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
-  const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
+  const bool coop = target.tensor_cores != TensorCores::none && !frames->on() && l.storage(x) == DType::f16 &&
                     l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
                     sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
@@ -281,6 +289,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"HAS_RES", res == kNoValue ? "0" : "1"}, {"ROUND", round_define(l.type(y).dtype)}};
     add_type_define(key.defines, "X_T", l.storage(x));
     add_type_define(key.defines, "W_T", l.storage(w));
+    if (frames->on()) key.defines["FRAMES"] = "1";
     key.workgroup_size = {tile.invocations(), 1, 1};
   }
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
@@ -302,12 +311,12 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   common.f32(static_cast<float>(a.get_float("acc_scale", 1.0)));
   common.f32(static_cast<float>(a.get_float("residual_scale", 1.0)));
   common.f32(static_cast<float>(a.get_float("out_scale", 1.0)));
-  key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + 5 * 4;  // + the band's words
+  // + the band's words, and the frame word of a frame stack
+  key.push_constant_bytes = static_cast<uint32_t>(common.bytes().size()) + (frames->on() ? 6 : 5) * 4;
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
-  std::vector<RowOp> row_ops;
-  if (const int64_t f = gather_upsample(*gather); f > 1) row_ops.push_back(RowOp::make_upsample(f));
-  row_ops.push_back(RowOp::make_conv(k[0], pad[0], stride[0]));
+  const std::vector<RowOp> row_ops =
+      conv_row_ops(gather_upsample(*gather), k[0], pad[0], stride[0], frames->rows, frames->shift);
   const int64_t bands = (ys[2] + band - 1) / band;
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
@@ -355,6 +364,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     PushConstants push = common;
     push.u32(static_cast<uint32_t>(row0)).u32(static_cast<uint32_t>(rows));
     push.u32(x_off).u32(y_base).u32(r_base);
+    if (frames->on()) push.u32(static_cast<uint32_t>(frames->rows | frames->shift << 24));
     std::vector<uint8_t> bytes = push.bytes();
     const uint32_t split32 = static_cast<uint32_t>(split);
     std::memcpy(bytes.data() + split_at, &split32, 4);

@@ -2,6 +2,7 @@
 #include "ir/band_math.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 namespace strata {
@@ -12,8 +13,25 @@ bool well_formed(const RowOp& op) {
     case RowOp::conv: return op.k >= 1 && op.pad >= 0 && op.stride >= 1;
     case RowOp::upsample: return op.factor >= 1;
     case RowOp::pointwise: return true;
+    case RowOp::frame_conv:
+      return op.k >= 1 && op.k % 2 == 1 && op.pad == op.k / 2 && op.stride == 1 && op.frame >= 1 && op.shift >= 0;
   }
   return false;
+}
+
+// The rows a frame conv's output rows `out` read with a kernel of k rows and pad p:
+// the union over the frames they touch (each reads one earlier-or-same frame, rows
+// clamped to it). Source frames never decrease with f, so the union is one range.
+RowRange frame_rows_read(const RowOp& op, RowRange out, int64_t k, int64_t pad) {
+  RowRange r{INT64_MAX, INT64_MIN};
+  for (int64_t f = out.begin / op.frame; f * op.frame < out.end; ++f) {
+    const int64_t yb = std::max(out.begin - f * op.frame, int64_t{0});
+    const int64_t ye = std::min(out.end - f * op.frame, op.frame);  // rows [yb, ye) of frame f
+    const int64_t src = std::max(f - op.shift, int64_t{0}) * op.frame;
+    r.begin = std::min(r.begin, src + std::max(yb - pad, int64_t{0}));
+    r.end = std::max(r.end, src + std::min(ye - 1 - pad + k - 1, op.frame - 1) + 1);
+  }
+  return r;
 }
 
 int64_t floor_div(int64_t a, int64_t b) {  // b > 0
@@ -34,11 +52,21 @@ RowRange direct_rows(const RowOp& op, RowRange out) {
     case RowOp::upsample:
       return {floor_div(out.begin, op.factor), floor_div(out.end - 1, op.factor) + 1};
     case RowOp::pointwise: return out;
+    case RowOp::frame_conv: return frame_rows_read(op, out, 1, 0);
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<RowOp> conv_row_ops(int64_t upsample, int64_t k, int64_t pad, int64_t stride, int64_t frame_rows,
+                                int64_t frame_shift) {
+  std::vector<RowOp> ops;
+  if (upsample > 1) ops.push_back(RowOp::make_upsample(upsample));
+  ops.push_back(frame_rows > 0 ? RowOp::make_frame_conv(k, pad, frame_rows, frame_shift)
+                               : RowOp::make_conv(k, pad, stride));
+  return ops;
+}
 
 std::string describe(const RowOp& op) {
   std::ostringstream os;
@@ -46,6 +74,9 @@ std::string describe(const RowOp& op) {
     case RowOp::conv: os << "conv k" << op.k << " p" << op.pad << " s" << op.stride; break;
     case RowOp::upsample: os << "upsample x" << op.factor; break;
     case RowOp::pointwise: os << "pointwise"; break;
+    case RowOp::frame_conv:
+      os << "frame conv k" << op.k << " p" << op.pad << " frame " << op.frame << " shift " << op.shift;
+      break;
   }
   return os.str();
 }
@@ -65,6 +96,7 @@ int64_t output_rows(const RowOp& op, int64_t input_rows) {
     }
     case RowOp::upsample: return input_rows * op.factor;
     case RowOp::pointwise: return input_rows;
+    case RowOp::frame_conv: return input_rows % op.frame == 0 ? input_rows : 0;
   }
   return 0;
 }
@@ -84,6 +116,7 @@ RowRange input_rows_for(const RowOp& op, RowRange out) {
       // ⌊b/f⌋ .. ⌊(e−1)/f⌋ inclusive, i.e. [⌊b/f⌋, ⌈e/f⌉): rounded outward.
       return {floor_div(out.begin, op.factor), floor_div(out.end - 1, op.factor) + 1};
     case RowOp::pointwise: return out;
+    case RowOp::frame_conv: return frame_rows_read(op, out, op.k, op.pad);
   }
   return out;
 }

@@ -118,9 +118,9 @@ ValueId Builder::make_node(Op op, std::vector<ValueId> inputs, Attrs attrs, std:
 
 ValueId Builder::conv2d(ValueId x, ValueId w, ValueId bias, Conv2dOptions o) {
   if (!ok()) return kNoValue;
-  return make_node(Op::conv2d, {x, w, bias},
-                   {{"pad", std::vector<int64_t>{o.pad, o.pad}}, {"stride", std::vector<int64_t>{o.stride, o.stride}}},
-                   name_from_weight(w, "conv2d"));
+  Attrs a{{"pad", std::vector<int64_t>{o.pad, o.pad}}, {"stride", std::vector<int64_t>{o.stride, o.stride}}};
+  set_frames(a, o.frames);
+  return make_node(Op::conv2d, {x, w, bias}, std::move(a), name_from_weight(w, "conv2d"));
 }
 
 ValueId Builder::conv3d(ValueId x, ValueId w, ValueId bias, Conv3dOptions o) {
@@ -161,8 +161,10 @@ ValueId Builder::clamp(ValueId x, double lo, double hi) { return op(Op::clamp, {
 ValueId Builder::upsample_nearest(ValueId x, std::vector<int64_t> factors) {
   return op(Op::upsample_nearest, {x}, {{"factors", std::move(factors)}});
 }
-ValueId Builder::attention(ValueId q, ValueId k, ValueId v, double s) {
-  return op(Op::attention, {q, k, v}, {{"scale", s}});
+ValueId Builder::attention(ValueId q, ValueId k, ValueId v, double s, int64_t frame_tokens) {
+  Attrs a{{"scale", s}};
+  if (frame_tokens > 0) a.set("frame_tokens", frame_tokens);
+  return op(Op::attention, {q, k, v}, std::move(a));
 }
 ValueId Builder::softmax(ValueId x) { return op(Op::softmax, {x}, {}); }
 ValueId Builder::reshape(ValueId x, Shape shape) { return op(Op::reshape, {x}, {{"shape", std::move(shape)}}); }

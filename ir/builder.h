@@ -14,6 +14,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/ops.h"
 #include "ir/weight_store.h"
 
 #include <optional>
@@ -25,6 +26,7 @@ namespace strata {
 struct Conv2dOptions {
   int64_t pad = 0;     // same padding on all sides
   int64_t stride = 1;
+  FrameGather frames{};  // a causal video conv's tap over a frame stack (ir/ops.h)
 };
 
 struct Conv3dOptions {
@@ -79,7 +81,8 @@ public:
   ValueId scale(ValueId x, double mul, double add = 0.0);
   ValueId clamp(ValueId x, double lo, double hi);
   ValueId upsample_nearest(ValueId x, std::vector<int64_t> factors);
-  ValueId attention(ValueId q, ValueId k, ValueId v, double scale);
+  // frame_tokens > 0: frame-causal keys (ir/ops.h).
+  ValueId attention(ValueId q, ValueId k, ValueId v, double scale, int64_t frame_tokens = 0);
   ValueId softmax(ValueId x);
   ValueId reshape(ValueId x, Shape shape);
   ValueId permute(ValueId x, std::vector<int64_t> perm);

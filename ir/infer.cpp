@@ -69,6 +69,20 @@ Expected<int64_t> conv_out(int64_t in, int64_t k, int64_t pad_lo, int64_t pad_hi
   return span / stride + 1;
 }
 
+// A conv over a frame stack (ir/ops.h) keeps every frame's rows: stride 1, pad k / 2
+// (odd kernels), and frames that tile the rows it reads.
+Status check_frames(const Attrs& a, std::string_view op, int64_t rows_read, int64_t kh, int64_t kw,
+                    const std::vector<int64_t>& pad, const std::vector<int64_t>& stride) {
+  STRATA_ASSIGN_OR_RETURN(const FrameGather f, conv_frames(a));
+  if (!f.on()) return Status::ok();
+  if (stride[0] != 1 || stride[1] != 1 || kh % 2 == 0 || kw % 2 == 0 || pad[0] != kh / 2 || pad[1] != kw / 2)
+    return error("{} over frames needs stride 1, odd kernels and pad = kernel / 2 (kernel {}x{}, pad {}, stride {})",
+                 op, kh, kw, shape_str(pad), shape_str(stride));
+  if (rows_read % f.rows != 0)
+    return error("{}: {} input rows are not a stack of frames of {} rows", op, rows_read, f.rows);
+  return Status::ok();
+}
+
 Expected<std::vector<TensorType>> infer_conv2d(const Attrs& a, const Types& in) {
   const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
   STRATA_RETURN_IF_ERROR(need_rank(x, 4, "conv2d input"));
@@ -80,6 +94,7 @@ Expected<std::vector<TensorType>> infer_conv2d(const Attrs& a, const Types& in) 
     return error("conv2d input channels {} != weight's {} (weight {})", x->shape[1], w->shape[1],
                  shape_str(w->shape));
   STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "conv2d bias"));
+  STRATA_RETURN_IF_ERROR(check_frames(a, "conv2d", x->shape[2], w->shape[2], w->shape[3], pad, stride));
   STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2], w->shape[2], pad[0], pad[0], stride[0], "H"));
   STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3], w->shape[3], pad[1], pad[1], stride[1], "W"));
   return std::vector{like(*x, {x->shape[0], w->shape[0], h, wd})};
@@ -144,8 +159,9 @@ Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types&
   return std::vector{like(*x, x->shape)};
 }
 
-Expected<std::vector<TensorType>> infer_attention(const Types& in) {
+Expected<std::vector<TensorType>> infer_attention(const Attrs& a, const Types& in) {
   const TensorType *q = in[0], *k = in[1], *v = in[2];
+  if (a.get_int("frame_tokens", 0) < 0) return error("attention frame_tokens {} < 0", a.get_int("frame_tokens", 0));
   size_t r = q->shape.size();
   if (r < 2 || k->shape.size() != r || v->shape.size() != r)
     return error("attention q {}, k {}, v {} need equal rank >= 2", shape_str(q->shape), shape_str(k->shape),
@@ -291,6 +307,7 @@ Expected<std::vector<TensorType>> infer_conv_gemm(const Attrs& a, const Types& i
   STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(a));
   const int64_t up = gather_upsample(gather);
   STRATA_RETURN_IF_ERROR(need_vector(b, co, "conv_gemm bias"));
+  STRATA_RETURN_IF_ERROR(check_frames(a, "conv_gemm", x->shape[2] * up, k[0], k[1], pad, stride));
   STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, k[0], pad[0], pad[0], stride[0], "H"));
   STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3] * up, k[1], pad[1], pad[1], stride[1], "W"));
   Shape out{x->shape[0], co, h, wd};
@@ -334,7 +351,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::clamp:
     case Op::softmax: return std::vector{like(x, x.shape)};
     case Op::upsample_nearest: return infer_upsample(attrs, inputs);
-    case Op::attention: return infer_attention(inputs);
+    case Op::attention: return infer_attention(attrs, inputs);
     case Op::reshape: return infer_reshape(attrs, inputs);
     case Op::permute: return infer_permute(attrs, inputs);
     case Op::slice: return infer_slice(attrs, inputs);

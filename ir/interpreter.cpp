@@ -149,6 +149,14 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
   auto pair = [](const std::vector<int64_t>& v) { return std::array<int64_t, 2>{v[0], v[1]}; };
   switch (n.op) {
     case Op::conv2d:
+      if (a.get_int("frame_rows", 0) > 0) {  // a frame stack: conv_gemm's gather, same sum order
+        interp::ConvGemmParams p;
+        p.kernel = {in[1]->shape[2], in[1]->shape[3]};
+        p.pad = pair(a.get_ints("pad", {0, 0}));
+        p.frame_rows = a.get_int("frame_rows");
+        p.frame_shift = a.get_int("frame_shift", 0);
+        return interp::conv_gemm(*in[0], *in[1], opt(2), nullptr, p, par);
+      }
       return interp::conv2d(*in[0], *in[1], opt(2), pair(a.get_ints("pad", {0, 0})),
                             pair(a.get_ints("stride", {1, 1})), par);
     case Op::conv3d: {
@@ -171,7 +179,8 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
     case Op::scale: return interp::scale(*in[0], a.get_float("mul", 1.0), a.get_float("add", 0.0), par);
     case Op::clamp: return interp::clamp(*in[0], a.get_float("min"), a.get_float("max"), par);
     case Op::upsample_nearest: return interp::upsample_nearest(*in[0], a.get_ints("factors"), par);
-    case Op::attention: return interp::attention(*in[0], *in[1], *in[2], a.get_float("scale"), par);
+    case Op::attention:
+      return interp::attention(*in[0], *in[1], *in[2], a.get_float("scale"), par, a.get_int("frame_tokens", 0));
     case Op::softmax: return interp::softmax(*in[0], par);
     case Op::reshape: return interp::reshape(*in[0], out.shape);  // the inferred shape resolves -1
     case Op::permute: return interp::permute(*in[0], a.get_ints("perm"), par);
@@ -196,6 +205,8 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       // check_graph inferred every node's types, so both attributes parse.
       p.packed = *conv_weight_layout(a) == WeightLayout::o_hwi;
       p.upsample = gather_upsample(*conv_gather(a));
+      p.frame_rows = a.get_int("frame_rows", 0);
+      p.frame_shift = a.get_int("frame_shift", 0);
       p.acc_scale = a.get_float("acc_scale", 1.0);
       p.residual_scale = a.get_float("residual_scale", 1.0);
       p.out_scale = a.get_float("out_scale", 1.0);

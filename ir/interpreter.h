@@ -104,7 +104,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, std::array<i
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par);
 Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
+                 int64_t frame_tokens = 0);  // > 0: frame-causal keys (ir/ops.h)
 
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t groups, double eps,
                   const Parallel& par);
@@ -144,6 +145,9 @@ struct ConvGemmParams {
   std::array<int64_t, 2> stride{1, 1};
   bool packed = false;    // true: o_hwi weights
   int64_t upsample = 1;   // 2: gather "upsample2x"
+  // A frame stack (ir/ops.h FrameGather): rows per frame of the virtual input (0: a
+  // plain image, zero padding), and the temporal shift. Replicate padding per frame.
+  int64_t frame_rows = 0, frame_shift = 0;
   double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
 };
 Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,

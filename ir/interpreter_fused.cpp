@@ -154,6 +154,17 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
     return w.data[static_cast<size_t>(i)];
   };
   Tensor y({n, co_n, ho, wo});
+  // A frame stack: output row oy of frame f = oy / R reads frame max(f − shift, 0) of
+  // the virtual input, rows and columns clamped to the frame (replicate padding).
+  const int64_t fr = p.frame_rows;
+  auto virtual_row = [&](int64_t oy, int64_t ky) -> int64_t {  // -1: zero padding
+    if (fr == 0) {
+      const int64_t iy = oy * sh - ph + ky;
+      return iy < 0 || iy >= hv ? -1 : iy;
+    }
+    const int64_t f = oy / fr, src = std::max<int64_t>(f - p.frame_shift, 0);
+    return src * fr + std::clamp<int64_t>(oy % fr - ph + ky, 0, fr - 1);
+  };
   // One unit = one output row y[n, co, oy, :].
   parallel_for(n * co_n * ho, par, ci_n * kh * kw * wo, [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(wo));
@@ -162,11 +173,16 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t ci = 0; ci < ci_n; ++ci)
         for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = oy * sh - ph + ky;  // in the virtual input
-          if (iy < 0 || iy >= hv) continue;
+          const int64_t iy = virtual_row(oy, ky);  // in the virtual input
+          if (iy < 0) continue;
           const float* row = x.data.data() + ((b * ci_n + ci) * h + iy / up) * wd;
           for (int64_t kx = 0; kx < kw; ++kx) {
             const double wval = weight_at(co, ci, ky, kx);
+            if (fr > 0) {  // replicate: every column reads a clamped one
+              for (int64_t ox = 0; ox < wo; ++ox)
+                acc[static_cast<size_t>(ox)] += wval * row[std::clamp<int64_t>(ox - pw + kx, 0, wv - 1) / up];
+              continue;
+            }
             const Range r = valid_outputs(wv, wo, kx, pw, sw);
             for (int64_t ox = r.lo; ox < r.hi; ++ox)
               acc[static_cast<size_t>(ox)] += wval * row[(ox * sw - pw + kx) / up];

@@ -75,7 +75,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par) {
   return y;
 }
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
+                 int64_t frame_tokens) {
   const size_t r = q.shape.size();
   const int64_t heads = prod(q.shape, 0, r - 2);
   const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
@@ -91,15 +92,18 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
       const float* qrow = q.data.data() + u * d;
       const float* kmat = k.data.data() + h * tk * d;
       const float* vmat = v.data.data() + h * tk * dv;
+      // Frame-causal keys: those of the query's frame and earlier ones (a masked key
+      // contributes exp(-inf) = 0, so the sums simply stop there).
+      const int64_t keys = frame_tokens > 0 ? std::min(tk, (u % tq / frame_tokens + 1) * frame_tokens) : tk;
       double mx = -INFINITY;
-      for (int64_t j = 0; j < tk; ++j) {
+      for (int64_t j = 0; j < keys; ++j) {
         p[static_cast<size_t>(j)] = dot(qrow, kmat + j * d, d) * scale;
         mx = std::max(mx, p[static_cast<size_t>(j)]);
       }
       double sum = 0.0;
-      for (double& pj : p) sum += (pj = std::exp(pj - mx));
+      for (int64_t j = 0; j < keys; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < tk; ++j) {
+      for (int64_t j = 0; j < keys; ++j) {
         const double pj = p[static_cast<size_t>(j)] / sum;
         const float* vrow = vmat + j * dv;
         for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] += pj * vrow[c];

@@ -9,14 +9,17 @@ namespace {
 
 using K = AttrKind;
 
-constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false}, {"stride", K::ints, false}};
+constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false},
+                                {"stride", K::ints, false},
+                                {"frame_rows", K::int_, false},
+                                {"frame_shift", K::int_, false}};
 constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
 constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
 constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
 constexpr AttrSpec kClamp[] = {{"min", K::float_, true}, {"max", K::float_, true}};
 constexpr AttrSpec kUpsample[] = {{"factors", K::ints, true}};
-constexpr AttrSpec kAttention[] = {{"scale", K::float_, true}};
+constexpr AttrSpec kAttention[] = {{"scale", K::float_, true}, {"frame_tokens", K::int_, false}};
 constexpr AttrSpec kReshape[] = {{"shape", K::ints, true}};
 constexpr AttrSpec kPermute[] = {{"perm", K::ints, true}};
 constexpr AttrSpec kSlice[] = {
@@ -31,7 +34,8 @@ constexpr AttrSpec kConvGemm[] = {{"kernel", K::ints, true},          {"pad", K:
                                   {"stride", K::ints, false},         {"weight_layout", K::string, true},
                                   {"gather", K::string, false},       {"acc_scale", K::float_, false},
                                   {"residual_scale", K::float_, false}, {"out_scale", K::float_, false},
-                                  {"dtype", K::string, false},        {"band_rows", K::int_, false}};
+                                  {"dtype", K::string, false},        {"band_rows", K::int_, false},
+                                  {"frame_rows", K::int_, false},     {"frame_shift", K::int_, false}};
 
 // Rows in the order of the Op enum (checked below).
 constexpr std::array kOps = {
@@ -138,6 +142,21 @@ Expected<WeightLayout> conv_weight_layout(const Attrs& a) {
   const std::string text = a.get_string("weight_layout");
   if (auto l = weight_layout_from_name(text)) return *l;
   return error("conv_gemm weight_layout '{}' is not oihw or o_hwi", text);
+}
+
+Expected<FrameGather> conv_frames(const Attrs& a) {
+  FrameGather f;
+  f.rows = a.get_int("frame_rows", 0);
+  f.shift = a.get_int("frame_shift", 0);
+  if (f.rows < 0 || f.shift < 0) return error("frame_rows {} and frame_shift {} must be >= 0", f.rows, f.shift);
+  if (f.rows == 0 && f.shift != 0) return error("frame_shift {} without frame_rows", f.shift);
+  return f;
+}
+
+void set_frames(Attrs& a, FrameGather f) {
+  if (!f.on()) return;
+  a.set("frame_rows", f.rows);
+  if (f.shift != 0) a.set("frame_shift", f.shift);
 }
 
 void set_weight_layout(Attrs& a, WeightLayout l) { a.set("weight_layout", std::string(weight_layout_name(l))); }

@@ -7,6 +7,14 @@
 //   conv2d(x[N,Ci,H,W], w[Co,Ci/g?,kh,kw], bias[Co]?)   pad=[ph,pw] zeros, stride=[sh,sw]
 //   conv3d(x[N,Ci,T,H,W], w[Co,Ci,kt,kh,kw], bias[Co]?) pad=[t_front,t_back,ph,pw] zeros;
 //       a causal video conv (diffusers CausalConv3d) pads 2·(kt/2) frames in front, 0 after
+//   conv2d and conv_gemm optionally read a stack of video frames (frame_rows = R > 0,
+//       a causal video conv, HunyuanVideo's): the conv's input image X (x, or its 2×
+//       upsample for gather "upsample2x") is T frames of R rows stacked along H
+//       ([N, C, T·R, W], which is NCTHW memory order), the conv runs per frame with
+//       replicate padding in H and W (coordinates clamped to the frame), and output
+//       frame f reads X's frame max(f − frame_shift, 0): one temporal tap of a causal
+//       3-D conv with replicate padding in front. Needs stride 1 and pad = kernel / 2,
+//       so frames keep their rows.
 //   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias
 //   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
 //   group_norm(x[N,C,...], gamma[C], beta[C])      groups, eps; statistics in f64
@@ -18,7 +26,9 @@
 //   clamp(x)                               min(max(x, min), max)
 //   upsample_nearest(x)                    factors=[...] applied to the trailing dims
 //   attention(q[...,Tq,D], k[...,Tk,D], v[...,Tk,Dv])  softmax(q·kᵀ·scale)·v over the
-//       leading (head) dims; softmax in f64
+//       leading (head) dims; softmax in f64. With frame_tokens = F > 0 the keys are
+//       frame-causal (HunyuanVideo's mask, never materialised): query i sees key j
+//       only when ⌊j / F⌋ ≤ ⌊i / F⌋
 //   softmax(x)                             over the last dim
 //   reshape(x) shape=[...]; permute(x) perm=[...]; slice(x) axis,start,end;
 //   concat(xs...) axis; cast(x) dtype="f16"
@@ -115,6 +125,17 @@ std::optional<GatherKind> gather_from_name(std::string_view name);
 // Attr "gather" (absent: plain); an error names an unknown kind.
 Expected<GatherKind> conv_gather(const Attrs& a);
 void set_gather(Attrs& a, GatherKind g);
+
+// The frame stack a conv2d / conv_gemm reads (attrs frame_rows, frame_shift; see the
+// semantics above). rows = 0: a plain image with zero padding.
+struct FrameGather {
+  int64_t rows = 0;   // rows per frame of the conv's input image X
+  int64_t shift = 0;  // output frame f reads X's frame max(f − shift, 0)
+  bool on() const { return rows > 0; }
+};
+// An error for negative values or a shift without frames.
+Expected<FrameGather> conv_frames(const Attrs& a);
+void set_frames(Attrs& a, FrameGather f);  // nothing when !f.on()
 
 // How conv_gemm's weight is stored: oihw = w[Co,Ci,kh,kw] (as diffusers stores it),
 // o_hwi = w[Co, kh·kw·Ci] tap-major (column (ky·kw + kx)·Ci + ci; assign_layout).

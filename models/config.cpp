@@ -173,19 +173,54 @@ Expected<VaeConfig> read_wan(const json& j, const std::string& source) {
   return VaeConfig{c};
 }
 
+Expected<VaeConfig> read_hunyuan(const json& j, const std::string& source) {
+  HunyuanVaeConfig c;
+  Reader r{j, source, {}};
+  r.integers("block_out_channels", c.block_out_channels);
+  r.integer("layers_per_block", c.layers_per_block, 1);
+  r.integer("norm_num_groups", c.norm_num_groups, 1);
+  r.integer("latent_channels", c.latent_channels, 1);
+  r.integer("out_channels", c.out_channels, 1);
+  r.number("scaling_factor", c.scaling_factor);
+  r.integer("spatial_compression_ratio", c.spatial_compression_ratio, 1);
+  r.integer("temporal_compression_ratio", c.temporal_compression_ratio, 1);
+  r.boolean("mid_block_add_attention", c.mid_block_add_attention);
+  STRATA_RETURN_IF_ERROR(r.status);
+  if (c.temporal_compression_ratio != 4)
+    return error("{}: temporal_compression_ratio {} is not supported (diffusers' decoder has only 4)", source,
+                 c.temporal_compression_ratio);
+  const size_t blocks = c.block_out_channels.size();
+  if (blocks < 3) return error("{}: block_out_channels needs at least 3 entries", source);
+  int64_t spatial_ups = 0;
+  while ((int64_t{1} << spatial_ups) < c.spatial_compression_ratio) ++spatial_ups;
+  if ((int64_t{1} << spatial_ups) != c.spatial_compression_ratio || spatial_ups > static_cast<int64_t>(blocks) - 1)
+    return error("{}: spatial_compression_ratio {} is not 2^k with k < {} blocks", source,
+                 c.spatial_compression_ratio, blocks);
+  for (int64_t ch : c.block_out_channels)
+    if (ch % c.norm_num_groups != 0)
+      return error("{}: {} channels do not split into norm_num_groups = {}", source, ch, c.norm_num_groups);
+  if (c.scaling_factor == 0.0) return error("{}: scaling_factor is 0", source);
+  if (c.out_channels != 3) return error("{}: out_channels {} is not RGB", source, c.out_channels);
+  return VaeConfig{c};
+}
+
 }  // namespace
 
 int64_t latent_channels(const VaeConfig& c) {
   if (auto* f = std::get_if<FluxVaeConfig>(&c)) return f->latent_channels;
+  if (auto* h = std::get_if<HunyuanVaeConfig>(&c)) return h->latent_channels;
   if (auto* w = std::get_if<WanVaeConfig>(&c)) return w->z_dim;
   return std::get<QwenVaeConfig>(c).z_dim;
 }
 
-bool is_video_vae(const VaeConfig& c) { return std::holds_alternative<WanVaeConfig>(c); }
+bool is_video_vae(const VaeConfig& c) {
+  return std::holds_alternative<WanVaeConfig>(c) || std::holds_alternative<HunyuanVaeConfig>(c);
+}
 
 std::string vae_class_name(const VaeConfig& c) {
   if (std::holds_alternative<FluxVaeConfig>(c)) return "AutoencoderKL";
   if (std::holds_alternative<WanVaeConfig>(c)) return "AutoencoderKLWan";
+  if (std::holds_alternative<HunyuanVaeConfig>(c)) return "AutoencoderKLHunyuanVideo";
   return "AutoencoderKLQwenImage";
 }
 
@@ -199,7 +234,9 @@ Expected<VaeConfig> parse_vae_config(const std::string& text, const std::string&
   if (cls == "AutoencoderKL") return read_flux(j, source);
   if (cls == "AutoencoderKLQwenImage") return read_qwen(j, source);
   if (cls == "AutoencoderKLWan") return read_wan(j, source);
-  return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage, AutoencoderKLWan)",
+  if (cls == "AutoencoderKLHunyuanVideo") return read_hunyuan(j, source);
+  return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage, AutoencoderKLWan, "
+               "AutoencoderKLHunyuanVideo)",
                source, cls);
 }
 
@@ -241,6 +278,15 @@ WanVaeConfig wan22_full_config() {
   WanVaeConfig c;
   c.latents_mean = kWan22LatentsMean;
   c.latents_std = kWan22LatentsStd;
+  return c;
+}
+
+HunyuanVaeConfig hunyuan_full_config() { return HunyuanVaeConfig{}; }
+
+HunyuanVaeConfig hunyuan_small_config() {
+  HunyuanVaeConfig c;
+  c.block_out_channels = {8, 16, 32, 32};
+  c.norm_num_groups = 4;
   return c;
 }
 

@@ -55,11 +55,27 @@ struct WanVaeConfig {
   std::vector<double> latents_std;   // z_dim values
 };
 
-using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig, WanVaeConfig>;
+// diffusers AutoencoderKLHunyuanVideo (HunyuanVideo's causal 3-D VAE with GroupNorm;
+// models/hunyuan_decoder.h). Only temporal_compression_ratio 4 exists in diffusers'
+// decoder.
+struct HunyuanVaeConfig {
+  std::vector<int64_t> block_out_channels{128, 256, 512, 512};
+  int64_t layers_per_block = 2;
+  int64_t norm_num_groups = 32;
+  int64_t latent_channels = 16;
+  int64_t out_channels = 3;
+  double scaling_factor = 0.476986;
+  int64_t spatial_compression_ratio = 8;
+  int64_t temporal_compression_ratio = 4;
+  bool mid_block_add_attention = true;
+};
+
+using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig, WanVaeConfig, HunyuanVaeConfig>;
 
 // Latent channel count of either config.
 int64_t latent_channels(const VaeConfig& c);
-// "AutoencoderKL", "AutoencoderKLQwenImage" or "AutoencoderKLWan".
+// "AutoencoderKL", "AutoencoderKLQwenImage", "AutoencoderKLWan" or
+// "AutoencoderKLHunyuanVideo".
 std::string vae_class_name(const VaeConfig& c);
 
 Expected<VaeConfig> parse_vae_config(const std::string& json_text, const std::string& source_name);
@@ -74,7 +90,11 @@ QwenVaeConfig qwen_small_config();
 // Wan 2.2 TI2V-5B's VAE (Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/), and the wan22_small case's.
 WanVaeConfig wan22_full_config();
 WanVaeConfig wan22_small_config();
-// Video VAEs decode [C, T, h, w] latents frame by frame (models/wan_decoder.h).
+// HunyuanVideo's VAE (hunyuanvideo-community/HunyuanVideo vae/, the class defaults).
+HunyuanVaeConfig hunyuan_full_config();
+HunyuanVaeConfig hunyuan_small_config();  // the hunyuan_small case's
+// Video VAEs decode [C, T, h, w] latents (Wan frame by frame, models/wan_decoder.h;
+// HunyuanVideo in decoder calls over windows of frames, models/hunyuan_decoder.h).
 bool is_video_vae(const VaeConfig& c);
 
 }  // namespace strata

@@ -28,7 +28,8 @@
 //       so the projection runs on the conv kernels (tensor cores) instead of the
 //       portable GEMM. The input's permute and reshape go when nothing else reads them.
 //   (d) Every conv2d becomes conv_gemm {kernel, pad, stride, weight_layout = "oihw",
-//       gather = "plain"} with the same operands.
+//       gather = "plain"} with the same operands (a frame stack's frame_rows and
+//       frame_shift carried over).
 //
 // Requires: a verified graph of logical layouts. Preserves: what the interpreter
 // computes, bit for bit for (a) and (d) (the skipped taps only ever added 0); (b) and
@@ -315,7 +316,9 @@ int64_t convs_to_gemm(Graph& g) {
     if (n.op != Op::conv2d) continue;
     const Shape& w = g.value(n.inputs[1]).type.shape;
     n.op = Op::conv_gemm;
+    const Expected<FrameGather> frames = conv_frames(n.attrs);  // verified: it parses
     n.attrs = plain_conv_gemm_attrs({w[2], w[3]}, n.attrs.get_ints("pad", {0, 0}), n.attrs.get_ints("stride", {1, 1}));
+    if (frames) set_frames(n.attrs, *frames);
     trim_operands(n);
     ++count;
   }

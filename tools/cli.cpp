@@ -45,10 +45,11 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
-    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] ...   (a video VAE)\n"
+    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] ...\n"
+    "                (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
-    "  strata bench --arch wan22 --frames F --size HxW [--reps R] [--warmup W]      (a video VAE)\n"
+    "  strata bench --arch wan22|hunyuan --frames F --size HxW [--reps R] [--warmup W] [--whole]   (a video VAE)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
@@ -59,7 +60,9 @@ const char* kUsage =
     "  strata help\n"
     "\n"
     "models: --vae reads a diffusers vae/ directory (AutoencoderKL, AutoencoderKLQwenImage, or the\n"
-    "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames);\n"
+    "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames;\n"
+    "or AutoencoderKLHunyuanVideo, decoded as diffusers does, in windows of 5 latent frames cross-faded, or in\n"
+    "one decoder call with --frames whole: latent [16, T, h, w] -> 1 + 4(T-1) frames of 8h x 8w);\n"
     "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
     "cases' sizes) builds one with weights generated from --seed (default 0).\n"
     "\n"
@@ -82,7 +85,8 @@ const char* kUsage =
 
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
-    {"arch", true, "flux | qwen | wan22 | flux-small | qwen-small | wan22-small, weights from --seed"},
+    {"arch", true,
+     "flux | qwen | wan22 | hunyuan | flux-small | qwen-small | wan22-small | hunyuan-small, weights from --seed"},
     {"seed", true, "seed for --arch weights (default 0)"},
 };
 
@@ -111,7 +115,10 @@ Expected<Vae> open_model(const ParsedArgs& a) {
   if (*arch == "qwen-small") return seeded_vae(qwen_small_config(), seed);
   if (*arch == "wan22") return seeded_vae(wan22_full_config(), seed);
   if (*arch == "wan22-small") return seeded_vae(wan22_small_config(), seed);
-  return error("unknown --arch '{}' (flux, qwen, wan22, flux-small, qwen-small, wan22-small)", *arch);
+  if (*arch == "hunyuan") return seeded_vae(hunyuan_full_config(), seed);
+  if (*arch == "hunyuan-small") return seeded_vae(hunyuan_small_config(), seed);
+  return error("unknown --arch '{}' (flux, qwen, wan22, hunyuan, flux-small, qwen-small, wan22-small, hunyuan-small)",
+               *arch);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -212,6 +219,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   });
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   specs.push_back(video_option_specs()[0]);  // --fps
+  specs.push_back(video_option_specs()[2]);  // --frames whole
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
@@ -363,6 +371,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
   specs.push_back(video_option_specs()[1]);  // --frames
+  specs.push_back(video_option_specs()[3]);  // --whole
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);

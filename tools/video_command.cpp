@@ -2,6 +2,7 @@
 
 #include "ir/npy.h"
 #include "ir/program_interpreter.h"
+#include "models/hunyuan_decoder.h"
 #include "models/video_frames.h"
 #include "models/wan_decoder.h"
 #include "models/weights.h"
@@ -37,17 +38,34 @@ Status check_finite(const Tensor& latent, const VideoLatentShape& s) {
 }
 
 // The decoder program and a way to run its plans: the device's, or the interpreter's
-// with --backend cpu. States start at zero.
+// with --backend cpu. States start at zero. A program of one plan (a HunyuanVideo
+// latent decoded in one call) compiles as a lone plan, run unnamed.
 struct VideoRunner {
   std::unique_ptr<LoadedProgram> device;
   std::unique_ptr<ProgramInterpreter> cpu;
   PlanRunner run;
 };
 
-Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, const RunSettings& r, std::ostream& log) {
+// The decode's shape: output frames and the spatial factor, by decoder class.
+struct VideoGeometry {
+  int64_t frames = 0, scale = 0;
+};
+VideoGeometry video_geometry(const VaeConfig& config, int64_t latent_frames) {
+  if (const auto* h = std::get_if<HunyuanVaeConfig>(&config))
+    return {hunyuan_output_frames(*h, latent_frames), h->spatial_compression_ratio};
+  return {wan_output_frames(std::get<WanVaeConfig>(config), latent_frames), 16};
+}
+
+Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whole, const RunSettings& r,
+                                  std::ostream& log) {
   ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);
-  const auto& config = std::get<WanVaeConfig>(vae.config);
-  STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_wan_decoder(config, weights, s.height, s.width));
+  ProgramGraph program;
+  if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config)) {
+    STRATA_ASSIGN_OR_RETURN(program, build_hunyuan_program(*h, weights, s.frames, s.height, s.width, whole));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
+  }
+  const bool single = program.plans.size() == 1 && !program.plans[0].has_state();
   VideoRunner out;
   if (r.backend == "cpu") {
     STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
@@ -57,9 +75,23 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, const Run
   } else {
     STRATA_ASSIGN_OR_RETURN(out.device, load_on_device(program, vae.weights, r, log));
     LoadedProgram* p = out.device.get();
-    out.run = [p](const std::string& plan, const std::vector<Tensor>& in) { return p->run(plan, in); };
+    out.run = [p, single](const std::string& plan, const std::vector<Tensor>& in) {
+      return p->run(single ? std::string() : plan, in);
+    };
   }
   return out;
+}
+
+// decode --frames: absent (diffusers' default, frame-wise windows) or "whole" (one
+// decoder call over all frames; HunyuanVideo only).
+Expected<bool> parse_whole(const ParsedArgs& a, const VaeConfig& config) {
+  const auto v = a.get("frames");
+  if (!v) return false;
+  if (*v != "whole") return error("--frames '{}': decode takes --frames whole (one decoder call over all frames)", *v);
+  if (!std::holds_alternative<HunyuanVaeConfig>(config))
+    return error("--frames whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",
+                 vae_class_name(config));
+  return true;
 }
 
 Expected<double> parse_fps(const ParsedArgs& a) {
@@ -77,6 +109,10 @@ const std::vector<OptionSpec>& video_option_specs() {
   static const std::vector<OptionSpec> specs = {
       {"fps", true, "frames per second of an .mp4 output (default 24)"},
       {"frames", true, "bench: output frames of a video VAE (1 + 4k, default 61)"},
+      {"frames", true,
+       "'whole': decode a HunyuanVideo latent in one decoder call over all frames (default: diffusers' "
+       "frame-wise windows of 5 latent frames, cross-faded)"},
+      {"whole", false, "bench: decode a HunyuanVideo clip in one decoder call (default: diffusers' windows)"},
   };
   return specs;
 }
@@ -89,8 +125,8 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   auto shape = check_video_latent_shape(vae.config, latent.shape);
   if (!shape) return shape.status().with_context(fmt::format("'{}'", latent_path));
   if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
-  const auto& config = std::get<WanVaeConfig>(vae.config);
-  const int64_t frames = wan_output_frames(config, shape->frames), scale = 16;
+  STRATA_ASSIGN_OR_RETURN(bool whole, parse_whole(a, vae.config));
+  const auto [frames, scale] = video_geometry(vae.config, shape->frames);
   // The output opens first: an unwritable OUT fails before any work is done.
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<VideoWriter> writer,
                           VideoWriter::open({.path = out_path,
@@ -99,14 +135,17 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                              .width = shape->width * scale,
                                              .fps = fps}));
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out));
   progress.stage("decoding frames");
   const auto start = std::chrono::steady_clock::now();
-  Status s = decode_video_frames(latent, 0, shape->frames, wan_schedule(config), runner.run,
-                                 [&](int64_t index, const Tensor& frame) {
-                                   progress.step(index + 1, frames);
-                                   return writer->write_frame(frame);
-                                 });
+  auto sink = [&](int64_t index, const Tensor& frame) {
+    progress.step(index + 1, frames);
+    return writer->write_frame(frame);
+  };
+  Status s = std::holds_alternative<HunyuanVaeConfig>(vae.config)
+                 ? decode_hunyuan_video(std::get<HunyuanVaeConfig>(vae.config), latent, whole, runner.run, sink)
+                 : decode_video_frames(latent, 0, shape->frames, wan_schedule(std::get<WanVaeConfig>(vae.config)),
+                                       runner.run, sink);
   if (!s.is_ok()) return s.with_context(fmt::format("decoding '{}'", latent_path));
   const double decode_ms = ms_since(start);
   progress.stage("writing the output");
@@ -120,8 +159,60 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   return Status::ok();
 }
 
+namespace {
+
+// bench for HunyuanVideo: the clip decoded as decode does (windows, or one call with
+// --whole) from a seeded latent, wall time per clip, device memory.
+Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, const RunSettings& r, int64_t reps,
+                     int64_t warmup, std::ostream& out, Progress& progress) {
+  const int64_t step = c.temporal_compression_ratio, scale = c.spatial_compression_ratio;
+  const bool whole = a.has("whole");
+  STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));
+  if (frames < 1 || (frames - 1) % step != 0)
+    return error("--frames {}: a video VAE decodes 1 + {}·k frames (1, {}, {}, ...)", frames, step, 1 + step,
+                 1 + 2 * step);
+  STRATA_ASSIGN_OR_RETURN(Shape size, parse_shape(a.get_or("size", "480x848")));
+  if (size.size() != 2 || size[0] % scale != 0 || size[1] % scale != 0 || size[0] < scale || size[1] < scale)
+    return error("--size for a video VAE is HxW, each a positive multiple of {}", scale);
+  const VideoLatentShape s{1 + (frames - 1) / step, size[0] / scale, size[1] / scale};
+  const Shape latent_shape{c.latent_channels, s.frames, s.height, s.width};
+  Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  progress.stage("compiling and loading");
+  auto load_start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, whole, r, out));
+  out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
+  std::vector<double> times;
+  for (int64_t i = 0; i < warmup + reps; ++i) {
+    progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(decode_hunyuan_video(c, latent, whole, runner.run, [&](int64_t index, const Tensor&) {
+      progress.step(index + 1, frames);
+      return Status::ok();
+    }));
+    if (i >= warmup) times.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(times.begin(), times.end());
+  out << fmt::format("{} {} frames of {}x{} (latent {}, {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
+                     "(wall time: each window's latent uploaded, its frames read back and cross-faded on the host)\n",
+                     vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
+                     whole ? "one decoder call" : fmt::format("{} windows", hunyuan_windows(s.frames, false).size()),
+                     times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
+                     "host {:.3f} GiB\n",
+                     static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
+                     static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
                            std::ostream& out, Progress& progress) {
+  if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config))
+    return bench_hunyuan(vae, *h, a, r, reps, warmup, out, progress);
+  if (a.has("whole")) return error("--whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",
+                                   vae_class_name(vae.config));
   const auto& config = std::get<WanVaeConfig>(vae.config);
   const int64_t step = wan_frames_of(config, 1), scale = 16;
   STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));
@@ -136,7 +227,7 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
   Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
   progress.stage("compiling and loading");
   auto load_start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, false, r, out));
   out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
   LoadedProgram& program = *runner.device;
   std::vector<double> times;

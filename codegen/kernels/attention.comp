@@ -39,6 +39,14 @@
 // one dispatch over all keys, and the state is stored exactly (f32), so the result
 // is bit-identical.
 //
+// Frame-causal keys (FRAME_TOKENS = F > 0, attention's frame_tokens): query row i of
+// the head sees key j only when ⌊j / F⌋ ≤ ⌊i / F⌋. The mask is computed, never
+// stored: in step 2 a masked key gets p = 0 and stays out of the max, so it adds
+// exactly nothing (m, l and acc keep their bits), and a workgroup stops after the last
+// key block any of its rows sees (what the skipped blocks would have added is exactly
+// nothing too), so query chunks and key windows still give identical bits. Push
+// constants q_row0 and k_row0 place the dispatch's rows and keys in the head.
+//
 // Defines: D, DV (head dims), BR, BC, DC (tiles), WG (invocations), CT (invocations
 // per output row group, WG % CT == 0), with BR·BC % WG == 0, WG % BC == 0,
 // BR % (WG/CT) == 0.
@@ -46,6 +54,9 @@
 // Bindings: q (read), k (read), v (read), out (write), [state (read_write), KEY_WINDOWS].
 #ifndef KEY_WINDOWS
 #define KEY_WINDOWS 0
+#endif
+#ifndef FRAME_TOKENS
+#define FRAME_TOKENS 0
 #endif
 
 #define RG (WG / CT)                 // row groups in step 3
@@ -91,6 +102,9 @@ layout(push_constant) uniform Push {
 #if KEY_WINDOWS
   uint first_window, last_window;  // this dispatch's keys are the first / last window
 #endif
+#if FRAME_TOKENS
+  uint q_row0, k_row0;  // the dispatch's first query row and first key in the whole head
+#endif
 } pc;
 
 shared float s_q[BR * DC];
@@ -101,6 +115,15 @@ shared float s_l[BR];
 shared float s_corr[BR];
 
 const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
+
+#if FRAME_TOKENS
+// Keys of this dispatch's window that query row r of the dispatch sees (frame-causal:
+// every key before the end of the query's frame), as a count from the window's start.
+uint visible_keys(uint r) {
+  const uint end = ((pc.q_row0 + r) / FRAME_TOKENS + 1u) * FRAME_TOKENS;
+  return end > pc.k_row0 ? end - pc.k_row0 : 0u;
+}
+#endif
 
 void main() {
   const uint blocks = (pc.rows + BR - 1) / BR;
@@ -140,7 +163,14 @@ void main() {
       }
 #endif
 
-  for (uint key0 = 0; key0 < pc.tk; key0 += BC) {
+#if FRAME_TOKENS
+  // Keys of this dispatch a query row sees: those before the end of its frame.
+  const uint wg_keys = min(pc.tk, visible_keys(row0 + max(nrows, 1u) - 1u));
+  const uint row_keys = visible_keys(row0 + min(tid, BR - 1u));
+#else
+  const uint wg_keys = pc.tk;
+#endif
+  for (uint key0 = 0; key0 < wg_keys; key0 += BC) {
     const uint nkeys = min(uint(BC), pc.tk - key0);
 
     // 1. Scores for this key block.
@@ -173,10 +203,15 @@ void main() {
       const uint base = tid * (BC + 1);
       const float m_old = s_m[tid];
       float m_new = m_old;
-      for (uint j = 0; j < nkeys; ++j) m_new = max(m_new, s_p[base + j]);
+#if FRAME_TOKENS
+      const uint live = min(nkeys, row_keys > key0 ? row_keys - key0 : 0u);  // masked keys give p = 0
+#else
+      const uint live = nkeys;
+#endif
+      for (uint j = 0; j < live; ++j) m_new = max(m_new, s_p[base + j]);
       float sum = 0.0;
       for (uint j = 0; j < BC; ++j) {
-        const float p = j < nkeys ? exp_precise(s_p[base + j] - m_new) : 0.0;
+        const float p = j < live ? exp_precise(s_p[base + j] - m_new) : 0.0;
         s_p[base + j] = p;
         sum += p;
       }

@@ -45,8 +45,14 @@
 // band row0 = 0, rows = the output's height, with x_off and the bases 0.
 // (Push constants stay within the 128 bytes every Vulkan device offers.)
 //
+// Frame stacks (ir/ops.h frame_rows; define FRAMES = 1, push constant frames =
+// R | d << 24 for frame rows R and shift d, so one pipeline serves every level and tap):
+// the virtual image is frames of R rows; output row oy (stride 1) of frame f = oy / R
+// reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame max(f − d, 0) and
+// columns clamped to the image (replicate padding), so no tap is ever zero padding.
+//
 // Defines: BM BN BK TM TN (tile; BM channels, BN pixels), KH KW (kernel),
-//          U (0 plain, 1 upsample2x), X_CFAST, W_OHWI, HAS_BIAS, HAS_RES (0 / 1),
+//          U (0 plain, 1 upsample2x), FRAMES (default 0: no frames), X_CFAST, W_OHWI, HAS_BIAS, HAS_RES (0 / 1),
 //          ROUND (common.glsl), X_T W_T BIAS_T R_T Y_T (float | float16_t, default float).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
@@ -77,6 +83,13 @@
 #define B_PAD 0
 #endif
 
+#ifndef FRAMES
+#define FRAMES 0
+#endif
+#if FRAMES
+#define FRAME_ROWS int(pc.frames & 0xFFFFFFu)  // rows per frame of the virtual image
+#define FRAME_SHIFT int(pc.frames >> 24)       // the temporal tap's shift
+#endif
 #ifndef X_T
 #define X_T float
 #endif
@@ -119,6 +132,9 @@ layout(push_constant) uniform Push {
   uint row0, rows;            // the band: output rows [row0, row0 + rows)
   uint x_off;                 // x's base element − first bound row · xs_y (mod 2^32)
   uint y_base, r_base;        // window base elements of y and the residual
+#if FRAMES
+  uint frames;                // frame rows | shift << 24 (the 128th byte)
+#endif
 } pc;
 
 shared float a_tile[BK][BM + 1];      // a_tile[k][m] = w[m0 + m, tap, c0 + k]
@@ -132,6 +148,7 @@ uint a_k, a_m;         // A elements tid + j·WG = (row a_m + j·WG/BK, channel 
 uint load_col, k0;     // the B column this invocation stages and its first channel row
 bool col_valid;
 int col_vy0, col_vx0;  // virtual-image row / column under tap (0, 0) for that pixel
+int col_src;           // FRAME_ROWS: the source frame's first virtual row
 
 // Fetches the tiles of step (tap (ky, kx), channels c0..c0+BK-1) into registers.
 void fetch(uint ky, uint kx, uint c0) {
@@ -145,8 +162,16 @@ void fetch(uint ky, uint kx, uint c0) {
     const uint at = ok ? o * W_CO + ca * W_CI + tap * W_TAP : 0u;
     a_reg[j] = ok ? float(w[at]) : 0.0;
   }
+#if FRAMES
+  // A frame stack: the row clamped to the source frame, the column to the image
+  // (replicate padding); every tap reads a real pixel.
+  const int vy = col_src + clamp(col_vy0 + int(ky), 0, FRAME_ROWS - 1);
+  const int vx = clamp(col_vx0 + int(kx), 0, int(pc.w_in << U) - 1);
+  const bool in_img = col_valid;
+#else
   const int vy = col_vy0 + int(ky), vx = col_vx0 + int(kx);
   const bool in_img = col_valid && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
+#endif
   const uint cb = c0 + k0;
   const uint base =
       in_img ? pc.x_off + x_img + cb * pc.xs_c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x
@@ -185,7 +210,15 @@ void main() {
 #endif
   const uint lp = p0 + load_col;
   col_valid = lp < pixels;
+#if FRAMES
+  {  // stride 1: output row oy is virtual row oy; its frame reads frame f − FRAME_SHIFT
+    const int oy = int(pc.row0 + lp / pc.w_out);
+    col_vy0 = oy % FRAME_ROWS - pc.pad_h;  // row within the frame under tap 0
+    col_src = max(oy / FRAME_ROWS - FRAME_SHIFT, 0) * FRAME_ROWS;
+  }
+#else
   col_vy0 = int((pc.row0 + lp / pc.w_out) * pc.stride_h) - pc.pad_h;
+#endif
   col_vx0 = int(lp % pc.w_out * pc.stride_w) - pc.pad_w;
 
   const uint chunks = (pc.ci + BK - 1) / BK;

@@ -162,6 +162,12 @@ int64_t apply_row(const RowOp& op, int64_t r, At at) {
     }
     case RowOp::upsample: return at(r / op.factor);
     case RowOp::pointwise: return 3 * at(r) + 1;
+    case RowOp::frame_conv: {  // rows clamped to the shifted source frame (replicate)
+      const int64_t src = std::max<int64_t>(r / op.frame - op.shift, 0) * op.frame, y = r % op.frame;
+      int64_t sum = 0;
+      for (int64_t t = 0; t < op.k; ++t) sum += (t + 1) * at(src + std::clamp<int64_t>(y - op.pad + t, 0, op.frame - 1));
+      return sum;
+    }
   }
   return 0;
 }
@@ -216,7 +222,12 @@ std::vector<int64_t> run_band(const Ops& ops, const std::vector<int64_t>& input,
 }
 
 RowOp random_op(std::mt19937& rng) {
-  switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+  switch (std::uniform_int_distribution<int>(0, 6)(rng)) {
+    case 6: {  // a frame conv over frames of 1-3 rows (rows not whole frames: trial skipped)
+      const int64_t k = std::uniform_int_distribution<int64_t>(0, 1)(rng) * 2 + 1;
+      return RowOp::make_frame_conv(k, k / 2, std::uniform_int_distribution<int64_t>(1, 3)(rng),
+                                    std::uniform_int_distribution<int64_t>(0, 2)(rng));
+    }
     case 0:
     case 1:
     case 2: {
