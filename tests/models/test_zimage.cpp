@@ -172,5 +172,18 @@ TEST(ZImage, SmallCaseWeightsFitF16) {
   EXPECT_LT(r.max_abs, 65504.0);
 }
 
+TEST(ZImage, F16RangeCountsOverflowingAndSubnormalMatrixValues) {
+  ZImageTransformer m;
+  ASSERT_TRUE(m.weights.add_owned("a.weight", {2, 2}, {1.0f, -1e5f, 3e-6f, 0.0f}).is_ok());
+  ASSERT_TRUE(m.weights.add_owned("b.weight", {1, 2}, {65504.0f, -2.0f}).is_ok());
+  ASSERT_TRUE(m.weights.add_owned("c.bias", {3}, {1e9f, 0.0f, 0.0f}).is_ok());  // a vector: stays f32
+  const F16RangeReport r = zimage_f16_range(m);
+  EXPECT_EQ(r.tensors, 2);
+  EXPECT_EQ(r.overflow, 1);
+  EXPECT_EQ(r.subnormal, 1);
+  EXPECT_EQ(r.max_abs, 1e5);
+  EXPECT_EQ(r.overflowing, std::vector<std::string>{"a.weight"});
+}
+
 }  // namespace
 }  // namespace strata
