@@ -441,7 +441,10 @@ F16RangeReport zimage_f16_range(const ZImageTransformer& model) {
   F16RangeReport r;
   for (const std::string& name : model.weights.names()) {
     auto view = model.weights.get(name);
-    if (!view || view->shape.size() != 2 || name.rfind("zimage.", 0) == 0) continue;  // matrices as shipped
+    // The linear weights as shipped: rank 2, "<module>.weight" (pad tokens and the
+    // derived "zimage.*" tables stay f32).
+    const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    if (!view || view->shape.size() != 2 || !weight || name.rfind("zimage.", 0) == 0) continue;
     ++r.tensors;
     bool over = false;
     const int64_t count = num_elements(view->shape);

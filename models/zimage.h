@@ -119,8 +119,9 @@ const std::vector<std::string>& zimage_intermediate_names();
 // The forward graph. Errors name the missing or mis-shaped tensor, or the bad size.
 Expected<Graph> build_zimage(ZImageTransformer& model, const ZImageOptions& options);
 
-// Matrix weights whose values lie outside f16's finite range (|v| > 65504) or would
-// become f16 subnormals (0 < |v| < 2^-14), which an f16 device plan stores inexactly.
+// Matrix weights (rank-2 "*.weight" tensors: the linear weights an f16 plan stores as
+// f16) whose values lie outside f16's finite range (|v| > 65504) or would become f16
+// subnormals (0 < |v| < 2^-14), which an f16 device plan stores inexactly.
 struct F16RangeReport {
   int64_t tensors = 0;     // tensors checked
   int64_t overflow = 0;    // values with |v| > 65504

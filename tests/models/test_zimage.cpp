@@ -177,6 +177,7 @@ TEST(ZImage, F16RangeCountsOverflowingAndSubnormalMatrixValues) {
   ASSERT_TRUE(m.weights.add_owned("a.weight", {2, 2}, {1.0f, -1e5f, 3e-6f, 0.0f}).is_ok());
   ASSERT_TRUE(m.weights.add_owned("b.weight", {1, 2}, {65504.0f, -2.0f}).is_ok());
   ASSERT_TRUE(m.weights.add_owned("c.bias", {3}, {1e9f, 0.0f, 0.0f}).is_ok());  // a vector: stays f32
+  ASSERT_TRUE(m.weights.add_owned("x_pad_token", {1, 2}, {1e9f, 0.0f}).is_ok());  // concatenated: stays f32
   const F16RangeReport r = zimage_f16_range(m);
   EXPECT_EQ(r.tensors, 2);
   EXPECT_EQ(r.overflow, 1);
