@@ -23,6 +23,25 @@ TEST(DitOpsVulkan, TokenRmsNormWithAndWithoutGamma) {
   }
 }
 
+TEST(DitOpsVulkan, TokenRmsNormSplitIntoRowWindowsEqualsTheWholeRun) {
+  OneNode t;
+  ValueId x = t.input("x", {64, 96});  // 24 KiB; rows of 384 bytes
+  t.b.output(t.b.token_rms_norm(x, t.weight("gamma", {96}), 1e-5));
+  ASSERT_TRUE(t.b.ok());
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  auto whole = testing::run_for_target(t, target);
+  ASSERT_TRUE(whole) << whole.message();
+  target.max_storage_buffer_range = 4096;  // about 10 rows per window
+  auto plan = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_TRUE(plan) << plan.message();
+  EXPECT_GE(plan->dispatches.size(), 5u);
+  auto split = testing::run_for_target(t, target);
+  ASSERT_TRUE(split) << split.message();
+  testing::expect_identical((*split)[0], (*whole)[0]);
+}
+
 TEST(DitOpsVulkan, RopeMatchesTheInterpreter) {
   OneNode t;
   ValueId x = t.input("x", {3, 7, 32});
