@@ -125,13 +125,15 @@ ValueId t_embedder(Net& n, ValueId t) {
   return n.linear(h, "t_embedder.mlp.2", n.c.adaln_dim(), kMid, true);
 }
 
-// Rows [valid, padded) of an embedded sequence are the learned pad token.
+// Rows [valid, padded) of an embedded sequence are the learned pad token: the token
+// broadcast to the pad rows (ones[pads, 1] · token[1, dim], exact) after the valid rows.
 ValueId pad_rows(Net& n, ValueId x, const std::string& pad_token, int64_t valid, int64_t padded) {
   if (padded == valid) return x;
-  ValueId token = n.param(pad_token, {1, n.c.dim});
-  std::vector<ValueId> parts{x};
-  for (int64_t i = valid; i < padded; ++i) parts.push_back(token);
-  return n.b.concat(std::move(parts), 0);
+  const int64_t pads = padded - valid;
+  ValueId ones = n.derived(fmt::format("zimage.ones[{}]", pads), {pads, 1},
+                           std::vector<float>(static_cast<size_t>(pads), 1.0f));
+  ValueId rows = n.b.mul(ones, n.param(pad_token, {1, n.c.dim}));
+  return n.b.concat({x, rows}, 0);
 }
 
 // patchify 2×2 (diffusers' "c f pf h ph w pw -> (f h w) (pf ph pw c)", F = pF = 1)

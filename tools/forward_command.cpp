@@ -5,6 +5,7 @@
 #include "ir/verifier.h"
 #include "models/zimage.h"
 #include "tools/args.h"
+#include "tools/profile_report.h"
 #include "tools/session.h"
 
 #include <charconv>
@@ -100,6 +101,13 @@ Status forward(const ParsedArgs& a, const RunSettings& r, std::ostream& out) {
   } else {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, load_on_device(g, model.weights, r, out));
     STRATA_ASSIGN_OR_RETURN(outputs, loaded->run({in.latent, in.caption, in.t}));
+    if (r.profile) {  // compiled afresh with timestamps (compiler_options), so the passes' graph is there
+      const Program& p = loaded->program();
+      out << profile_report(loaded->plan(), loaded->executor().last_profile(),
+                            {.device_name = p.target.device.name,
+                             .costs = p.graphs.empty() ? std::vector<DispatchCost>{}
+                                                       : dispatch_costs(p.graphs[0], loaded->plan())});
+    }
   }
   const double ms = ms_since(start);
   for (size_t i = 0; i < outputs.size(); ++i)
