@@ -3,10 +3,12 @@
 #include "models/zimage.h"
 
 #include "ir/builder.h"
+#include "models/weights.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -78,6 +80,11 @@ struct Net {
   // and the conversion happens on read (interpreter) or upload (device plans).
   ValueId param(const std::string& name, const Shape& shape, bool matrix = false) {
     if (!b.ok()) return kNoValue;
+    if (model.seed && !model.weights.contains(name))
+      if (Status s = add_seeded(name, shape, matrix); !s.is_ok()) {
+        b.fail(s);
+        return kNoValue;
+      }
     auto view = model.weights.get(name);
     if (!view) {
       b.fail(view.status().with_context(fmt::format("Z-Image transformer '{}'", model.source)));
@@ -89,6 +96,26 @@ struct Net {
       return kNoValue;
     }
     return b.constant(name, TensorType{shape, matrix ? opt.weight_dtype : DType::f32, {}});
+  }
+
+  // A seeded parameter, stored bf16 like a shipped one (see ZImageTransformer::seed).
+  Status add_seeded(const std::string& name, const Shape& shape, bool matrix) {
+    const int64_t count = num_elements(shape);
+    auto ends_with = [&](const char* suffix) {
+      const std::string_view sv(suffix);
+      return name.size() >= sv.size() && name.compare(name.size() - sv.size(), sv.size(), sv) == 0;
+    };
+    double mean = 0.0, std = 0.02;
+    if (matrix) std = 1.0 / std::sqrt(static_cast<double>(shape[1]));
+    else if (ends_with("_pad_token")) std = 1.0;
+    else if (!ends_with(".bias")) mean = 1.0, std = 0.1;  // norm weights
+    const std::vector<float> v = seeded_normal(*model.seed, name, count, mean, std);
+    std::vector<uint8_t> bytes(static_cast<size_t>(count) * 2);
+    for (int64_t i = 0; i < count; ++i) {
+      const uint16_t h = float_to_bf16(v[static_cast<size_t>(i)]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    return model.weights.add_owned_bytes(name, DType::bf16, shape, std::move(bytes));
   }
 
   // A constant derived from the config (RoPE tables, frequencies), added to the store
@@ -301,7 +328,7 @@ Expected<ZImageTransformer> load_zimage_dir(const std::string& dir) {
   std::stringstream ss;
   ss << f.rdbuf();
   STRATA_ASSIGN_OR_RETURN(ZImageConfig config, parse_zimage_config(ss.str(), config_path.string()));
-  ZImageTransformer model{std::move(config), WeightStore(), dir};
+  ZImageTransformer model{std::move(config), WeightStore(), dir, std::nullopt};
   const fs::path single = root / "diffusion_pytorch_model.safetensors";
   const fs::path index = root / "diffusion_pytorch_model.safetensors.index.json";
   if (fs::exists(single)) {
@@ -313,6 +340,10 @@ Expected<ZImageTransformer> load_zimage_dir(const std::string& dir) {
     return error("'{}' has no diffusion_pytorch_model.safetensors (nor a sharded .index.json)", dir);
   }
   return model;
+}
+
+ZImageTransformer seeded_zimage(ZImageConfig config, uint64_t seed) {
+  return ZImageTransformer{std::move(config), WeightStore(), "seed " + std::to_string(seed), seed};
 }
 
 Expected<ZImageLayout> zimage_layout(const ZImageConfig& c, int64_t latent_h, int64_t latent_w,

@@ -28,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,17 @@ Expected<ZImageConfig> parse_zimage_config(const std::string& json_text, const s
 struct ZImageTransformer {
   ZImageConfig config;
   WeightStore weights;  // the bf16 tensors as shipped, plus the derived constants
-  std::string source;   // the directory
+  std::string source;   // the directory, or "seed N"
+  // Set: a parameter missing from the store is generated from the seed when a graph
+  // is built, stored bf16 as a shipped one would be (matrices N(0, 1/fan_in), biases
+  // N(0, 0.02), norm weights 1 + N(0, 0.1), pad tokens N(0, 1)); the same names give
+  // the same values whatever the build order (models/weights.h seeded_normal).
+  std::optional<uint64_t> seed;
 };
+
+// A model of `config` whose weights come from `seed` (benchmarks, tests of shapes no
+// case ships).
+ZImageTransformer seeded_zimage(ZImageConfig config, uint64_t seed);
 
 // Reads DIR/config.json and maps DIR/diffusion_pytorch_model.safetensors (or the
 // shards its .index.json lists). Errors: a missing directory, config or weights file.

@@ -3,6 +3,7 @@
 // f32: the output and the four intermediates within 1e-4 of diffusers; f16 (f16
 // matrix weights, f16 plan): PSNR ≥ 55 dB (peak-to-peak 2) against diffusers, no NaN.
 #include "compiled_graph.h"
+#include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "models/zimage.h"
 #include "passes/pass.h"
@@ -13,11 +14,23 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace strata {
 namespace {
 
 constexpr const char* kCase = "zimage_small";
+
+// Uniform values in [-1, 1) from a fixed seed.
+Tensor testing_random(Shape shape, uint64_t seed) {
+  Tensor t(shape);
+  uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& v : t.data) {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<double>(st >> 40) / static_cast<double>(1ull << 24)) * 2.0f - 1.0f;
+  }
+  return t;
+}
 
 class CompiledZImage : public ::testing::TestWithParam<Precision> {};
 
@@ -83,6 +96,55 @@ TEST_P(CompiledZImage, MatchesDiffusers) {
     else
       EXPECT_LE(d, 1e-4) << names[i];
   }
+}
+
+// The released layout's shapes at a small width: dim 384 > ADALN_EMBED_DIM = 256, so
+// the adaLN input (256) is narrower than the model, as released (the case's dim 64 is
+// below 256: its adaLN input is the whole dim); head dim 128 split [32, 48, 48] as
+// released. Seeded bf16 weights; Vulkan f32 against the interpreter.
+TEST(CompiledZImageSeeded, ReleasedHeadLayoutMatchesTheInterpreter) {
+  ZImageConfig c;
+  c.dim = 384;  // 3 heads of 128; adaLN input min(384, 256) = 256, the released one
+  c.n_heads = c.n_kv_heads = 3;
+  c.n_layers = 1;
+  c.n_refiner_layers = 1;
+  c.cap_feat_dim = 48;
+  ZImageTransformer model = seeded_zimage(c, 7);
+  ZImageOptions o;
+  o.latent_h = 4;
+  o.latent_w = 6;
+  o.caption_length = 7;
+  auto g = build_zimage(model, o);
+  ASSERT_TRUE(g) << g.message();
+  // diffusers' parameter shapes for these sizes (the released ones scale with dim).
+  const std::map<std::string, Shape> shapes = {
+      {"t_embedder.mlp.0.weight", {1024, 256}},        {"t_embedder.mlp.2.weight", {256, 1024}},
+      {"layers.0.adaLN_modulation.0.weight", {1536, 256}}, {"layers.0.attention.norm_q.weight", {128}},
+      {"layers.0.feed_forward.w1.weight", {1024, 384}}, {"all_final_layer.2-1.adaLN_modulation.1.weight", {384, 256}},
+      {"all_final_layer.2-1.linear.weight", {64, 384}}, {"cap_embedder.1.weight", {384, 48}}};
+  for (const auto& [name, shape] : shapes) {
+    auto view = model.weights.get(name);
+    ASSERT_TRUE(view) << view.message();
+    EXPECT_EQ(view->shape, shape) << name;
+    EXPECT_EQ(view->dtype, DType::bf16) << name;
+  }
+  Tensor latent = testing_random(Shape{16, 1, 4, 6}, 1), cap = testing_random(Shape{7, 48}, 2);
+  Tensor t({1}, {0.6f});
+  auto want = interpret(*g, model.weights, {latent, cap, t});
+  ASSERT_TRUE(want) << want.message();
+  CompileOptions options;
+  PassContext ctx{options, model.weights, {}};
+  ASSERT_TRUE(run_pipeline(*g, ctx).is_ok());
+  auto device = runtime::open_device({}, {});
+  ASSERT_TRUE(device) << device.message();
+  auto compiled = testing::CompiledGraph::create(*device, *g, model.weights);
+  ASSERT_TRUE(compiled) << compiled.message();
+  auto got = (*compiled)->run({latent, cap, t});
+  ASSERT_TRUE(got) << got.message();
+  double scale = 0.0;
+  for (float v : (*want)[0].data) scale = std::max(scale, double(std::fabs(v)));
+  EXPECT_GT(scale, 0.1);
+  EXPECT_LE(max_abs_diff((*got)[0], (*want)[0]), 1e-5 * std::max(1.0, scale));
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedCase, CompiledZImage, ::testing::Values(Precision::f32, Precision::f16),
