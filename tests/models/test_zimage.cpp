@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 namespace strata {
 namespace {
@@ -54,6 +55,52 @@ TEST(ZImage, InterpreterMatchesDiffusersOutputAndIntermediatesWithin1e4) {
     std::printf("[ zimage   ] %-20s max |d| = %.3g\n", names[i].c_str(), d);
   }
   std::printf("[ zimage   ] %-20s max |d| = %.3g\n", "output", d_out);
+}
+
+// The graph inputs each output reads, by walking the graph back from it.
+std::set<std::string> inputs_behind(const Graph& g, ValueId out) {
+  const std::vector<int64_t> producer = g.producers();
+  std::set<std::string> found;
+  std::vector<ValueId> stack{out};
+  std::set<ValueId> seen;
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    if (v == kNoValue || !seen.insert(v).second) continue;
+    if (g.value(v).kind == ValueKind::input) found.insert(g.value(v).name);
+    const int64_t p = producer[static_cast<size_t>(v)];
+    if (p >= 0)
+      for (ValueId in : g.nodes()[static_cast<size_t>(p)].inputs) stack.push_back(in);
+  }
+  return found;
+}
+
+TEST(ZImage, IntermediatesDependOnWhatCaseJsonSays) {
+  // case.json "dependence": the caption path reads neither t nor the latent (what the
+  // hoisting pass will move to a per-prompt plan); t_embedder reads t alone.
+  ZImageConfig c;
+  c.dim = 64;
+  c.n_heads = c.n_kv_heads = 2;
+  c.axes_dims = {8, 12, 12};
+  c.cap_feat_dim = 32;
+  c.n_layers = 1;
+  c.n_refiner_layers = 1;
+  ZImageTransformer model = seeded_zimage(c, 1);
+  ZImageOptions o;
+  o.latent_h = 12;
+  o.latent_w = 20;
+  o.caption_length = 45;
+  o.intermediates = true;
+  auto g = build_zimage(model, o);
+  ASSERT_TRUE(g) << g.message();
+  ASSERT_EQ(g->outputs().size(), 5u);
+  using Set = std::set<std::string>;
+  const Set all{"latent", "cap_feats", "t"};
+  EXPECT_EQ(inputs_behind(*g, g->outputs()[0]), all) << "output";
+  EXPECT_EQ(inputs_behind(*g, g->outputs()[1]), Set{"t"}) << "t_embedder";
+  EXPECT_EQ(inputs_behind(*g, g->outputs()[2]), Set{"cap_feats"}) << "context_refiner_out";
+  EXPECT_EQ(inputs_behind(*g, g->outputs()[3]), (Set{"latent", "t"})) << "noise_refiner_out";
+  EXPECT_EQ(inputs_behind(*g, g->outputs()[4]), all) << "layers_out";
 }
 
 TEST(ZImage, LayoutPadsXAndCaptionToMultiplesOf32) {
