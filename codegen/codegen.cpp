@@ -163,6 +163,7 @@ Target target_for(const runtime::DeviceInfo& d) {
   if (d.cooperative_matrix_nv && d.vulkan_memory_model &&
       std::find(shapes.begin(), shapes.end(), kCoopShape16) != shapes.end())
     t.tensor_cores = TensorCores::nv_coopmat;
+  t.coopmat_flexible = t.tensor_cores == TensorCores::nv_coopmat && d.cooperative_matrix_flexible;
   return t;
 }
 

@@ -52,6 +52,10 @@ struct Target {
   // target_for() picks nv_coopmat when the device offers kCoopShape16 (f16 plans use
   // them; f32 plans keep the portable kernels).
   TensorCores tensor_cores = TensorCores::none;
+  // With nv_coopmat: the device also takes subgroup matrices of any multiple of 16
+  // (runtime::DeviceInfo::cooperative_matrix_flexible), so the conv kernel uses 32×32
+  // fragments, rewritten to VK_KHR_cooperative_matrix (codegen/spirv_khr_rewrite.h).
+  bool coopmat_flexible = false;
   // The device rounds f32 -> f16 conversions to nearest even when a shader declares it
   // (shaderRoundingModeRTEFloat16): f16 kernels then round with one conversion
   // instead of common.glsl's bit arithmetic (F16_RTE), for the same bits.
@@ -67,9 +71,9 @@ struct CodegenOptions {
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.
   bool profile = false;
-  // The tensor-core conv kernel's tile, "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]"
-  // (codegen/lower_conv_gemm.cpp); empty: the default. For measuring tiles
-  // (`strata bench --conv-tile`).
+  // The tensor-core conv kernel's tile, "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]",
+  // "thN" or "fN" (codegen/lower_conv_gemm.cpp); empty: the default. For measuring
+  // tiles (`strata bench --conv-tile`).
   std::string conv_tile;
   // Defines added to (or replacing) those the lowering chose, per kernel file, e.g.
   // {"attention_coop_dsplit.comp", {{"PF", "1"}}}: variants named in a kernel's

@@ -69,31 +69,37 @@ struct CoopTile {
   // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
   // per tap (1×1 and strided convs always). One B buffer only (two A buffers).
   uint32_t th = 0;
-  uint32_t pixels() const { return wp * fp * 16; }
-  uint32_t channels() const { return wc * fc * 16; }
+  // The fragment side (coopmat.glsl's CM_M = CM_N): 16, or 32 / 64 on devices with
+  // flexible dimensions (Target::coopmat_flexible), rewritten to KHR.
+  uint32_t frag = 16;
+  uint32_t pixels() const { return wp * fp * frag; }
+  uint32_t channels() const { return wc * fc * frag; }
   // The staged A rows: the pixels, or the halo of a kh × kw conv.
   uint32_t a_rows(int64_t kh, int64_t kw) const {
     return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
   }
   // A halo tile has two A buffers (the next chunk's halo is staged during this one).
   uint32_t shared_bytes(int64_t kh, int64_t kw) const {
-    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * 256 * 4;
+    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * frag * frag * 4;
   }
 };
 
-// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]]" (e.g. "2x2x4x4" or "2x2x4x4x32x1x1x4"), or an error.
-// (lower_conv_gemm also takes "thN": the default tiles with N halo rows.)
+// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]" (e.g. "2x2x4x4" or "2x2x2x2x32x1x1x0x32"), or
+// an error. (lower_conv_gemm also takes "thN": the default tiles with N halo rows, and
+// "fN": the default tiles with N×N fragments.)
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
-  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk, &t.stages,
-                            &t.vec_out, &t.th, &end);
-  if ((n < 4 || n > 8) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
-      t.fp * t.fc > 32 || (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 ||
-      t.vec_out > 1 || (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % 16 != 0)))
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH]]]] (subgroups and 16x16 fragments "
+  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk,
+                            &t.stages, &t.vec_out, &t.th, &t.frag, &end);
+  if ((n < 4 || n > 9) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+      t.fp * t.fc * t.frag * t.frag > 32 * 256 || (t.frag != 16 && t.frag != 32 && t.frag != 64) ||
+      (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 || t.vec_out > 1 ||
+      (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % t.frag != 0)))
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]] (subgroups and fragments "
                  "per subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores "
-                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of 16k with one buffer; e.g. "
+                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of whole fragments with one "
+                 "buffer, fragments of 16, 32 or 64 (at most 32 16x16 fragments' worth per subgroup); e.g. "
                  "2x2x4x4)",
                  text);
   return t;
@@ -107,13 +113,25 @@ Expected<CoopTile> parse_coop_tile(const std::string& text) {
 // measured slower on the H200 (Flux 1024² conv 72.3 ms im2col, 87.4 at 4 or 8 halo
 // rows, 82.8 at 4 with TAP_UNROLL: docs/PERFORMANCE.md, issue 15); `--conv-tile thN`
 // measures it.
-CoopTile default_coop_tile(int64_t channels) {
+//
+// With flexible fragments (Target::coopmat_flexible) the 128 × 128 tile is 2 × 2
+// fragments of 32 × 32 per subgroup instead of 4 × 4 of 16 × 16: the same tile, the
+// same staging and the same sums in the same order, fewer and larger cooperative
+// matrices (a staged GEMM ran 1.58× faster so on the H200: docs/PERFORMANCE.md, issue 15,
+// session 8). The narrow and 96-channel tiles keep 16 × 16.
+CoopTile default_coop_tile(int64_t channels, bool flexible) {
   if (channels <= 16) return {4, 1, 2, 1};
   if (channels <= 32) return {4, 1, 2, 2};
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
   if (covered(96) < covered(128)) return {2, 2, 4, 3};
+  if (flexible) {
+    CoopTile t;
+    t.fp = t.fc = 2;
+    t.frag = 32;
+    return t;
+  }
   return {};
 }
 
@@ -174,17 +192,29 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
-    CoopTile tile = default_coop_tile(co_store);
+    const bool flexible = target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible;
+    CoopTile tile = default_coop_tile(co_store, flexible);
     if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
     const std::string& asked = l.options().conv_tile;
-    uint32_t th = 0;
+    uint32_t th = 0, frag = 0;
     char end = 0;
     if (std::sscanf(asked.c_str(), "th%u%c", &th, &end) == 1) {
       // "thN": the default tiles with N halo rows (0: the im2col tile), for measuring.
-      if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % 16 != 0))
-        return l.fail(node, fmt::format("conv tile '{}': {} pixels do not split into {} rows of 16k", asked,
-                                        tile.pixels(), th));
+      if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % tile.frag != 0))
+        return l.fail(node, fmt::format("conv tile '{}': {} pixels do not split into {} rows of {}k", asked,
+                                        tile.pixels(), th, tile.frag));
       tile.th = th;
+    } else if (std::sscanf(asked.c_str(), "f%u%c", &frag, &end) == 1) {
+      // "fN": the default tiles' pixels and channels in N×N fragments (16: today's
+      // fragments on any device; 32, 64: flexible ones), for measuring.
+      if (frag != 16 && frag != 32 && frag != 64)
+        return l.fail(node, fmt::format("conv tile '{}': fragments of 16, 32 or 64", asked));
+      const uint32_t pixels = tile.pixels(), channels = tile.channels();
+      if (pixels % (tile.wp * frag) == 0 && channels % (tile.wc * frag) == 0) {
+        tile.fp = pixels / (tile.wp * frag);
+        tile.fc = channels / (tile.wc * frag);
+        tile.frag = frag;
+      }  // else (narrow or 96-channel tiles): keep the tile's own fragments
     } else if (!asked.empty()) {
       auto parsed = parse_coop_tile(asked);
       if (!parsed) return l.fail(node, parsed.status().message());
@@ -193,6 +223,10 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     // The halo only pays where taps overlap: stride 1, more than one tap.
     if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
+    if (tile.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
+      return l.fail(node, fmt::format("conv_gemm_coop fragments of {}x{}: the device takes 16x16 cooperative "
+                                      "matrices only (no VK_NV_cooperative_matrix2 flexible dimensions)",
+                                      tile.frag, tile.frag));
     if (invocations % (tile.bk / 8) != 0)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
@@ -215,6 +249,10 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                    {"KW", std::to_string(k[1])},     {"U", gather_define},
                    {"HAS_BIAS", bias == kNoValue ? "0" : "1"}, {"HAS_RES", res == kNoValue ? "0" : "1"},
                    {"ROUND", round_define(l.type(y).dtype)}, {"F16", "1"}};
+    if (tile.frag != 16) {  // absent: 16×16 fragments, as before
+      key.defines["CM_M"] = key.defines["CM_N"] = std::to_string(tile.frag);
+      if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
+    }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are

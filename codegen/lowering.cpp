@@ -87,7 +87,12 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {
     q.storage_buffer_16bit_access = true;
     q.subgroup_operations |= runtime::subgroup_ops::basic;
     q.min_subgroup_size = q.max_subgroup_size = target_.subgroup_size;
-    if (it->second == "1") {
+    if (auto khr = key.defines.find("COOPMAT_KHR"); it->second == "1" && khr != key.defines.end() &&
+                                                     khr->second == "1") {
+      // Rewritten to VK_KHR_cooperative_matrix (shader_compiler.h): flexible sizes.
+      q.cooperative_matrix_flexible = true;
+      q.vulkan_memory_model = true;
+    } else if (it->second == "1") {
       q.cooperative_matrix_nv = true;
       q.vulkan_memory_model = true;
       if (std::find(q.cooperative_matrix_shapes.begin(), q.cooperative_matrix_shapes.end(), kCoopShape16) ==

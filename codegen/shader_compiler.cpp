@@ -3,6 +3,7 @@
 #include "codegen/shader_compiler.h"
 
 #include "codegen/kernel_sources.h"
+#include "codegen/spirv_khr_rewrite.h"
 
 #include <shaderc/shaderc.hpp>
 #include <spirv-tools/libspirv.hpp>
@@ -89,6 +90,13 @@ Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defi
   if (result.GetCompilationStatus() != shaderc_compilation_status_success)
     return error("kernel '{}': {}", kernel_variant_name(file, defines), result.GetErrorMessage());
   std::vector<uint32_t> words(result.cbegin(), result.cend());
+  if (auto it = defines.find("COOPMAT_KHR"); it != defines.end() && it->second == "1") {
+    // Fragments other than 16×16: written in GL_NV_cooperative_matrix syntax, run as
+    // VK_KHR_cooperative_matrix (spirv_khr_rewrite.h).
+    auto khr = rewrite_coopmat_nv_to_khr(words);
+    if (!khr) return error("kernel '{}': {}", kernel_variant_name(file, defines), khr.message());
+    words = std::move(*khr);
+  }
   std::lock_guard<std::mutex> lock(memo().mutex);
   memo().modules.emplace(std::move(key), words);
   return words;

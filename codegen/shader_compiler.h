@@ -31,7 +31,9 @@ using Defines = std::map<std::string, std::string>;
 Expected<std::string> kernel_source_with_prelude(std::string_view file, const Defines& defines);
 
 // SPIR-V words of kernels/<file> specialised with `defines`. Errors read
-// "kernel 'unary.comp' (OP=SILU): <shaderc's message>".
+// "kernel 'unary.comp' (OP=SILU): <shaderc's message>". With COOPMAT_KHR=1 the module's
+// GL_NV_cooperative_matrix instructions are rewritten to VK_KHR_cooperative_matrix
+// (spirv_khr_rewrite.h); SPIRV-Tools cannot validate that form.
 Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines);
 
 // How many times compile_kernel was asked for SPIR-V in this process (compiled, or

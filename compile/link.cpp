@@ -52,6 +52,7 @@ void merge_requirements(runtime::DeviceRequirements& to, const runtime::DeviceRe
   to.vulkan_memory_model |= r.vulkan_memory_model;
   to.f16_rounding_rte |= r.f16_rounding_rte;
   to.cooperative_matrix_nv |= r.cooperative_matrix_nv;
+  to.cooperative_matrix_flexible |= r.cooperative_matrix_flexible;
   for (const runtime::CoopMatShape& s : r.cooperative_matrix_shapes)
     if (std::find(to.cooperative_matrix_shapes.begin(), to.cooperative_matrix_shapes.end(), s) ==
         to.cooperative_matrix_shapes.end())

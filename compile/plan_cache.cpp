@@ -217,10 +217,11 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
   k.options += fmt::format(" f16_conv_weights {} write_in_place {}", options.f16_conv_weights, options.write_in_place);
   k.options += " codegen '" + codegen_options + "'";
   const codegen::Target t = codegen::target_for(device);
-  k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {} tensor_cores {}",
+  k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {} tensor_cores {}{}",
                          device_identity(device), t.max_storage_buffer_range, t.min_storage_buffer_offset_alignment,
                          t.max_shared_memory_bytes, t.subgroup_size, t.max_workgroup_count_x,
-                         t.max_push_constants_bytes, codegen::tensor_cores_name(t.tensor_cores));
+                         t.max_push_constants_bytes, codegen::tensor_cores_name(t.tensor_cores),
+                         t.coopmat_flexible ? " flexible" : "");
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plans.size(); ++i)
     k.weights = i == 0 ? weights_content_hash(*plans[i], weights) : mix(k.weights ^ weights_content_hash(*plans[i], weights));

@@ -18,7 +18,10 @@ Expected<Target> make_target(const runtime::DeviceInfo& device, const TargetOpti
 
   t.codegen = codegen::target_for(device);
   // The tensor-core kernels are f16 kernels: f32 plans keep the portable ones.
-  if (options.portable_kernels || t.precision != Precision::f16) t.codegen.tensor_cores = codegen::TensorCores::none;
+  if (options.portable_kernels || t.precision != Precision::f16) {
+    t.codegen.tensor_cores = codegen::TensorCores::none;
+    t.codegen.coopmat_flexible = false;
+  }
   t.channel_tile = t.tensor_cores() ? 32 : 64;
 
   t.binding_limit = device.max_storage_buffer_range;
@@ -42,9 +45,10 @@ Expected<runtime::DeviceInfo> find_device(std::optional<int> index) {
 }
 
 std::string describe(const Target& t) {
-  return fmt::format("{} ({} storage, tensor cores: {}, channel tile {}, binding limit {} bytes, memory budget {})",
+  return fmt::format("{} ({} storage, tensor cores: {}{}, channel tile {}, binding limit {} bytes, memory budget {})",
                      t.device.name, t.precision == Precision::f16 ? "f16" : "f32",
-                     codegen::tensor_cores_name(t.codegen.tensor_cores), t.channel_tile, t.binding_limit,
+                     codegen::tensor_cores_name(t.codegen.tensor_cores),
+                     t.codegen.coopmat_flexible ? " (flexible fragments)" : "", t.channel_tile, t.binding_limit,
                      t.memory_budget ? fmt::format("{} bytes", t.memory_budget) : std::string("none"));
 }
 

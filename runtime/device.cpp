@@ -13,6 +13,58 @@
 namespace strata::runtime {
 namespace {
 
+// VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 postdate Debian 12's Vulkan
+// headers (1.3.239): their structures and values as the registry defines them.
+constexpr const char* kKhrCoopmatExtension = "VK_KHR_cooperative_matrix";
+constexpr const char* kNv2CoopmatExtension = "VK_NV_cooperative_matrix2";
+constexpr auto kStypeCoopmatFeaturesKhr = static_cast<VkStructureType>(1000506000);
+constexpr auto kStypeCoopmat2FeaturesNv = static_cast<VkStructureType>(1000593000);
+constexpr auto kStypeFlexiblePropertiesNv = static_cast<VkStructureType>(1000593001);
+struct CoopmatFeaturesKhr {
+  VkStructureType sType = kStypeCoopmatFeaturesKhr;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct Coopmat2FeaturesNv {
+  VkStructureType sType = kStypeCoopmat2FeaturesNv;
+  void* pNext = nullptr;
+  VkBool32 workgroupScope = VK_FALSE, flexibleDimensions = VK_FALSE, reductions = VK_FALSE,
+           conversions = VK_FALSE, perElementOperations = VK_FALSE, tensorAddressing = VK_FALSE,
+           blockLoads = VK_FALSE;
+};
+struct FlexibleDimensionsPropertiesNv {
+  VkStructureType sType = kStypeFlexiblePropertiesNv;
+  void* pNext = nullptr;
+  uint32_t mGranularity = 0, nGranularity = 0, kGranularity = 0;
+  uint32_t aType = 0, bType = 0, cType = 0, resultType = 0;  // VkComponentTypeKHR: 0 f16, 1 f32
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  uint32_t scope = 0;  // VkScopeKHR: 3 subgroup
+  uint32_t workgroupInvocations = 0;
+};
+using GetFlexibleDimensionsProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
+                                                             FlexibleDimensionsPropertiesNv*);
+
+// A subgroup-scope f16·f16+f32 entry whose granularity divides 16×16×16.
+bool offers_flexible_f16_subgroup(VkInstance instance, VkPhysicalDevice pd) {
+  auto get = reinterpret_cast<GetFlexibleDimensionsProperties>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  if (!get) return false;
+  uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<FlexibleDimensionsPropertiesNv> props(n);
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (const FlexibleDimensionsPropertiesNv& p : props)
+    if (p.scope == 3 && p.aType == 0 && p.bType == 0 && p.cType == 1 && p.resultType == 1 && p.mGranularity &&
+        16 % p.mGranularity == 0 && p.nGranularity && 16 % p.nGranularity == 0 && p.kGranularity &&
+        16 % p.kGranularity == 0)
+      return true;
+  return false;
+}
+
+}  // namespace
+namespace {
+
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
 // The plan's subgroup_ops bits are defined as the Vulkan bit values.
@@ -136,6 +188,7 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   }
 
   bool coop_ext = has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  const bool flex_ext = has_extension(pd, kKhrCoopmatExtension) && has_extension(pd, kNv2CoopmatExtension);
   const bool exec_props_ext = has_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
   VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
@@ -159,6 +212,14 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   if (coop_ext) f12.pNext = &fcoop;  // chaining an unknown struct is not allowed
+  CoopmatFeaturesKhr fkhr;
+  Coopmat2FeaturesNv fnv2;
+  if (flex_ext) {
+    fkhr.pNext = &fnv2;
+    fnv2.pNext = fcoop.pNext;
+    fcoop.pNext = nullptr;
+    (coop_ext ? fcoop.pNext : f12.pNext) = &fkhr;
+  }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
@@ -173,6 +234,8 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   d.storage_buffer_16bit_access = f11.storageBuffer16BitAccess;
   d.cooperative_matrix_nv = coop_ext && fcoop.cooperativeMatrix;
   if (d.cooperative_matrix_nv) d.cooperative_matrix_shapes = query_coop_shapes(instance, pd);
+  d.cooperative_matrix_flexible = flex_ext && fkhr.cooperativeMatrix && fnv2.flexibleDimensions &&
+                                  offers_flexible_f16_subgroup(instance, pd);
   return d;
 }
 
@@ -291,7 +354,8 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   dev->info_ = info;
   dev->enabled_ = needs;
   // Cooperative-matrix kernels are usually written against the Vulkan memory model.
-  if (needs.cooperative_matrix_nv && info.vulkan_memory_model) dev->enabled_.vulkan_memory_model = true;
+  if ((needs.cooperative_matrix_nv || needs.cooperative_matrix_flexible) && info.vulkan_memory_model)
+    dev->enabled_.vulkan_memory_model = true;
   vkGetPhysicalDeviceMemoryProperties(dev->physical_, &dev->memory_);
 
   VkPhysicalDeviceCooperativeMatrixFeaturesNV fcoop{
@@ -307,6 +371,17 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   if (needs.cooperative_matrix_nv) {
     f12.pNext = &fcoop;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  CoopmatFeaturesKhr fkhr;
+  Coopmat2FeaturesNv fnv2;
+  if (needs.cooperative_matrix_flexible) {
+    fkhr.cooperativeMatrix = VK_TRUE;
+    fnv2.flexibleDimensions = VK_TRUE;
+    fkhr.pNext = &fnv2;
+    fnv2.pNext = f12.pNext;
+    f12.pNext = &fkhr;
+    extensions.push_back(kKhrCoopmatExtension);
+    extensions.push_back(kNv2CoopmatExtension);
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};

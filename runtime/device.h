@@ -76,6 +76,10 @@ struct DeviceInfo {
   bool f16_rounding_rte = false;
   bool cooperative_matrix_nv = false;                // extension present + feature on
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // subgroup-scope shapes
+  // VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 present, both features on,
+  // and a subgroup-scope f16·f16+f32 flexible-dimension entry whose granularity
+  // divides 16×16×16: subgroup matrices of any multiple of 16.
+  bool cooperative_matrix_flexible = false;
   // VK_KHR_pipeline_executable_properties present + pipelineExecutableInfo: the
   // driver reports per-pipeline statistics (registers, local memory, ...).
   bool pipeline_executable_info = false;

@@ -80,6 +80,8 @@ std::string describe(const DeviceInfo& d) {
     shapes += (shapes.empty() ? "" : ", ") + describe(s);
   out += fmt::format("  cooperative matrix (NV): {}{}\n", yes_no(d.cooperative_matrix_nv),
                      shapes.empty() ? "" : " [" + shapes + "]");
+  out += fmt::format("  cooperative matrix (KHR, NV2 flexible dimensions): {}\n",
+                     yes_no(d.cooperative_matrix_flexible));
   std::string heaps;
   for (const MemoryHeap& h : d.heaps)
     heaps += (heaps.empty() ? "" : ", ") + bytes_str(h.size_bytes) +
@@ -139,6 +141,8 @@ Status check_requirements(const DeviceInfo& d, const DeviceRequirements& r) {
   if (r.f16_rounding_rte && !d.f16_rounding_rte) lacks.push_back("shaderRoundingModeRTEFloat16");
   if (r.cooperative_matrix_nv && !d.cooperative_matrix_nv)
     lacks.push_back("VK_NV_cooperative_matrix");
+  if (r.cooperative_matrix_flexible && !d.cooperative_matrix_flexible)
+    lacks.push_back("VK_NV_cooperative_matrix2 flexible dimensions (with VK_KHR_cooperative_matrix)");
   for (const CoopMatShape& s : r.cooperative_matrix_shapes) {
     if (std::find(d.cooperative_matrix_shapes.begin(), d.cooperative_matrix_shapes.end(), s) ==
         d.cooperative_matrix_shapes.end()) {

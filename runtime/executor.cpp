@@ -209,6 +209,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
   if (need.vulkan_memory_model && !on.vulkan_memory_model) return not_enabled("vulkanMemoryModel");
   if (need.cooperative_matrix_nv && !on.cooperative_matrix_nv)
     return not_enabled("VK_NV_cooperative_matrix");
+  if (need.cooperative_matrix_flexible && !on.cooperative_matrix_flexible)
+    return not_enabled("VK_NV_cooperative_matrix2 flexible dimensions");
   if (options.profile && !info.timestamps)
     return error("profiling: device '{}' has no timestamps on its compute queue", info.name);
   if (options.pipeline_statistics && !device->pipeline_statistics())

@@ -33,7 +33,7 @@ namespace strata::runtime {
 //    and entries).
 // 4: StateDesc::layout: states are stored as the passes store the values bound to
 //    them (f16, nhwc), not f32 logical.
-inline constexpr uint32_t kPlanFormatVersion = 4;
+inline constexpr uint32_t kPlanFormatVersion = 5;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -69,6 +69,10 @@ struct DeviceRequirements {
   bool f16_rounding_rte = false;             // shaderRoundingModeRTEFloat16 (a property)
   bool cooperative_matrix_nv = false;        // VK_NV_cooperative_matrix
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // each must be supported
+  // VK_KHR_cooperative_matrix + VK_NV_cooperative_matrix2's flexible dimensions:
+  // subgroup matrices of any multiple of 16 (f16 A and B, f32 accumulator), as the
+  // kernels rewritten by codegen/spirv_khr_rewrite.h use.
+  bool cooperative_matrix_flexible = false;
   uint32_t min_subgroup_size = 0;     // kernels assume at least this many lanes
   uint32_t max_subgroup_size = 0;     // ... and at most this many (0: any)
   uint32_t subgroup_operations = 0;   // subgroup_ops bits, in the compute stage

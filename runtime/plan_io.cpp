@@ -243,6 +243,7 @@ void read_requirements(Reader& r, DeviceRequirements& q) {
   q.vulkan_memory_model = r.boolean("vulkan_memory_model");
   q.f16_rounding_rte = r.boolean("f16_rounding_rte");
   q.cooperative_matrix_nv = r.boolean("cooperative_matrix_nv");
+  q.cooperative_matrix_flexible = r.boolean("cooperative_matrix_flexible");
   uint64_t n = r.count("cooperative matrix shapes count", 28);
   for (uint64_t i = 0; i < n && r.ok(); ++i) {
     r.at("cooperative matrix shape", static_cast<int64_t>(i));
@@ -357,6 +358,7 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
   w.boolean(q.vulkan_memory_model);
   w.boolean(q.f16_rounding_rte);
   w.boolean(q.cooperative_matrix_nv);
+  w.boolean(q.cooperative_matrix_flexible);
   w.u64(q.cooperative_matrix_shapes.size());
   for (const CoopMatShape& s : q.cooperative_matrix_shapes) {
     w.u32(s.m);

@@ -171,6 +171,7 @@ std::string inspect_json(const Plan& plan, const std::string& source) {
               {"storage_buffer_16bit_access", q.storage_buffer_16bit_access},
               {"vulkan_memory_model", q.vulkan_memory_model},
               {"cooperative_matrix_nv", q.cooperative_matrix_nv},
+              {"cooperative_matrix_flexible", q.cooperative_matrix_flexible},
               {"cooperative_matrix_shapes", shapes},
               {"min_subgroup_size", q.min_subgroup_size},
               {"max_subgroup_size", q.max_subgroup_size},

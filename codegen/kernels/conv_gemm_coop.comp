@@ -16,15 +16,16 @@
 // (xs_x % 8 == 0, window bases too), Ci % 8 == 0; w "o_hwi". Then every 8 channels
 // of one pixel (or of one weight row) are one 16-byte load.
 //
-// Tiling: a workgroup of WP × WC subgroups computes BP = WP·FP·16 pixels × BC =
-// WC·FC·16 output channels; each subgroup FP × FC accumulator fragments (its 16·FP
-// pixels × 16·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
+// Tiling: a workgroup of WP × WC subgroups computes BP = WP·FP·FM pixels × BC =
+// WC·FC·FN output channels; each subgroup FP × FC accumulator fragments of FM × FN
+// (coopmat.glsl's CM_M × CM_N: 16 × 16, or larger where the device takes flexible
+// dimensions; the subgroup covers FM·FP pixels × FN·FC channels). Each step stages A (BP × BK) and B (BC × BK, i.e. B
 // transposed) in shared memory as f16 rows of BK + 8 (the pad spreads rows over the
 // banks), k contiguous; A fragments load row-major, B fragments column-major (native:
 // from uvec4 arrays, one 16-byte shared store per global load). The
 // next step's tiles are fetched into registers (uvec4, 8 halfs each) while the
 // current ones are multiplied. Epilogue: each subgroup writes one fragment at a time
-// to its own 16×16 f32 patch of shared memory (ep_sh), then its lanes apply
+// to its own FM×FN f32 patch of shared memory (ep_sh), then its lanes apply
 // acc_scale / bias / residual / out_scale and store, channel-contiguous.
 //
 // VEC_OUT = 1 (f16 NHWC y with 16-byte aligned pixels and Co_store % 8 == 0, the
@@ -54,15 +55,19 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, VEC_OUT, KH KW, U, HAS_BIAS,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE,
+//          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
 
-#define BP (WP * FP * 16)
-#define BC (WC * FC * 16)
+// Fragment sizes (coopmat.glsl): FM pixels × FN output channels per accumulator.
+#define FM CM_M
+#define FN CM_N
+#define BP (WP * FP * FM)
+#define BC (WC * FC * FN)
 #define WG (WP * WC * CM_SG)
 #define ROW (BK + 8)            // halfs per staged row
 #define VECS_PER_ROW (BK / 8)   // uvec4 loads per staged row
@@ -91,8 +96,8 @@
 #define HC (TW + KW - 1)      // halo columns
 #define H_ROWS (HR * HC)      // staged A rows: the halo's pixels
 #define H_LOADS ((H_ROWS * VECS_PER_ROW + WG - 1) / WG)  // 16-byte loads per invocation per halo
-#if (TW % 16) != 0 || TW * TH != BP
-#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of 16"
+#if (TW % FM) != 0 || TW * TH != BP
+#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of FM"
 #endif
 #if STAGES == 2
 #error "conv_gemm_coop.comp: the halo tile (TH > 0) has one B buffer"
@@ -177,7 +182,7 @@ shared float16_t a_sh[STAGES * BP * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
-shared float ep_sh[WP * WC * 256];  // one 16×16 patch per subgroup (epilogue)
+shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup (epilogue)
 
 #if TH > 0
 uvec4 a_reg[HALO_PARTS];
@@ -188,8 +193,25 @@ uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 // Per A load j: the staged pixel row, whether it is a pixel of the band, and its
 // virtual-image origin (tap (0, 0)).
+#ifndef FETCH_PRE
+#define FETCH_PRE (KH * KW <= 30)
+#endif
+#if FETCH_PRE && KH * KW > 30
+#error "conv_gemm_coop.comp: FETCH_PRE keeps a tap mask of at most 30 taps"
+#endif
+#if FETCH_PRE
+// FETCH_PRE = 1 (the default up to 30 taps): per A load, the address of its pixel's
+// tap (0, 0) and a mask of the taps that fall inside the frame (bit tap; bits 30 and
+// 31: the virtual row and column parities of the upsample gather), worked out once; a
+// step then adds the tap's offset and the channel chunk. Per B load, its weight row's
+// address. The same loads as FETCH_PRE = 0 with fewer instructions per step: Flux
+// 1024² conv 67.7 → 65.4 ms on the H200, the same bytes (docs/PERFORMANCE.md, issue 15,
+// session 8).
+uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
+#else
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+#endif
 #endif
 uint x_img, c_tile0, load_k;
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
@@ -214,6 +236,24 @@ uint load_row(uint j) {
 }
 
 #if TH == 0
+#if FETCH_PRE
+void fetch(uint ky, uint kx, uint c0) {
+  const bool c_ok = c0 + load_k < pc.ci;
+  const uint tap = ky * KW + kx;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const uint m = a_mask[j];
+    const bool ok = c_ok && ((m >> tap) & 1u) != 0u;
+    // (vy0 + ky) >> U = (vy0 >> U) + ((vy0 & 1) + ky) >> U: the parity bits carry vy0 & 1.
+    const uint at = a_base[j] + c0 + ((((m >> 30) & 1u) * U + ky) >> U) * pc.xs_y +
+                    (((m >> 31) * U + kx) >> U) * pc.xs_x;
+    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+  }
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const bool ok = c_ok && b_base[j] != 0xFFFFFFFFu;
+    b_reg[j] = ok ? wv[(b_base[j] + tap * pc.ci + c0) >> 3] : uvec4(0u);
+  }
+}
+#else
 void fetch(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
   const bool c_ok = c < pc.ci;
@@ -233,7 +273,7 @@ void fetch(uint ky, uint kx, uint c0) {
     b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
   }
 }
-
+#endif
 #else
 // One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
 uvec4 load_x(int vy, int vx, uint c, bool ok) {
@@ -326,9 +366,9 @@ void multiply(uint buf) {
     CM_A a[FP];
     CM_B b[FC];
     [[unroll]] for (uint i = 0; i < FP; ++i)
-      CM_LOAD(a[i], a_sh, (a0 + ((sg_p * FP + i) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+      CM_LOAD_A(a[i], a_sh, (a0 + ((sg_p * FP + i) * FM) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
     [[unroll]] for (uint j = 0; j < FC; ++j)
-      CM_LOAD(b[j], b_sh, (b0 + ((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+      CM_LOAD_B(b[j], b_sh, (b0 + ((sg_c * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
       [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
@@ -342,12 +382,12 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
     CM_A a[FP];
     CM_B b[FC];
     [[unroll]] for (uint i = 0; i < FP; ++i) {
-      const uint q = (sg_p * FP + i) * 16;               // the fragment's first pixel of the tile
+      const uint q = (sg_p * FP + i) * FM;               // the fragment's first pixel of the tile
       const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
-      CM_LOAD(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
+      CM_LOAD_A(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
     }
     [[unroll]] for (uint j = 0; j < FC; ++j)
-      CM_LOAD(b[j], b_sh, (((sg_c * FC + j) * 16) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+      CM_LOAD_B(b[j], b_sh, (((sg_c * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
     [[unroll]] for (uint i = 0; i < FP; ++i)
       [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
@@ -376,10 +416,33 @@ void main() {
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
+#if FETCH_PRE
+    const bool valid = r < BP && p < pixels;
+    const int vy0 = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
+    const int vx0 = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
+    uint m = 0u;
+    [[unroll]] for (uint ky = 0; ky < KH; ++ky)
+      [[unroll]] for (uint kx = 0; kx < KW; ++kx) {
+        const int vy = vy0 + int(ky), vx = vx0 + int(kx);
+        if (valid && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U))
+          m |= 1u << (ky * KW + kx);
+      }
+    a_mask[j] = m | (uint(vy0 & 1) << 30) | (uint(vx0 & 1) << 31);
+    // Unsigned arithmetic wraps, so a base left of or above the frame still gives the
+    // right address for the in-frame taps.
+    a_base[j] = pc.x_off + x_img + load_k + uint(vy0 >> U) * pc.xs_y + uint(vx0 >> U) * pc.xs_x;
+#else
     a_valid[j] = r < BP && p < pixels;
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
+#endif
   }
+#if FETCH_PRE
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const uint row = load_row(j), o = c_tile0 + row;
+    b_base[j] = row < BC && o < pc.co ? o * (TAPS * pc.ci) + load_k : 0xFFFFFFFFu;
+  }
+#endif
 #endif
 
   const uint sg = gl_SubgroupID;
@@ -482,25 +545,26 @@ void main() {
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
   // store neighbouring channels.
-  const uint ep_at = sg * 256u, lane = gl_SubgroupInvocationID;
+  const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
-      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, 16, false);
+      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, FN, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 #if VEC_OUT
       // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
-      [[dont_unroll]] for (uint t = 0; t < 32 / CM_SG + (CM_SG > 32 ? 1 : 0); ++t) {
-        const uint g = lane + t * CM_SG;
+      // FM pixels × FN / 8 groups of 8 channels per fragment, one group per lane and pass
+      [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
+        const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
 #if TH > 0
-        const uint q = (sg_p * FP + i) * 16 + g / 2;  // pixel of the tile
+        const uint q = (sg_p * FP + i) * FM + gp;  // pixel of the tile
         const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+        if (g < FM * FN / 8 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
 #else
-        const uint p = p0 + (sg_p * FP + i) * 16 + g / 2;
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + (g % 2) * 8;
-        if (g < 32 && p < pixels && o < pc.co_store) {
+        const uint p = p0 + (sg_p * FP + i) * FM + gp;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+        if (g < FM * FN / 8 && p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
 #endif
 #if HAS_RES
@@ -512,7 +576,7 @@ void main() {
           [[unroll]] for (uint c = 0; c < 8; ++c) {
             v[c] = 0.0;
             if (o + c < pc.co) {
-              v[c] = ep_sh[ep_at + (g / 2) * 16 + (g % 2) * 8 + c] * pc.acc_scale;
+              v[c] = ep_sh[ep_at + gp * FN + gc * 8 + c] * pc.acc_scale;
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif
@@ -529,16 +593,16 @@ void main() {
         }
       }
 #else
-      [[dont_unroll]] for (uint t = 0; t < 256 / CM_SG; ++t) {
+      [[dont_unroll]] for (uint t = 0; t < FM * FN / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
 #if TH > 0
-        const uint q = (sg_p * FP + i) * 16 + e / 16;  // pixel of the tile
+        const uint q = (sg_p * FP + i) * FM + e / FN;  // pixel of the tile
         const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
 #else
-        const uint p = p0 + (sg_p * FP + i) * 16 + e / 16;
-        const uint o = c_tile0 + (sg_c * FC + j) * 16 + e % 16;
+        const uint p = p0 + (sg_p * FP + i) * FM + e / FN;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (p < pixels && o < pc.co_store) {
           const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
 #endif

@@ -351,6 +351,82 @@ TEST(CodegenConvGemmCoop, TileChannelsFollowTheOutputChannels) {
   }
 }
 
+// Fragments of 32×32 (coopmat.glsl's CM_M, CM_N; flexible dimensions on the device)
+// compute the same sums in the same order as 16×16 ones: the same bytes, through the
+// emulation, for partial tiles, the vector and per-element epilogues, a residual with
+// the upsample gather, and the halo tile.
+TEST(CodegenConvGemmCoop, ThirtyTwoByThirtyTwoFragmentsGiveTheSameBytes) {
+  CoopCase plain;
+  plain.ci = 40, plain.co = 48, plain.h = 10, plain.w = 9;
+  CoopCase up;
+  up.ci = 32, up.co = 72, up.h = 5, up.w = 10, up.upsample = true, up.residual = true;
+  CoopCase odd = plain;
+  odd.co = 20;  // per-element stores
+  // (One fragment per subgroup: the emulation's 32×32 fragments are large on lavapipe's
+  // coroutine stacks.)
+  for (const CoopCase& c : {plain, up, odd}) {
+    SCOPED_TRACE(describe(c));
+    const Built t = build(c);
+    const Ran base = run(t, emulated_target(), "2x2x1x1");  // 16×16 fragments, BK 32
+    ASSERT_EQ(base.outputs.size(), 1u);
+    for (const char* tile : {"2x2x1x1x32x1x1x0x32", "2x1x1x1x32x1x1x2x32"}) {
+      SCOPED_TRACE(tile);
+      const Ran other = run(t, emulated_target(), tile);
+      ASSERT_EQ(other.outputs.size(), 1u);
+      EXPECT_NE(other.pipelines.find("CM_M=32"), std::string::npos) << other.pipelines;
+      testing::expect_identical(other.outputs[0], base.outputs[0]);
+    }
+  }
+}
+
+// On a device with flexible dimensions the default 128 × 128 tile takes 2 × 2 fragments
+// of 32 × 32, rewritten to VK_KHR_cooperative_matrix; the plan says so in its
+// requirements, and a device without them (lavapipe) is told what it lacks. Without
+// flexible dimensions, 32 × 32 fragments are refused by name.
+TEST(CodegenConvGemmCoop, FlexibleDevicesGetKhrFragmentsOf32) {
+  codegen::Target nv = emulated_target();
+  nv.tensor_cores = codegen::TensorCores::nv_coopmat;
+  nv.subgroup_size = 32;
+  nv.coopmat_flexible = true;
+  nv.max_shared_memory_bytes = 48 << 10;  // the H200's; 2 × 2 fragments of 32 × 32 take 36 KiB
+  CoopCase c;
+  c.co = 128;
+  const Built t = build(c);
+  auto plan = codegen::compile_plan(t.graph, t.weights, nv);
+  ASSERT_TRUE(plan) << plan.message();
+  const std::string names = pipeline_names(*plan);
+  EXPECT_NE(names.find("CM_M=32"), std::string::npos) << names;
+  EXPECT_NE(names.find("COOPMAT_KHR=1"), std::string::npos) << names;
+  EXPECT_NE(names.find("FP=2"), std::string::npos) << names;
+  const runtime::DeviceRequirements& q = plan->requirements;
+  EXPECT_TRUE(q.cooperative_matrix_flexible);
+  EXPECT_TRUE(q.vulkan_memory_model);
+  for (const runtime::PipelineDesc& p : plan->pipelines)
+    if (p.name.find("conv_gemm_coop") != std::string::npos)
+      for (size_t i = 5; i < p.spirv.size(); i += p.spirv[i] >> 16) {
+        ASSERT_GT(p.spirv[i] >> 16, 0u);
+        EXPECT_NE(p.spirv[i] & 0xFFFFu, 5358u) << "an NV matrix type in " << p.name;
+      }
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  if (!(*device)->info().cooperative_matrix_flexible) {
+    Status s = runtime::check_requirements((*device)->info(), q);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("flexible dimensions"), std::string::npos) << s.message();
+  }
+
+  nv.coopmat_flexible = false;
+  codegen::CodegenOptions f32;
+  f32.conv_tile = "f32";
+  auto refused = codegen::compile_plan(t.graph, t.weights, nv, f32);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("16x16 cooperative matrices only"), std::string::npos) << refused.message();
+  auto default16 = codegen::compile_plan(t.graph, t.weights, nv);
+  ASSERT_TRUE(default16) << default16.message();
+  EXPECT_EQ(pipeline_names(*default16).find("CM_M="), std::string::npos) << pipeline_names(*default16);
+  EXPECT_FALSE(default16->requirements.cooperative_matrix_flexible);
+}
+
 TEST(CodegenConvGemmCoop, NativePlanRequiresCooperativeMatrices) {
   codegen::Target nv = emulated_target();
   nv.tensor_cores = codegen::TensorCores::nv_coopmat;

@@ -69,6 +69,7 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
   d.field("requirements.vulkan_memory_model", ra.vulkan_memory_model, rb.vulkan_memory_model);
   d.field("requirements.f16_rounding_rte", ra.f16_rounding_rte, rb.f16_rounding_rte);
   d.field("requirements.cooperative_matrix_nv", ra.cooperative_matrix_nv, rb.cooperative_matrix_nv);
+  d.field("requirements.cooperative_matrix_flexible", ra.cooperative_matrix_flexible, rb.cooperative_matrix_flexible);
   d.list("requirements.cooperative_matrix_shapes", ra.cooperative_matrix_shapes, rb.cooperative_matrix_shapes,
          [&](const std::string& p, const CoopMatShape& x, const CoopMatShape& y) {
            d.field(p, describe(x), describe(y));

@@ -38,6 +38,7 @@ Plan full_plan() {
   q.vulkan_memory_model = false;
   q.f16_rounding_rte = true;
   q.cooperative_matrix_nv = true;
+  q.cooperative_matrix_flexible = true;
   q.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16, CoopType::f16, CoopType::f16, CoopType::f32, CoopType::f32},
                                  CoopMatShape{16, 16, 16, CoopType::f16, CoopType::f16, CoopType::f16, CoopType::u64}};
   q.min_subgroup_size = 8;
