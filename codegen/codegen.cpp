@@ -19,7 +19,7 @@ namespace {
 
 bool is_elementwise(Op op) {
   switch (op) {
-    case Op::silu: case Op::gelu: case Op::add: case Op::mul:
+    case Op::silu: case Op::gelu: case Op::tanh: case Op::add: case Op::mul:
     case Op::scale: case Op::clamp: case Op::cast: return true;
     default: return false;
   }
@@ -57,7 +57,10 @@ Status lower_node(Lowering& l, const Node& node) {
   switch (node.op) {
     case Op::conv2d: case Op::conv3d: s = lower_conv(l, node); break;
     case Op::linear: case Op::matmul: s = lower_gemm(l, node); break;
-    case Op::group_norm: case Op::rms_norm: case Op::layer_norm: s = lower_norm(l, node); break;
+    case Op::group_norm: case Op::rms_norm: case Op::layer_norm: case Op::token_rms_norm:
+      s = lower_norm(l, node);
+      break;
+    case Op::rope: case Op::sinusoidal: s = lower_rope(l, node); break;
     case Op::attention: case Op::softmax: s = lower_attention(l, node); break;
     case Op::conv_gemm: s = lower_conv_gemm(l, node); break;
     case Op::norm_act: s = lower_norm_act(l, node); break;

@@ -1,4 +1,4 @@
-// Pointwise ops: silu, gelu, scale, clamp, cast (kernels/unary.comp) and add, mul with
+// Pointwise ops: silu, gelu, tanh, scale, clamp, cast (kernels/unary.comp) and add, mul with
 // numpy broadcasting (kernels/binary.comp). Results are rounded through the output's
 // dtype (the ROUND define), as the interpreter rounds every node output, so `cast`
 // to f16 or bf16 is a copy with rounding. Every operand may be stored in any layout
@@ -269,6 +269,7 @@ Status lower_elementwise(Lowering& l, const Node& node) {
   switch (node.op) {
     case Op::silu: return lower_unary(l, node, "SILU", 0, 0);
     case Op::gelu: return lower_unary(l, node, "GELU", 0, 0);
+    case Op::tanh: return lower_unary(l, node, "TANH", 0, 0);
     case Op::scale:
       return lower_unary(l, node, "SCALE", static_cast<float>(a.get_float("mul", 1.0)),
                          static_cast<float>(a.get_float("add", 0.0)));

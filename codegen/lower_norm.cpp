@@ -1,5 +1,5 @@
-// lower_norm: group_norm, rms_norm and layer_norm -> kernels/{group_norm_*,rms_norm,
-// layer_norm}.comp.
+// lower_norm: group_norm, rms_norm, layer_norm and token_rms_norm ->
+// kernels/{group_norm_*,rms_norm,layer_norm}.comp.
 //
 //   group_norm  three passes over x viewed as N·G contiguous (n, group) segments cut
 //               into chunks of kChunk elements: group_norm_stats (Welford per chunk,
@@ -10,6 +10,7 @@
 //               limit is the f32 rounding of the mean, ulp(mean)/2 in units of the std.
 //   rms_norm    an invocation per position (rms_norm.comp), Kahan-summed squares.
 //   layer_norm  a workgroup per row, exact two-pass (layer_norm.comp).
+//   token_rms_norm  layer_norm.comp with RMS = 1: the same row kernel without the mean.
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
 // / rows starting at an aligned offset, the kernel told where its first element is),
@@ -228,7 +229,9 @@ Status lower_rms_norm(Lowering& l, const Node& node) {
 
 // ---- layer_norm ----------------------------------------------------------------
 
+// layer_norm and token_rms_norm (RMS = 1: no mean, no beta).
 Status lower_layer_norm(Lowering& l, const Node& node) {
+  const bool rms = node.op == Op::token_rms_norm;
   const ValueId x = node.inputs[0], y = node.outputs[0];
   const ValueId gamma = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
   const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
@@ -238,7 +241,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   if (elems == 0) return Status::ok();
   const uint64_t cols = xs.back(), rows = elems / cols;
   const std::vector<Run> runs = split_uniform(l, rows, cols);
-  if (runs.empty()) return too_large(l, node, "one layer_norm row", cols * 4);
+  if (runs.empty()) return too_large(l, node, rms ? "one token_rms_norm row" : "one layer_norm row", cols * 4);
 
   const bool has_gamma = gamma != kNoValue, has_beta = beta != kNoValue;
   KernelKey key;
@@ -246,6 +249,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   key.defines = {{"WG", std::to_string(kLayerNormWg)},
                  {"HAS_GAMMA", has_gamma ? "1" : "0"},
                  {"HAS_BETA", has_beta ? "1" : "0"}};
+  if (rms) key.defines["RMS"] = "1";
   add_operand_types(l, key, x, gamma, beta, y);
   key.bindings = 2 + has_gamma + has_beta;
   key.push_constant_bytes = 4 * 4;
@@ -274,8 +278,9 @@ Status lower_norm(Lowering& l, const Node& node) {
   switch (node.op) {
     case Op::group_norm: return lower_group_norm(l, node);
     case Op::rms_norm: return lower_rms_norm(l, node);
-    case Op::layer_norm: return lower_layer_norm(l, node);
-    default: return l.fail(node, "lower_norm handles group_norm, rms_norm and layer_norm only");
+    case Op::layer_norm:
+    case Op::token_rms_norm: return lower_layer_norm(l, node);
+    default: return l.fail(node, "lower_norm handles group_norm, rms_norm, layer_norm and token_rms_norm only");
   }
 }
 

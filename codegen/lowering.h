@@ -7,9 +7,10 @@
 //
 //   Status lower_conv(Lowering&, const Node&);        conv2d, conv3d        (lower_conv.cpp)
 //   Status lower_gemm(Lowering&, const Node&);        linear, matmul        (lower_gemm.cpp)
-//   Status lower_norm(Lowering&, const Node&);        group/rms/layer norm  (lower_norm.cpp)
+//   Status lower_norm(Lowering&, const Node&);        group/rms/layer/token_rms norm (lower_norm.cpp)
+//   Status lower_rope(Lowering&, const Node&);        rope, sinusoidal      (lower_rope.cpp)
 //   Status lower_attention(Lowering&, const Node&);   attention, softmax    (lower_attention.cpp)
-//   Status lower_elementwise(Lowering&, const Node&); silu gelu add mul scale clamp cast
+//   Status lower_elementwise(Lowering&, const Node&); silu gelu tanh add mul scale clamp cast
 //   Status lower_shuffle(Lowering&, const Node&);     upsample permute slice concat reshape
 //   Status lower_conv_gemm(Lowering&, const Node&);   conv_gemm             (lower_conv_gemm.cpp)
 //   Status lower_norm_act(Lowering&, const Node&);    norm_act              (lower_norm_act.cpp)
@@ -182,6 +183,7 @@ private:
 Status lower_conv(Lowering& l, const Node& node);
 Status lower_gemm(Lowering& l, const Node& node);
 Status lower_norm(Lowering& l, const Node& node);
+Status lower_rope(Lowering& l, const Node& node);
 Status lower_attention(Lowering& l, const Node& node);
 Status lower_elementwise(Lowering& l, const Node& node);
 Status lower_shuffle(Lowering& l, const Node& node);

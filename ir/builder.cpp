@@ -152,6 +152,13 @@ ValueId Builder::layer_norm(ValueId x, ValueId gamma, ValueId beta, double eps) 
   if (!ok()) return kNoValue;
   return make_node(Op::layer_norm, {x, gamma, beta}, {{"eps", eps}}, name_from_weight(gamma, "layer_norm"));
 }
+ValueId Builder::token_rms_norm(ValueId x, ValueId gamma, double eps) {
+  if (!ok()) return kNoValue;
+  return make_node(Op::token_rms_norm, {x, gamma}, {{"eps", eps}}, name_from_weight(gamma, "token_rms_norm"));
+}
+ValueId Builder::rope(ValueId x, ValueId cos, ValueId sin) { return op(Op::rope, {x, cos, sin}, {}); }
+ValueId Builder::sinusoidal(ValueId t, ValueId freqs) { return op(Op::sinusoidal, {t, freqs}, {}); }
+ValueId Builder::tanh(ValueId x) { return op(Op::tanh, {x}, {}); }
 ValueId Builder::silu(ValueId x) { return op(Op::silu, {x}, {}); }
 ValueId Builder::gelu(ValueId x) { return op(Op::gelu, {x}, {}); }
 ValueId Builder::add(ValueId a, ValueId b) { return op(Op::add, {a, b}, {}); }

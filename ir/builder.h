@@ -74,6 +74,10 @@ public:
   ValueId group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps);
   ValueId rms_norm(ValueId x, ValueId gamma, ValueId beta = kNoValue, double eps = 1e-12);
   ValueId layer_norm(ValueId x, ValueId gamma, ValueId beta, double eps);
+  ValueId token_rms_norm(ValueId x, ValueId gamma, double eps);
+  ValueId rope(ValueId x, ValueId cos, ValueId sin);
+  ValueId sinusoidal(ValueId t, ValueId freqs);
+  ValueId tanh(ValueId x);
   ValueId silu(ValueId x);
   ValueId gelu(ValueId x);
   ValueId add(ValueId a, ValueId b);

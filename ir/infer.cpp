@@ -159,6 +159,33 @@ Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types&
   return std::vector{like(*x, x->shape)};
 }
 
+Expected<std::vector<TensorType>> infer_token_rms_norm(const Types& in) {
+  const TensorType* x = in[0];
+  if (x->rank() < 1) return error("token_rms_norm input must have rank >= 1");
+  STRATA_RETURN_IF_ERROR(need_vector(in.size() > 1 ? in[1] : nullptr, x->shape.back(), "token_rms_norm gamma"));
+  return std::vector{like(*x, x->shape)};
+}
+
+// rope(x[..., T, D], cos[T, D/2], sin[T, D/2]): D even, the tables one row per token.
+Expected<std::vector<TensorType>> infer_rope(const Types& in) {
+  const TensorType *x = in[0], *c = in[1], *s = in[2];
+  if (x->rank() < 2 || x->shape.back() % 2 != 0)
+    return error("rope input must be [..., T, D] with D even, got {}", shape_str(x->shape));
+  const Shape want{x->shape[x->shape.size() - 2], x->shape.back() / 2};
+  if (c->shape != want || s->shape != want)
+    return error("rope tables cos {} and sin {} must be {} for input {}", shape_str(c->shape), shape_str(s->shape),
+                 shape_str(want), shape_str(x->shape));
+  return std::vector{like(*x, x->shape)};
+}
+
+// sinusoidal(t[N], freqs[F]) -> [N, 2F].
+Expected<std::vector<TensorType>> infer_sinusoidal(const Types& in) {
+  const TensorType *t = in[0], *f = in[1];
+  STRATA_RETURN_IF_ERROR(need_rank(t, 1, "sinusoidal t"));
+  STRATA_RETURN_IF_ERROR(need_rank(f, 1, "sinusoidal freqs"));
+  return std::vector{like(*t, {t->shape[0], 2 * f->shape[0]})};
+}
+
 Expected<std::vector<TensorType>> infer_attention(const Attrs& a, const Types& in) {
   const TensorType *q = in[0], *k = in[1], *v = in[2];
   if (a.get_int("frame_tokens", 0) < 0) return error("attention frame_tokens {} < 0", a.get_int("frame_tokens", 0));
@@ -345,8 +372,12 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
       STRATA_ASSIGN_OR_RETURN(Shape s, broadcast_shapes(x.shape, inputs[1]->shape));
       return std::vector{like(x, s)};
     }
+    case Op::token_rms_norm: return infer_token_rms_norm(inputs);
+    case Op::rope: return infer_rope(inputs);
+    case Op::sinusoidal: return infer_sinusoidal(inputs);
     case Op::silu:
     case Op::gelu:
+    case Op::tanh:
     case Op::scale:
     case Op::clamp:
     case Op::softmax: return std::vector{like(x, x.shape)};

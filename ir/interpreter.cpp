@@ -172,6 +172,10 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par);
     case Op::rms_norm: return interp::rms_norm(*in[0], *in[1], opt(2), a.get_float("eps", 1e-12), par);
     case Op::layer_norm: return interp::layer_norm(*in[0], opt(1), opt(2), a.get_float("eps", 1e-5), par);
+    case Op::token_rms_norm: return interp::token_rms_norm(*in[0], opt(1), a.get_float("eps"), par);
+    case Op::rope: return interp::rope(*in[0], *in[1], *in[2], par);
+    case Op::sinusoidal: return interp::sinusoidal(*in[0], *in[1]);
+    case Op::tanh: return interp::tanh(*in[0], par);
     case Op::silu: return interp::silu(*in[0], par);
     case Op::gelu: return interp::gelu(*in[0], par);
     case Op::add: return interp::add(*in[0], *in[1], par);

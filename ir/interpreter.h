@@ -112,6 +112,12 @@ Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int6
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor softmax(const Tensor& x, const Parallel& par);
+// Over the last dim: x / √(mean(x²) + eps) · gamma (gamma optional).
+Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, double eps, const Parallel& par);
+// Rotary embedding of interleaved pairs; cos, sin: [T, D/2].
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Parallel& par);
+// [N, 2F]: cos then sin of f32(t[n] · freqs[j]).
+Tensor sinusoidal(const Tensor& t, const Tensor& freqs);
 
 // The fused ops (ir/ops.h), in interpreter_fused.cpp.
 //
@@ -155,6 +161,7 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
 
 Tensor silu(const Tensor& x, const Parallel& par);
 Tensor gelu(const Tensor& x, const Parallel& par);
+Tensor tanh(const Tensor& x, const Parallel& par);
 Tensor scale(const Tensor& x, double mul, double add, const Parallel& par);
 Tensor clamp(const Tensor& x, double lo, double hi, const Parallel& par);
 Tensor add(const Tensor& a, const Tensor& b, const Parallel& par);  // numpy broadcasting

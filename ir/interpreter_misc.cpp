@@ -1,5 +1,6 @@
-// Interpreter kernels: pointwise ops (silu, gelu, scale, clamp, broadcasting add / mul),
-// nearest upsampling and data movement (reshape, permute, slice, concat).
+// Interpreter kernels: pointwise ops (silu, gelu, tanh, scale, clamp, broadcasting add / mul),
+// nearest upsampling, data movement (reshape, permute, slice, concat), rope and the
+// sinusoidal features.
 //
 // Pointwise math is evaluated in f64 and rounded once. Ops that index by coordinates
 // walk the output row by row (a row = the last dim): the row index is decomposed
@@ -105,6 +106,48 @@ Tensor gelu(const Tensor& x, const Parallel& par) {
   return map(x, par, [](float v) {
     return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)));
   });
+}
+
+Tensor tanh(const Tensor& x, const Parallel& par) {
+  return map(x, par, [](float v) { return static_cast<float>(std::tanh(double(v))); });
+}
+
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Parallel& par) {
+  // x[..., T, D]: pair i of token t is (x[2i], x[2i+1]) read as a complex number and
+  // multiplied by cos[t, i] + i·sin[t, i]; each component is evaluated in f64 and
+  // rounded once. One unit = one row (one token of one head).
+  const int64_t d = x.shape.back(), tokens = x.shape[x.shape.size() - 2];
+  const int64_t rows = d == 0 ? 0 : x.elements() / d;
+  Tensor y(x.shape);
+  parallel_for(rows, par, 2 * d, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.data.data() + r * d;
+      float* out = y.data.data() + r * d;
+      const float* c = cos.data.data() + (r % tokens) * (d / 2);
+      const float* s = sin.data.data() + (r % tokens) * (d / 2);
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const double a = in[2 * i], b = in[2 * i + 1];
+        out[2 * i] = static_cast<float>(a * c[i] - b * s[i]);
+        out[2 * i + 1] = static_cast<float>(a * s[i] + b * c[i]);
+      }
+    }
+  });
+  return y;
+}
+
+Tensor sinusoidal(const Tensor& t, const Tensor& freqs) {
+  // The argument is the f32 product, as diffusers' timestep_embedding forms it
+  // (`t[:, None].float() * freqs[None]` in float32); cos and sin of that value are
+  // evaluated in f64 and rounded once.
+  const int64_t n = t.shape[0], f = freqs.shape[0];
+  Tensor y({n, 2 * f});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      const float arg = t.data[static_cast<size_t>(i)] * freqs.data[static_cast<size_t>(j)];
+      y.data[static_cast<size_t>(i * 2 * f + j)] = static_cast<float>(std::cos(double(arg)));
+      y.data[static_cast<size_t>(i * 2 * f + f + j)] = static_cast<float>(std::sin(double(arg)));
+    }
+  return y;
 }
 
 Tensor scale(const Tensor& x, double mul, double add, const Parallel& par) {

@@ -1,4 +1,4 @@
-// Interpreter kernels: group_norm, rms_norm, layer_norm and softmax.
+// Interpreter kernels: group_norm, rms_norm, layer_norm, token_rms_norm and softmax.
 //
 // Statistics are f64: mean and biased variance in two passes (mean first, then the
 // mean of squared deviations; no E[x²] - E[x]² cancellation), sums in index order.
@@ -118,6 +118,28 @@ Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, doub
                    }
                  }
                });
+  return y;
+}
+
+Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, double eps, const Parallel& par) {
+  // Over the last dim (diffusers RMSNorm): y = x / √(mean(x²) + eps) · gamma; the mean
+  // of squares in f64, in index order. One unit = one row.
+  const int64_t c = x.shape.back();
+  const int64_t rows = c == 0 ? 0 : x.elements() / c;
+  Tensor y(x.shape);
+  parallel_for(rows, par, 2 * c, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.data.data() + r * c;
+      float* out = y.data.data() + r * c;
+      double sq = 0.0;
+      for (int64_t i = 0; i < c; ++i) sq += double(in[i]) * in[i];
+      const double inv = 1.0 / std::sqrt(sq / double(c) + eps);
+      for (int64_t i = 0; i < c; ++i) {
+        const double g = gamma ? double(gamma->data[static_cast<size_t>(i)]) : 1.0;
+        out[i] = static_cast<float>(in[i] * inv * g);
+      }
+    }
+  });
   return y;
 }
 

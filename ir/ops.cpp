@@ -16,6 +16,7 @@ constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false},
 constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
 constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
 constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
+constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
 constexpr AttrSpec kClamp[] = {{"min", K::float_, true}, {"max", K::float_, true}};
 constexpr AttrSpec kUpsample[] = {{"factors", K::ints, true}};
@@ -46,8 +47,10 @@ constexpr std::array kOps = {
     OpInfo{Op::group_norm, "group_norm", 3, 3, 1, kGroupNorm},
     OpInfo{Op::rms_norm, "rms_norm", 2, 3, 1, kEps},
     OpInfo{Op::layer_norm, "layer_norm", 1, 3, 1, kEps},
+    OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 2, 1, kEpsRequired},
     OpInfo{Op::silu, "silu", 1, 1, 1, {}},
     OpInfo{Op::gelu, "gelu", 1, 1, 1, {}},
+    OpInfo{Op::tanh, "tanh", 1, 1, 1, {}},
     OpInfo{Op::add, "add", 2, 2, 1, {}},
     OpInfo{Op::mul, "mul", 2, 2, 1, {}},
     OpInfo{Op::scale, "scale", 1, 1, 1, kScale},
@@ -55,6 +58,8 @@ constexpr std::array kOps = {
     OpInfo{Op::upsample_nearest, "upsample_nearest", 1, 1, 1, kUpsample},
     OpInfo{Op::attention, "attention", 3, 3, 1, kAttention},
     OpInfo{Op::softmax, "softmax", 1, 1, 1, {}},
+    OpInfo{Op::rope, "rope", 3, 3, 1, {}},
+    OpInfo{Op::sinusoidal, "sinusoidal", 2, 2, 1, {}},
     OpInfo{Op::reshape, "reshape", 1, 1, 1, kReshape},
     OpInfo{Op::permute, "permute", 1, 1, 1, kPermute},
     OpInfo{Op::slice, "slice", 1, 1, 1, kSlice},

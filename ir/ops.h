@@ -21,7 +21,13 @@
 //   rms_norm(x[N,C,...], gamma[numel C], beta?)    Wan RMS_norm: per position, over the
 //       channel dim: x / max(‖x‖₂, eps) · √C · gamma (+ beta); eps default 1e-12
 //   layer_norm(x[...,C], gamma[C]?, beta[C]?)      over the last dim, eps
-//   silu, gelu (tanh-free, erf form), add, mul (numpy broadcasting)
+//   silu, gelu (tanh-free, erf form), tanh, add, mul (numpy broadcasting)
+//   token_rms_norm(x[...,C], gamma[C]?)           over the last dim (diffusers RMSNorm):
+//       y = x / √(mean(x²) + eps) · gamma; eps required
+//   rope(x[...,T,D], cos[T,D/2], sin[T,D/2])       rotary embedding on interleaved
+//       (complex) pairs: (x₂ᵢ + i·x₂ᵢ₊₁) · (cosₜᵢ + i·sinₜᵢ), broadcast over leading dims
+//   sinusoidal(t[N], freqs[F])                     → [N, 2F]: [cos(t·f), sin(t·f)], the
+//       product rounded to f32 first (diffusers' timestep features: t·f in float32)
 //   scale(x)                               x · mul + add        (attrs mul, add)
 //   clamp(x)                               min(max(x, min), max)
 //   upsample_nearest(x)                    factors=[...] applied to the trailing dims
@@ -72,8 +78,10 @@ enum class Op {
   group_norm,
   rms_norm,
   layer_norm,
+  token_rms_norm,
   silu,
   gelu,
+  tanh,
   add,
   mul,
   scale,
@@ -81,6 +89,8 @@ enum class Op {
   upsample_nearest,
   attention,
   softmax,
+  rope,
+  sinusoidal,
   reshape,
   permute,
   slice,

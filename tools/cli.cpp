@@ -15,6 +15,7 @@
 #include "runtime/plan_io.h"
 #include "tools/environment.h"
 #include "tools/cache_command.h"
+#include "tools/forward_command.h"
 #include "tools/inspect_command.h"
 #include "passes/lower_precision.h"
 #include "tools/png_writer.h"
@@ -54,6 +55,8 @@ const char* kUsage =
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
+    "  strata forward --transformer DIR --latent L.npy --caption-features C.npy --t T --out OUT.npy\n"
+    "                [--dump-intermediates DIR] [--backend vulkan|cpu] [--precision f16|f32]   (Z-Image)\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
     "  strata inspect PLAN_FILE [--format text|json]\n"
     "  strata devices [--device N]\n"
@@ -523,6 +526,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return 0;
   }
   if (cmd == "decode") return cmd_decode(rest, out, err);
+  if (cmd == "forward") return cmd_forward(rest, out, err);
   if (cmd == "graph") return cmd_graph(rest, out, err);
   if (cmd == "compare") return cmd_compare(rest, out, err);
   if (cmd == "bench") return cmd_bench(rest, out, err);

@@ -1,6 +1,8 @@
-// layer_norm.comp: layer norm over the last dim of x[..., C].
+// layer_norm.comp: layer norm over the last dim of x[..., C], and (RMS = 1) the
+// token_rms_norm op, which is the same without the mean:
 //
 //   y = (x - mean) / sqrt(var + eps) (· γ) (+ β),   var biased
+//   RMS: y = x / sqrt(mean(x²) + eps) (· γ)
 //
 // One workgroup per row. Exact two-pass statistics, like the interpreter: the mean
 // first (per-invocation sums over the elements tid, tid + WG, ..., then a fixed
@@ -10,10 +12,13 @@
 // A dispatch covers `rows` whole rows through windows of x and y whose element
 // x_base is the first row's first element.
 //
-// Defines: WG (a power of two), HAS_GAMMA, HAS_BETA (0 / 1).
+// Defines: WG (a power of two), HAS_GAMMA, HAS_BETA, RMS (0 / 1; RMS default 0).
 // X_T G_T BE_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), [gamma (read)], [beta (read)], y (write).
 
+#ifndef RMS
+#define RMS 0
+#endif
 #ifndef X_T
 #define X_T float
 #endif
@@ -68,9 +73,13 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint first = pc.x_base + row * pc.cols;
 
+#if RMS
+  const float mean = 0.0;
+#else
   float s = 0.0;
   for (uint i = tid; i < pc.cols; i += WG) s += float(x[first + i]);
   const float mean = workgroup_sum(s) / float(pc.cols);
+#endif
 
   float q = 0.0;
   for (uint i = tid; i < pc.cols; i += WG) {

@@ -8,7 +8,7 @@
 // YRANK dims, collapsed by the lowering; the shapes differ only for a reshape) and
 // step through their own physical strides, so any layout works on either side.
 //
-// Defines: OP     SILU | GELU | SCALE | CLAMP | COPY (COPY with ROUND is `cast`)
+// Defines: OP     SILU | GELU | TANH | SCALE | CLAMP | COPY (COPY with ROUND is `cast`)
 //          ROUND  ROUND_NONE | ROUND_F16 | ROUND_BF16   (common.glsl)
 //          XRANK, YRANK  1..6 (default 1); X_T, Y_T  float | float16_t (default float)
 // Bindings: 0 x (read), 1 y (write).
@@ -19,6 +19,7 @@
 #define SCALE 3
 #define CLAMP 4
 #define COPY 5
+#define TANH 6
 #ifndef XRANK
 #define XRANK 1
 #endif
@@ -54,6 +55,10 @@ float apply(float v) {
   float a = abs(v) * 0.70710678118654752;
   float c = erfc_pos(a);
   return v >= 0.0 ? 0.5 * v * (2.0 - c) : 0.5 * v * c;
+#elif OP == TANH
+  // sign(v)·(1 − e)/(1 + e) with e = exp(−2|v|) ≤ 1: no overflow for large |v|.
+  float e = exp_precise(-2.0 * abs(v));
+  return sign(v) * ((1.0 - e) / (1.0 + e));
 #elif OP == SCALE
   return fma(v, pc.p0, pc.p1);
 #elif OP == CLAMP

@@ -29,7 +29,7 @@ std::vector<Variant> pointwise_and_shuffle_variants() {
   std::vector<Variant> v;
   const std::vector<std::string> rounds = {"ROUND_NONE", "ROUND_F16", "ROUND_BF16"};
   const Defines half_io = {{"F16", "1"}, {"X_T", "float16_t"}, {"Y_T", "float16_t"}};
-  for (const char* op : {"SILU", "GELU", "SCALE", "CLAMP", "COPY"}) {
+  for (const char* op : {"SILU", "GELU", "TANH", "SCALE", "CLAMP", "COPY"}) {
     for (const auto& r : rounds) v.push_back({"unary.comp", {{"OP", op}, {"ROUND", r}}});
     Defines d = half_io;
     d.insert({{"OP", op}, {"ROUND", "ROUND_F16"}});
@@ -65,6 +65,8 @@ Graph every_op_graph(WeightStore& w) {
   add_weight("norm.beta", {6});
   add_weight("linear.weight", {7, 6});
   add_weight("conv_gemm.weight", {6, 6, 3, 3});
+  add_weight("rope.table", {42, 3});
+  add_weight("freqs", {4});
   Builder b(g, &w);
   ValueId x = b.input("x", {1, 5, 6, 7});
   ValueId h = b.conv2d(x, b.weight("conv2d.weight"), b.weight("conv2d.bias"), {.pad = 1});
@@ -79,6 +81,10 @@ Graph every_op_graph(WeightStore& w) {
   ValueId a = b.attention(q, q, b.slice(b.concat({q, q}, 1), 1, 0, 7), 0.3);
   ValueId m = b.softmax(b.matmul(a, b.permute(a, {1, 0})));
   b.output(b.mul(b.add(m, m), b.cast(m, DType::f16)));
+  // The diffusion transformer's ops: token_rms_norm, tanh, rope, sinusoidal.
+  ValueId table = b.weight("rope.table");
+  b.output(b.rope(b.tanh(b.token_rms_norm(t, b.weight("norm.gamma"), 1e-5)), table, table));
+  b.output(b.sinusoidal(b.reshape(b.slice(t, 0, 0, 1), {6}), b.weight("freqs")));
   // The fused ops: norm_act (group, then rms with SiLU) feeding a conv_gemm with an
   // upsample gather, a residual and an f16 output.
   ValueId na = b.op(Op::norm_act, {h, b.weight("norm.gamma"), b.weight("norm.beta"), b.weight("conv2d.bias")},

@@ -75,8 +75,12 @@ const std::map<Op, OpCase>& op_cases() {
       {Op::layer_norm, [](Builder& b, ValueId, ValueId, ValueId t) {
          return b.op(Op::layer_norm, {t, kNoValue, b.constant("ln.bias", f32({8}))}, {{"eps", 1e-5}}, "ln");
        }},
+      {Op::token_rms_norm, [](Builder& b, ValueId, ValueId, ValueId t) {
+         return b.token_rms_norm(t, b.constant("trn.weight", f32({8})), 1e-5);
+       }},
       {Op::silu, [](Builder& b, ValueId x, ValueId, ValueId) { return b.silu(x); }},
       {Op::gelu, [](Builder& b, ValueId, ValueId, ValueId t) { return b.gelu(t); }},
+      {Op::tanh, [](Builder& b, ValueId, ValueId, ValueId t) { return b.tanh(t); }},
       {Op::add, [](Builder& b, ValueId x, ValueId, ValueId) { return b.add(x, b.constant("shift", f32({8, 1, 1}))); }},
       {Op::mul, [](Builder& b, ValueId x, ValueId, ValueId) { return b.mul(x, x); }},
       {Op::scale, [](Builder& b, ValueId x, ValueId, ValueId) { return b.scale(x, 0.18215, 0.1); }},
@@ -86,6 +90,12 @@ const std::map<Op, OpCase>& op_cases() {
       {Op::upsample_nearest, [](Builder& b, ValueId, ValueId v, ValueId) { return b.upsample_nearest(v, {2, 2, 2}); }},
       {Op::attention, [](Builder& b, ValueId, ValueId, ValueId t) { return b.attention(t, t, t, 1.0 / std::sqrt(8.0)); }},
       {Op::softmax, [](Builder& b, ValueId, ValueId, ValueId t) { return b.softmax(t); }},
+      {Op::rope, [](Builder& b, ValueId, ValueId, ValueId t) {
+         return b.rope(t, b.constant("rope.cos", f32({6, 4})), b.constant("rope.sin", f32({6, 4})));
+       }},
+      {Op::sinusoidal, [](Builder& b, ValueId, ValueId, ValueId t) {
+         return b.sinusoidal(b.reshape(t, {96}), b.constant("freqs", f32({4})));
+       }},
       {Op::reshape, [](Builder& b, ValueId x, ValueId, ValueId) { return b.reshape(x, {1, 8, -1}); }},
       {Op::permute, [](Builder& b, ValueId x, ValueId, ValueId) { return b.permute(x, {0, 2, 3, 1}); }},
       {Op::slice, [](Builder& b, ValueId, ValueId v, ValueId) { return b.slice(v, 2, 1, 3); }},
