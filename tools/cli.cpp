@@ -16,6 +16,7 @@
 #include "tools/environment.h"
 #include "tools/cache_command.h"
 #include "tools/forward_command.h"
+#include "tools/hoist_command.h"
 #include "tools/inspect_command.h"
 #include "passes/lower_precision.h"
 #include "tools/png_writer.h"
@@ -55,6 +56,7 @@ const char* kUsage =
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
     "  strata graph (--vae DIR | --arch NAME) --latent-shape CxHxW [--stage PASS] [--format text|dot] [--out FILE]\n"
+    "  strata compile --transformer DIR --latent-shape 16x1xHxW --caption-length L --explain-hoist\n"
     "  strata forward --transformer DIR --latent L.npy --caption-features C.npy --t T --out OUT.npy\n"
     "                [--dump-intermediates DIR] [--backend vulkan|cpu] [--precision f16|f32]   (Z-Image)\n"
     "  strata compare A.npy B.npy [--max-abs X] [--min-psnr DB]\n"
@@ -462,6 +464,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
 // Passes and codegen for the device (or the passes alone with --backend cpu), no
 // executor: what a decode would run, and how big it is.
 int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (std::find(args.begin(), args.end(), "--transformer") != args.end())
+    return cmd_compile_transformer(args, out, err);  // tools/hoist_command.h
   auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
                                    {"save-plan", true, "write the plan to FILE (see `strata inspect`)"},
                                    {"explain-kernels", false, "print each node's kernel config (codegen/kernel_config.h)"}});

@@ -97,9 +97,13 @@ TEST(SpirvKhrRewrite, ConvKernelWith32x32FragmentsBecomesKhr) {
   for (const Inst& in : insts) {
     if (in.op == 4457) {
       const uint32_t use = constants.at(types.at(in.ops[0])[5]);
-      if (use != 2) EXPECT_EQ(constants.at(in.ops[3]), use == 0 ? 0u : 1u) << "layout of a use-" << use << " load";
+      if (use != 2) {
+        EXPECT_EQ(constants.at(in.ops[3]), use == 0 ? 0u : 1u) << "layout of a use-" << use << " load";
+      }
     }
-    if (in.op == 4458) EXPECT_EQ(constants.at(in.ops[2]), 0u) << "store layout";
+    if (in.op == 4458) {
+      EXPECT_EQ(constants.at(in.ops[2]), 0u) << "store layout";
+    }
   }
 }
 
