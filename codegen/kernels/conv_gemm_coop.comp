@@ -191,8 +191,6 @@ uint ty0, tx0;  // the tile's first output row (in the band) and column
 #else
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
-// Per A load j: the staged pixel row, whether it is a pixel of the band, and its
-// virtual-image origin (tap (0, 0)).
 #ifndef FETCH_PRE
 #define FETCH_PRE (KH * KW <= 30)
 #endif
@@ -209,6 +207,8 @@ uvec4 b_reg[B_LOADS];
 // session 8).
 uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
 #else
+// Per A load j: whether it is a pixel of the band, and its virtual-image origin (tap
+// (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
 #endif
@@ -543,8 +543,9 @@ void main() {
 #endif
 
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
-  // elements e = l + t·CM_SG (pixel e / 16, channel e % 16), so neighbouring lanes
-  // store neighbouring channels.
+  // elements e = l + t·CM_SG (pixel e / FN, channel e % FN), so neighbouring lanes
+  // store neighbouring channels. (On the H200 this epilogue costs about as much as the
+  // main loop: docs/PERFORMANCE.md, issue 15, session 8.)
   const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
@@ -552,8 +553,8 @@ void main() {
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 #if VEC_OUT
-      // 32 groups of 8 channels of one pixel: one 16-byte residual load and y store.
-      // FM pixels × FN / 8 groups of 8 channels per fragment, one group per lane and pass
+      // FM pixels × FN / 8 groups of 8 channels of one pixel per fragment, one group per
+      // lane and pass: one 16-byte residual load and y store each.
       [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
         const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
 #if TH > 0

@@ -7,9 +7,9 @@
 //   COOPMAT = 2  an emulation in plain GLSL, so the same kernels run on a device
 //                without cooperative matrices (lavapipe in CI): what it checks is the
 //                kernels' tiling, indexing, staging and epilogues; it is slow and only
-//                tests use it. A and B matrices are whole 16×16 f16 copies in every
+//                tests use it. A and B matrices are whole f16 copies in every
 //                lane; lane i of the subgroup owns accumulator elements e ≡ i
-//                (mod CM_SG), e = row·16 + column, and stores only those.
+//                (mod CM_SG), e = row·CM_N + column, and stores only those.
 //
 // Fragment sizes: A is CM_M×16, B 16×CM_N, the accumulator CM_M×CM_N (CM_M, CM_N
 // multiples of 16, default 16). GL_NV_cooperative_matrix's GLSL takes any size, but
