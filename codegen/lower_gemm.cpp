@@ -5,6 +5,16 @@
 //   matmul(a[..., M, K], b[..., K, N])    batched over the (equal) leading dims, B read
 //                                         as [batch, K, N] (B_NK = 0)
 //
+// Tensor cores: on a target with them (Target::tensor_cores) a linear whose x and w
+// are stored f16, row major, with K % 8 == 0, 16-byte aligned, and bound whole runs
+// kernels/conv_gemm_coop.comp as the 1×1 convolution it is: the N rows of x are N
+// pixels of one image row ([1, K, 1, N] NHWC is x's row-major memory), w[M, K] is the
+// o_hwi weight of a 1×1 conv (the same bytes), y[N, M] the NHWC output, the bias the
+// conv's bias. The kernel, its push constants and its tiles are lower_conv_gemm's
+// (read that file's header); the result is the one a conv_gemm over that map gives,
+// bit for bit (tests/codegen/test_gemm_coop.cpp). Anything else (f32 operands,
+// matmul, windows) takes gemm.comp below, unchanged.
+//
 // Operands are bound whole when they fit the target's storage-buffer range. Otherwise
 // the GEMM runs one dispatch per batch and run of rows of A and C (gemm.comp with
 // BASES: windows starting at aligned offsets, the kernel told where its first element
@@ -32,10 +42,109 @@ struct GemmTile {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// conv_gemm_coop.comp's tile for a linear (lower_conv_gemm.cpp's default coop tile):
+// WP × WC subgroups of FP × FC fragments of FRAG × FRAG, BK input features per step.
+// 128 rows × 128 columns; with flexible fragments (the H200) 2 × 2 fragments of
+// 32 × 32 per subgroup; the emulation one fragment per subgroup (lavapipe's
+// coroutine stacks, see tests/codegen/test_conv_gemm_coop.cpp).
+struct CoopGemmTile {
+  uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32, frag = 16;
+  uint32_t rows() const { return wp * fp * frag; }
+  uint32_t columns() const { return wc * fc * frag; }
+  uint32_t shared_bytes() const { return (rows() + columns()) * (bk + 8) * 2 + wp * wc * frag * frag * 4; }
+};
+
+CoopGemmTile coop_gemm_tile(const Target& target) {
+  CoopGemmTile t;
+  if (target.tensor_cores == TensorCores::emulated) {
+    t.fp = t.fc = 1;
+  } else if (target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible) {
+    t.fp = t.fc = 2;
+    t.frag = 32;
+  }
+  return t;
+}
+
 int64_t product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to; ++i) p *= s[i];
   return p;
+}
+
+// linear(x[rows, K], w[M, K], bias) on conv_gemm_coop.comp as a 1×1 conv over one
+// image row of `rows` pixels (see the file header). The push constants are the
+// conv's (kernels/conv_gemm.comp's block, in its order).
+Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m, int64_t k) {
+  const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
+  const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  const Target& target = l.target();
+  const CoopGemmTile tile = coop_gemm_tile(target);
+  const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
+  if (invocations % (tile.bk / 8) != 0 || tile.shared_bytes() > target.max_shared_memory_bytes)
+    return l.fail(node, fmt::format("linear on conv_gemm_coop: tile {}x{}x{}x{} of {}x{} fragments needs {} "
+                                    "invocations in rows of {} and {} bytes of shared memory; the target has {}",
+                                    tile.wp, tile.wc, tile.fp, tile.fc, tile.frag, tile.frag, invocations, tile.bk / 8,
+                                    tile.shared_bytes(), target.max_shared_memory_bytes));
+  KernelKey key;
+  key.file = "conv_gemm_coop.comp";
+  key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
+                 {"CM_SG", std::to_string(target.subgroup_size)},
+                 {"WP", std::to_string(tile.wp)},
+                 {"WC", std::to_string(tile.wc)},
+                 {"FP", std::to_string(tile.fp)},
+                 {"FC", std::to_string(tile.fc)},
+                 {"BK", std::to_string(tile.bk)},
+                 {"STAGES", "1"},
+                 {"KH", "1"},
+                 {"KW", "1"},
+                 {"U", "0"},
+                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                 {"HAS_RES", "0"},
+                 {"ROUND", round_define(l.type(y).dtype)},
+                 {"F16", "1"}};
+  if (tile.frag != 16) {
+    key.defines["CM_M"] = key.defines["CM_N"] = std::to_string(tile.frag);
+    if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
+  }
+  key.workgroup_size = {invocations, 1, 1};
+  // 16-byte stores of 8 output features where y is f16 with aligned rows.
+  const bool vec_out = l.storage(y) == DType::f16 && m % 8 == 0 && l.location(y).offset % 16 == 0;
+  key.defines["VEC_OUT"] = vec_out ? "1" : "0";
+  if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
+  add_type_define(key.defines, "Y_T", l.storage(y));
+  key.bindings = 3 + (bias != kNoValue);
+
+  const auto R = static_cast<uint64_t>(rows), M = static_cast<uint64_t>(m);
+  const uint64_t row_tiles = ceil_div(R, tile.rows());
+  const uint64_t gx = std::min<uint64_t>(row_tiles, target.max_workgroup_count_x);
+  const uint64_t split = ceil_div(row_tiles, gx);
+  const uint64_t gy = ceil_div(M, tile.columns());
+  constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
+  if (gy > kMaxGroups || split > kMaxGroups)
+    return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, split));
+
+  PushConstants push;
+  const auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  push.u32(u(k)).u32(u(m)).u32(u(m));             // ci, co, co_store
+  push.u32(1).u32(u(rows)).u32(u(rows));          // h_in, w_in, w_out: one row of pixels
+  push.i32(0).i32(0).u32(1).u32(1);               // pad, stride
+  push.u32(static_cast<uint32_t>(split));
+  push.u32(u(rows * k)).u32(1).u32(u(rows * k)).u32(u(k));  // x strides (n, c, y, x)
+  push.u32(u(rows * m)).u32(1).u32(u(rows * m)).u32(u(m));  // y strides
+  push.u32(0).u32(0).u32(0).u32(0);               // no residual
+  push.f32(1.0f).f32(1.0f).f32(1.0f);             // acc_scale, residual_scale, out_scale
+  push.u32(0).u32(1);                             // row0, rows: the one band
+  push.u32(0).u32(0).u32(0);                      // x_off, y_base, r_base: bound whole
+  key.push_constant_bytes = static_cast<uint32_t>(push.bytes().size());
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
+
+  std::vector<runtime::BindingDesc> bindings = {l.bind(x, runtime::Access::read), l.bind(w, runtime::Access::read)};
+  if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+  bindings.push_back(l.bind(y, runtime::Access::write));
+  l.dispatch(pipeline, std::move(bindings), push, {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                                                   static_cast<uint32_t>(split)},
+             node);
+  return Status::ok();
 }
 
 }  // namespace
@@ -84,6 +193,11 @@ Status lower_gemm(Lowering& l, const Node& node) {
                                       "the storage-buffer range {}",
                                       k * l.elem_bytes(a), n * l.elem_bytes(c), slack, range));
   }
+
+  if (linear && !windows && l.target().tensor_cores != TensorCores::none && l.storage(a) == DType::f16 &&
+      l.storage(b) == DType::f16 && k % 8 == 0 && l.offset_alignment() % 16 == 0 &&
+      l.location(a).offset % 16 == 0 && l.location(b).offset % 16 == 0)
+    return lower_linear_coop(l, node, m, n, k);
 
   const GemmTile tile;
   if (tile.shared_bytes() > l.target().max_shared_memory_bytes)

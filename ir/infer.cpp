@@ -116,7 +116,9 @@ Expected<std::vector<TensorType>> infer_conv3d(const Attrs& a, const Types& in) 
   return std::vector{like(*x, {x->shape[0], w->shape[0], t, h, wd})};
 }
 
-Expected<std::vector<TensorType>> infer_linear(const Types& in) {
+Expected<TensorType> out_type(const Attrs& a, const TensorType& x, Shape shape);
+
+Expected<std::vector<TensorType>> infer_linear(const Attrs& a, const Types& in) {
   const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
   STRATA_RETURN_IF_ERROR(need_rank(w, 2, "linear weight"));
   if (x->rank() < 1 || x->shape.back() != w->shape[1])
@@ -125,7 +127,8 @@ Expected<std::vector<TensorType>> infer_linear(const Types& in) {
   STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "linear bias"));
   Shape s = x->shape;
   s.back() = w->shape[0];
-  return std::vector{like(*x, s)};
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, s));
+  return std::vector{t};
 }
 
 Expected<std::vector<TensorType>> infer_matmul(const Types& in) {
@@ -159,11 +162,12 @@ Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types&
   return std::vector{like(*x, x->shape)};
 }
 
-Expected<std::vector<TensorType>> infer_token_rms_norm(const Types& in) {
+Expected<std::vector<TensorType>> infer_token_rms_norm(const Attrs& a, const Types& in) {
   const TensorType* x = in[0];
   if (x->rank() < 1) return error("token_rms_norm input must have rank >= 1");
   STRATA_RETURN_IF_ERROR(need_vector(in.size() > 1 ? in[1] : nullptr, x->shape.back(), "token_rms_norm gamma"));
-  return std::vector{like(*x, x->shape)};
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, x->shape));
+  return std::vector{t};
 }
 
 // rope(x[..., T, D], cos[T, D/2], sin[T, D/2]): D even, the tables one row per token.
@@ -362,7 +366,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
   switch (op) {
     case Op::conv2d: return infer_conv2d(attrs, inputs);
     case Op::conv3d: return infer_conv3d(attrs, inputs);
-    case Op::linear: return infer_linear(inputs);
+    case Op::linear: return infer_linear(attrs, inputs);
     case Op::matmul: return infer_matmul(inputs);
     case Op::group_norm:
     case Op::rms_norm:
@@ -372,7 +376,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
       STRATA_ASSIGN_OR_RETURN(Shape s, broadcast_shapes(x.shape, inputs[1]->shape));
       return std::vector{like(x, s)};
     }
-    case Op::token_rms_norm: return infer_token_rms_norm(inputs);
+    case Op::token_rms_norm: return infer_token_rms_norm(attrs, inputs);
     case Op::rope: return infer_rope(inputs);
     case Op::sinusoidal: return infer_sinusoidal(inputs);
     case Op::silu:

@@ -17,6 +17,10 @@ constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
 constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
 constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
 constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
+// token_rms_norm: eps, and the result's storage dtype (lower_precision; default x's).
+constexpr AttrSpec kTokenRmsNorm[] = {{"eps", K::float_, true}, {"dtype", K::string, false}};
+// linear: the result's storage dtype (lower_precision; default x's).
+constexpr AttrSpec kLinear[] = {{"dtype", K::string, false}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
 constexpr AttrSpec kClamp[] = {{"min", K::float_, true}, {"max", K::float_, true}};
 constexpr AttrSpec kUpsample[] = {{"factors", K::ints, true}};
@@ -42,12 +46,12 @@ constexpr AttrSpec kConvGemm[] = {{"kernel", K::ints, true},          {"pad", K:
 constexpr std::array kOps = {
     OpInfo{Op::conv2d, "conv2d", 2, 3, 1, kConv2d},
     OpInfo{Op::conv3d, "conv3d", 2, 3, 1, kConv3d},
-    OpInfo{Op::linear, "linear", 2, 3, 1, {}},
+    OpInfo{Op::linear, "linear", 2, 3, 1, kLinear},
     OpInfo{Op::matmul, "matmul", 2, 2, 1, {}},
     OpInfo{Op::group_norm, "group_norm", 3, 3, 1, kGroupNorm},
     OpInfo{Op::rms_norm, "rms_norm", 2, 3, 1, kEps},
     OpInfo{Op::layer_norm, "layer_norm", 1, 3, 1, kEps},
-    OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 2, 1, kEpsRequired},
+    OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 2, 1, kTokenRmsNorm},
     OpInfo{Op::silu, "silu", 1, 1, 1, {}},
     OpInfo{Op::gelu, "gelu", 1, 1, 1, {}},
     OpInfo{Op::tanh, "tanh", 1, 1, 1, {}},

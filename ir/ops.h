@@ -15,7 +15,8 @@
 //       frame f reads X's frame max(f − frame_shift, 0): one temporal tap of a causal
 //       3-D conv with replicate padding in front. Needs stride 1 and pad = kernel / 2,
 //       so frames keep their rows.
-//   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias
+//   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias; optional dtype: the result's
+//       storage ("f16" from lower_precision; default x's)
 //   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
 //   group_norm(x[N,C,...], gamma[C], beta[C])      groups, eps; statistics in f64
 //   rms_norm(x[N,C,...], gamma[numel C], beta?)    Wan RMS_norm: per position, over the
@@ -23,7 +24,7 @@
 //   layer_norm(x[...,C], gamma[C]?, beta[C]?)      over the last dim, eps
 //   silu, gelu (tanh-free, erf form), tanh, add, mul (numpy broadcasting)
 //   token_rms_norm(x[...,C], gamma[C]?)           over the last dim (diffusers RMSNorm):
-//       y = x / √(mean(x²) + eps) · gamma; eps required
+//       y = x / √(mean(x²) + eps) · gamma; eps required; optional dtype as linear's
 //   rope(x[...,T,D], cos[T,D/2], sin[T,D/2])       rotary embedding on interleaved
 //       (complex) pairs: (x₂ᵢ + i·x₂ᵢ₊₁) · (cosₜᵢ + i·sinₜᵢ), broadcast over leading dims
 //   sinusoidal(t[N], freqs[F])                     → [N, 2F]: [cos(t·f), sin(t·f)], the

@@ -10,6 +10,15 @@
 //     f32), and graph outputs stay f32: a conv_gemm / norm_act whose result reaches an
 //     output through reshape / permute / slice / clamp / scale / cast keeps dtype "f32";
 //     any other f16 output gets a cast to f32 (keeping the output's name).
+//   - Transformer ops (Z-Image, docs/ZIMAGE.md): token_rms_norm results are stored
+//     f16 (normalised values; dtype attr), and so are linear results (dtype attr:
+//     projections, FFN hiddens, modulation vectors; the tensor-core GEMM reads f16 x
+//     and writes f16 y) — except a linear whose result starts a residual stream
+//     (reaches an add or a concat through reshape / permute / slice / cast: the x and
+//     caption embedders) and one that reaches a graph output: those store f32. The
+//     op rules carry f16 on: mul of an f16 norm by the modulation, rope, attention,
+//     silu. The residual stream itself stays f32 (add stores its first operand's
+//     dtype, the stream). Measured on zimage_small: docs/ZIMAGE.md.
 //   - States (ir/program.h) are no boundary: the plans of a program store them, the
 //     host does not. A state input is f16; a state output is stored f16 with its real
 //     values (exponent 0: a guarded value gets an f16 `scale` back, "<v>.unguard"; an
@@ -84,7 +93,7 @@ std::set<size_t> output_producers(const Graph& g) {
     const ValueId v = g.outputs()[i];
     for (int64_t p = producers[static_cast<size_t>(v)]; p >= 0;) {
       const Node& n = g.nodes()[static_cast<size_t>(p)];
-      if (n.op == Op::conv_gemm || n.op == Op::norm_act) {
+      if (n.op == Op::conv_gemm || n.op == Op::norm_act || n.op == Op::linear || n.op == Op::token_rms_norm) {
         out.insert(static_cast<size_t>(p));
         break;
       }
@@ -142,6 +151,36 @@ std::set<size_t> unguarded_convs(const Graph& g) {
   return out;
 }
 
+// linear nodes whose result starts or joins a residual stream: some path from it
+// through reshape / permute / slice / cast reaches an add or a concat (Z-Image's x
+// and caption embedders, whose rows are concatenated with the pad tokens and then
+// carry the refiners' residual sums). A stream is not normalised, so it stays f32;
+// every other linear result (projections, FFN hiddens, modulation vectors) is read
+// by a norm, an activation, attention or another linear, and is stored f16.
+std::set<size_t> stream_linears(const Graph& g) {
+  std::vector<std::vector<size_t>> readers(g.values().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    for (ValueId v : g.nodes()[i].inputs)
+      if (v != kNoValue) readers[static_cast<size_t>(v)].push_back(i);
+  std::set<size_t> out;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (g.nodes()[i].op != Op::linear) continue;
+    std::vector<ValueId> todo{g.nodes()[i].outputs[0]};
+    while (!todo.empty() && !out.count(i)) {
+      const ValueId v = todo.back();
+      todo.pop_back();
+      for (size_t r : readers[static_cast<size_t>(v)]) {
+        const Node& n = g.nodes()[r];
+        if (n.op == Op::reshape || n.op == Op::permute || n.op == Op::slice || n.op == Op::cast)
+          todo.push_back(n.outputs[0]);
+        else if (n.op == Op::add || n.op == Op::concat)
+          out.insert(i);
+      }
+    }
+  }
+  return out;
+}
+
 // Multiplies a float attribute (default 1) by `f`; drops it when it becomes 1.
 void scale_attr(Attrs& a, const std::string& name, double f) {
   double v = a.get_float(name, 1.0) * f;
@@ -158,7 +197,8 @@ public:
     g_.nodes().clear();
     for (size_t i = 0; i < old.size(); ++i) {
       Node& n = old[i];
-      if (n.op == Op::conv_gemm || n.op == Op::norm_act)
+      if (n.op == Op::conv_gemm || n.op == Op::norm_act || n.op == Op::token_rms_norm ||
+          (n.op == Op::linear && !n.attrs.has("dtype")))
         n.attrs.set("dtype", std::string(f32_nodes.count(i) ? "f32" : "f16"));
       guard_this_ = !unguarded.count(i);
       Status s = rewrite(n);
@@ -361,7 +401,9 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   for (size_t i = 0; i < g.inputs().size(); ++i)
     if (g.input_state(i)) g.value(g.inputs()[i]).type.dtype = DType::f16;
   Guards guards(g, k);
-  STRATA_RETURN_IF_ERROR(guards.run(output_producers(g), unguarded_convs(g)));
+  std::set<size_t> f32_nodes = output_producers(g);
+  for (size_t i : stream_linears(g)) f32_nodes.insert(i);
+  STRATA_RETURN_IF_ERROR(guards.run(f32_nodes, unguarded_convs(g)));
   // Conv weights to f16: only constants every reader takes as conv_gemm's weight.
   std::vector<int> conv_weight_reads(g.values().size(), 0), reads(g.values().size(), 0);
   for (const Node& n : g.nodes())

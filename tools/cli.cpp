@@ -24,6 +24,7 @@
 #include "tools/progress.h"
 #include "tools/session.h"
 #include "tools/video_command.h"
+#include "tools/zimage_bench.h"
 
 #include <charconv>
 #include <chrono>
@@ -52,6 +53,8 @@ const char* kUsage =
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata bench --arch wan22|hunyuan --frames F --size HxW [--reps R] [--warmup W] [--whole]   (a video VAE)\n"
+    "  strata bench --arch zimage --size N [--caption-length L] [--reps R] [--warmup W] [--profile]   (the Z-Image\n"
+    "      transformer, seeded weights: one forward, per prompt and per step)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
@@ -364,6 +367,8 @@ int cmd_devices(const std::vector<std::string>& args, std::ostream& out, std::os
 }
 
 int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::ostream& raw_err) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)  // the transformer: tools/zimage_bench.h
+    if (args[i] == "--arch" && args[i + 1] == "zimage") return cmd_bench_zimage(args, raw_out, raw_err);
   Progress progress(raw_err, progress_enabled(raw_err));
   ProgressStream out(progress, raw_out), err(progress, raw_err);
   auto specs = with_model_options({
