@@ -129,7 +129,9 @@ struct Case {
 TEST(CodegenGemmCoop, LinearIsTheOneByOneConvBitForBitAndCloseToTheInterpreter) {
   // Partial row tiles (45, 70 rows of 32), partial column tiles (40, 72 of 32), a
   // partial K chunk (K = 40: chunks of 32), f16 and f32 results (VEC_OUT on and off).
-  const std::vector<Case> cases = {{45, 40, 72, true, DType::f16}, {70, 32, 40, false, DType::f16},
+  // The two kernel variants are the ones zimage_small's f16 plan runs
+  // (test_zimage_coop.cpp), so lavapipe compiles no extra emulated kernel for CI.
+  const std::vector<Case> cases = {{45, 40, 72, false, DType::f16}, {70, 32, 40, false, DType::f16},
                                     {33, 64, 48, true, DType::f32}};
   const codegen::Target target = emulated_target();
   for (const Case& c : cases) {
