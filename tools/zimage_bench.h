@@ -1,12 +1,13 @@
 // `strata bench --arch zimage --size N [--caption-length L] [--reps R] [--warmup W]
-// [--profile]`: one Z-Image transformer forward (the released config, weights from a
+// [--profile] [--transformer DIR]`: one Z-Image transformer forward (the released config, weights from a
 // seed, an N×N image's latent, a caption of L = 128 tokens by default) compiled as the
 // hoisted program (passes/hoist_invariant.h: per_prompt, per_t, per_step) and timed
 // per plan, so the report splits the forward into what runs once per prompt and what
 // runs every step. Times are device-resident replays (submit to fence, inputs
 // already on the device), the median over R after W warm-ups; the per-step part is
 // per_t + per_step. --profile prints the per-kind profile (tools/profile_report.h) of
-// each plan's last replay.
+// each plan's last replay. --transformer DIR benches a diffusers directory instead
+// (the small case, to try the command without a GPU).
 #pragma once
 
 #include <ostream>
