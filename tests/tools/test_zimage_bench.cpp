@@ -1,0 +1,57 @@
+// `strata bench --arch zimage` (tools/zimage_bench.h), in-process on the zimage_small
+// case's weights (--transformer) on lavapipe: one forward compiled as the hoisted
+// program, timed per plan, and the split reported (per prompt; per step = per_t +
+// per_step); bad sizes fail with one line before any work.
+#include "tests/cases.h"
+#include "tools/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace strata {
+namespace {
+
+using test_cases::case_file;
+
+constexpr const char* kCase = "zimage_small";
+
+TEST(ZImageBench, ReportsPerPromptAndPerStepParts) {
+  STRATA_REQUIRE_CASE(kCase);
+  std::ostringstream out, err;
+  const int code = run_cli({"bench", "--arch", "zimage", "--transformer", case_file(kCase, "transformer"), "--size",
+                            "96", "--caption-length", "45", "--reps", "1", "--warmup", "0", "--no-cache"},
+                           out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  const std::string text = out.str();
+  // 96² image: a 12×12 latent, 36 image tokens padded to 64, 45 caption tokens to 64.
+  EXPECT_NE(text.find("latent 12x12, 64 image + 64 caption tokens (45 valid)"), std::string::npos) << text;
+  // The three plans in run order, each timed.
+  const size_t prompt = text.find("  per_prompt "), t = text.find("  per_t "), step = text.find("  per_step ");
+  ASSERT_NE(prompt, std::string::npos) << text;
+  ASSERT_NE(t, std::string::npos) << text;
+  ASSERT_NE(step, std::string::npos) << text;
+  EXPECT_LT(prompt, t);
+  EXPECT_LT(t, step);
+  // The summary: per step is per_t + per_step, the forward both parts.
+  std::smatch m;
+  const std::regex plan_ms("  (per_\\w+) +([0-9.]+) ms device-resident");
+  std::map<std::string, double> ms;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), plan_ms); it != std::sregex_iterator(); ++it)
+    ms[(*it)[1]] = std::stod((*it)[2]);
+  ASSERT_EQ(ms.size(), 3u) << text;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("per prompt ([0-9.]+) ms; per step ([0-9.]+) ms"))) << text;
+  EXPECT_NEAR(std::stod(m[1]), ms["per_prompt"], 0.01);
+  EXPECT_NEAR(std::stod(m[2]), ms["per_t"] + ms["per_step"], 0.02);
+}
+
+TEST(ZImageBench, SizeMustBeAMultipleOf16) {
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cli({"bench", "--arch", "zimage", "--size", "1000"}, out, err), 2);
+  EXPECT_NE(err.str().find("--size must be a positive multiple of 16"), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace strata
