@@ -326,6 +326,28 @@ TEST(CodegenAttentionCoop, DsplitRisingScoresRescale) {
   }
 }
 
+// The dsplit kernel's subgroups on an H200-like target (subgroup 32): the fewest that
+// hold at most 4 head-dim tiles each — head dim 128 (Z-Image): 2 (WG 64), so a score
+// block sums 2 partials, not 8; 512 (the VAEs): 8 (WG 256), as tuned.
+TEST(CodegenAttentionCoop, DsplitSubgroupsOnTheH200) {
+  const codegen::Target h200 = h200_target();
+  for (const auto& [d, wg] : {std::pair<int64_t, const char*>{128, "WG=64"}, {512, "WG=256"}}) {
+    SCOPED_TRACE(d);
+    Attn t;
+    build(t, {2, 128, d}, {2, 128, d}, {2, 128, d}, 881);
+    ASSERT_TRUE(t.b.ok());
+    auto plan = codegen::compile_plan(t.graph, t.weights, h200);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    bool found = false;
+    for (const auto& p : plan->pipelines)
+      if (p.name.rfind("attention_coop_dsplit.comp", 0) == 0) {
+        found = true;
+        EXPECT_NE(p.name.find(std::string(",") + wg + "]"), std::string::npos) << p.name;
+      }
+    EXPECT_TRUE(found);
+  }
+}
+
 // Which cooperative-matrix kernel the lowering picks: dsplit only for whole blocks and
 // head dims that split into at most 4 tiles per subgroup; attention_coop.comp for the
 // rest. The dsplit plan asks for subgroup shuffles.
