@@ -44,13 +44,26 @@ TEST(ZImageCoop, F16PlanOnTensorCoresMatchesDiffusers) {
   PassContext ctx{options, model->weights, {}};
   Status s = run_pipeline(*g, ctx);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  // The residual stream stays f32; projections, norms and attention are f16.
-  size_t f16_linears = 0, linears = 0;
-  for (const Node& n : g->nodes())
-    if (n.op == Op::linear) {
-      ++linears;
-      f16_linears += g->value(n.outputs[0]).type.dtype == DType::f16;
+  // The residual stream stays f32 (every add, the x and caption embedders that start
+  // it); norms, projections, FFN hiddens and attention are f16.
+  size_t f16_linears = 0, linears = 0, attentions = 0, embedders = 0;
+  for (const Node& n : g->nodes()) {
+    const DType d = g->value(n.outputs[0]).type.dtype;
+    if (n.op == Op::add) EXPECT_EQ(d, DType::f32) << n.name;
+    if (n.op == Op::token_rms_norm) EXPECT_EQ(d, DType::f16) << n.name;
+    if (n.op == Op::attention) {
+      ++attentions;
+      for (ValueId v : n.inputs) EXPECT_EQ(g->value(v).type.dtype, DType::f16) << n.name;
     }
+    if (n.op != Op::linear) continue;
+    ++linears;
+    f16_linears += d == DType::f16;
+    const bool embedder = n.name.find("x_embedder") != std::string::npos || n.name.rfind("cap_embedder", 0) == 0;
+    if (embedder) EXPECT_EQ(d, DType::f32) << n.name;
+    embedders += embedder;
+  }
+  EXPECT_EQ(embedders, 2u);
+  EXPECT_EQ(attentions, 6u);  // 2 noise refiner + 2 context refiner + 2 main layers
   EXPECT_GT(f16_linears, linears / 2) << f16_linears << " of " << linears;
 
   auto device = testing::test_device_f16();
