@@ -30,6 +30,7 @@
 #include "codegen/storage.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
@@ -145,18 +146,22 @@ struct DsplitTiles {
   uint64_t shared_bytes = 0;
 };
 
-// The fewest subgroups (1, 2, 4 or 8) that split D and Dv into whole 16-column tiles,
-// at most 4 per subgroup (its Q and O tiles stay in registers: 2 row tiles × 4
-// = 8 A fragments and 8 accumulators): every subgroup does as much MMA work per key
-// block as it can hold, and the score block sums as few partials as it can (head dim
-// 512: 8 subgroups, the tuned VAE case; 128: 2 instead of 8, issue 17 session 9,
-// docs/PERFORMANCE.md). WG = NSG·subgroup must be a multiple of the 32
+// The subgroups (8, 4, 2 or 1) that split D and Dv into whole 16-column tiles, at
+// most 4 per subgroup (its Q and O tiles stay in registers: 2 row tiles × 4 = 8 A
+// fragments and 8 accumulators). Head dims of 8 tiles or more (D >= 128) take the
+// fewest such subgroups: every subgroup does as much MMA work per key block as it can
+// hold and the score block sums as few partials as it can (512: 8 subgroups, the
+// tuned VAE case, unchanged; 128: 2 instead of 8, attention 238 -> 164 ms in a Z-Image
+// step at 1024² on the H200, issue 17 session 9, docs/PERFORMANCE.md). Smaller head
+// dims keep the most subgroups (not measured otherwise). WG = NSG·subgroup must be a multiple of the 32
 // rows and LPR = WG / 32 lanes per row a power of two within a subgroup that divides
 // the key block; the shared memory (the kernel's header) within the target's.
 std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split) {
   const uint64_t sg = l.target().subgroup_size;
   if (a.tk % kDsplitKeys != 0 || a.tq % kDsplitRows != 0 || split.rows_per % kDsplitRows != 0) return std::nullopt;
-  for (uint32_t nsg : {1u, 2u, 4u, 8u}) {
+  const bool fewest = a.d / 16 >= 8 && a.dv / 16 >= 8;
+  const std::array<uint32_t, 4> order = fewest ? std::array<uint32_t, 4>{1, 2, 4, 8} : std::array<uint32_t, 4>{8, 4, 2, 1};
+  for (uint32_t nsg : order) {
     if ((a.d / 16) % nsg != 0 || (a.dv / 16) % nsg != 0) continue;
     if (a.d / 16 / nsg > 4 || a.dv / 16 / nsg > 4) continue;
     const uint64_t wg = nsg * sg;
