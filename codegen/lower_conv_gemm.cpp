@@ -79,8 +79,12 @@ struct CoopTile {
     return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
   }
   // A halo tile has two A buffers (the next chunk's halo is staged during this one).
-  uint32_t shared_bytes(int64_t kh, int64_t kw) const {
-    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * frag * frag * 4;
+  // Native im2col kernels keep the epilogue's patches in the staging memory
+  // (conv_gemm_coop.comp SH_ALIAS): the larger of the two, else their sum.
+  uint32_t shared_bytes(int64_t kh, int64_t kw, bool native = false) const {
+    const uint32_t staging = ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2;
+    const uint32_t patches = wp * wc * frag * frag * 4;
+    return native && th == 0 ? std::max(staging, patches) : staging + patches;
   }
 };
 
@@ -239,11 +243,11 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes(k[0], k[1]) > target.max_shared_memory_bytes)
+    if (tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat) > target.max_shared_memory_bytes)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} (halo rows {}) needs {} bytes of shared "
                                       "memory, the target has {}",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, tile.th,
-                                      tile.shared_bytes(k[0], k[1]), target.max_shared_memory_bytes));
+                                      tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat), target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
     tile_rows = tile.th;
     tile_channels = tile.channels();

@@ -163,7 +163,28 @@ layout(push_constant) uniform Push {
 #ifndef STAGES
 #define STAGES 1
 #endif
-#if SMEM_VEC
+// SH_ALIAS (native im2col kernels): the staging buffers and the epilogue's patches share
+// one array, the patches used only after the main loop (a barrier between), so a tile
+// needs the larger of the two, not their sum: room for two stages or BK 64 with 32 × 32
+// fragments in 48 KiB.
+#ifndef SH_ALIAS
+#define SH_ALIAS (SMEM_VEC && TH == 0)
+#endif
+#if SH_ALIAS && (!SMEM_VEC || TH > 0)
+#error "conv_gemm_coop.comp: SH_ALIAS needs SMEM_VEC and the im2col tile"
+#endif
+#define B_OFF 0u  // halfs before the B buffers in b_sh
+#if SH_ALIAS
+#define A_VECS (STAGES * BP * ROW / 8)
+#define B_VECS (STAGES * BC * ROW / 8)
+#define EP_VECS (WP * WC * FM * FN / 4)
+shared uvec4 smem[(A_VECS + B_VECS) > EP_VECS ? (A_VECS + B_VECS) : EP_VECS];
+#define a_sh smem
+#define b_sh smem
+#undef B_OFF
+#define B_OFF (A_VECS * 8u)
+#define SH_UNIT 8u
+#elif SMEM_VEC
 #if TH > 0
 shared uvec4 a_sh[2 * H_ROWS * ROW / 8];  // two halos
 #else
@@ -182,7 +203,15 @@ shared float16_t a_sh[STAGES * BP * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
+#if SH_ALIAS
+// f32 bits in the shared uvec4s (coopMatStoreNV takes uvec4 arrays, not vec4).
+#define EP_STORE(m, at) CM_STORE_ACC(m, smem, (at) / 4u, FN / 4u, false)
+#define EP_READ(i) uintBitsToFloat(smem[(i) / 4u][(i) % 4u])
+#else
 shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup (epilogue)
+#define EP_STORE(m, at) CM_STORE_ACC(m, ep_sh, at, FN, false)
+#define EP_READ(i) ep_sh[i]
+#endif
 
 #if TH > 0
 uvec4 a_reg[HALO_PARTS];
@@ -326,7 +355,7 @@ void fetch_b(uint tap, uint c0) {
 
 #if TH == 0
 void stage(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+  const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j);
     if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
@@ -361,7 +390,7 @@ uint sg_p, sg_c;  // this subgroup's fragment block
 #if TH == 0
 // acc += the staged tiles of buffer `buf`.
 void multiply(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+  const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
     CM_A a[FP];
     CM_B b[FC];
@@ -546,10 +575,13 @@ void main() {
   // elements e = l + t·CM_SG (pixel e / FN, channel e % FN), so neighbouring lanes
   // store neighbouring channels. (On the H200 this epilogue costs about as much as the
   // main loop: docs/PERFORMANCE.md, issue 15, session 8.)
+#if SH_ALIAS
+  barrier();  // every subgroup is done with the staged tiles the patches overwrite
+#endif
   const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
-      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, FN, false);
+      EP_STORE(acc[i][j], ep_at);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 #if VEC_OUT
@@ -577,7 +609,7 @@ void main() {
           [[unroll]] for (uint c = 0; c < 8; ++c) {
             v[c] = 0.0;
             if (o + c < pc.co) {
-              v[c] = ep_sh[ep_at + gp * FN + gc * 8 + c] * pc.acc_scale;
+              v[c] = EP_READ(ep_at + gp * FN + gc * 8 + c) * pc.acc_scale;
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif
@@ -609,7 +641,7 @@ void main() {
 #endif
           float v = 0.0;
           if (o < pc.co) {
-            v = ep_sh[ep_at + e] * pc.acc_scale;
+            v = EP_READ(ep_at + e) * pc.acc_scale;
 #if HAS_BIAS
             v += float(bias[o]);
 #endif
