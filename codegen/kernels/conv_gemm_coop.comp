@@ -59,7 +59,8 @@
 //          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
-//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
+//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
+//          im2col kernels: the epilogue patches share the staging memory).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
 
