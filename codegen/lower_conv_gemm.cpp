@@ -129,7 +129,15 @@ CoopTile default_coop_tile(int64_t channels, bool flexible) {
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
-  if (covered(96) < covered(128)) return {2, 2, 4, 3};
+  // On flexible devices: 2 × 3 subgroups of 2 × 1 fragments of 32 × 32 (Qwen-Image
+  // 1024² conv 29.6 -> 24.6 ms on the H200 against the 16 × 16 tile; docs/PERFORMANCE.md,
+  // issue 15, session 9).
+  if (covered(96) < covered(128)) {
+    if (!flexible) return {2, 2, 4, 3};
+    CoopTile t;
+    t.wp = 2, t.wc = 3, t.fp = 2, t.fc = 1, t.frag = 32;
+    return t;
+  }
   if (flexible) {
     CoopTile t;
     t.fp = t.fc = 2;

@@ -349,6 +349,19 @@ TEST(CodegenConvGemmCoop, TileChannelsFollowTheOutputChannels) {
     ASSERT_TRUE(plan) << plan.message();
     EXPECT_NE(pipeline_names(*plan).find("FC=" + fc + ","), std::string::npos) << co << ": " << pipeline_names(*plan);
   }
+  // With flexible dimensions: 32 × 32 fragments, 96 channels as 3 subgroups of one.
+  nv.coopmat_flexible = true;
+  nv.max_shared_memory_bytes = 48 << 10;
+  for (const auto& [co, wc] : std::vector<std::pair<int64_t, std::string>>{{96, "3"}, {192, "3"}, {384, "2"}}) {
+    CoopCase c;
+    c.co = co;
+    const Built t = build(c);
+    auto plan = codegen::compile_plan(t.graph, t.weights, nv);
+    ASSERT_TRUE(plan) << plan.message();
+    const std::string names = pipeline_names(*plan);
+    EXPECT_NE(names.find("WC=" + wc + ","), std::string::npos) << co << ": " << names;
+    EXPECT_NE(names.find("CM_M=32"), std::string::npos) << co << ": " << names;
+  }
 }
 
 // Fragments of 32×32 (coopmat.glsl's CM_M, CM_N; flexible dimensions on the device)
@@ -388,7 +401,7 @@ TEST(CodegenConvGemmCoop, FlexibleDevicesGetKhrFragmentsOf32) {
   nv.tensor_cores = codegen::TensorCores::nv_coopmat;
   nv.subgroup_size = 32;
   nv.coopmat_flexible = true;
-  nv.max_shared_memory_bytes = 48 << 10;  // the H200's; 2 × 2 fragments of 32 × 32 take 36 KiB
+  nv.max_shared_memory_bytes = 48 << 10;  // the H200's
   CoopCase c;
   c.co = 128;
   const Built t = build(c);
