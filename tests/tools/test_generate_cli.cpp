@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -96,6 +97,55 @@ TEST(GenerateCli, VulkanAndInterpreterGiveTheSameLatentWithCfg) {
   // The loop moved the latent away from the seeded noise.
   Tensor noise({16, 1, 6, 8}, seeded_normal(7, "zimage.initial_latent", 16 * 6 * 8, 0.0, 1.0));
   EXPECT_GT(max_abs_diff(latents["cpu"], noise), 0.1);
+}
+
+// Three CFG steps on the interpreter, computed here from the pipeline's formulas: a
+// scheduler_config.json beside the transformer sets shift 1, so with sigma_min 0 the
+// timesteps are linspace(1000, 0, 3), the sigmas [1, 0.5, 0, 0] and the model's t
+// 0, 0.5, 1; pred = pos + S·(pos − neg); latent += (σ' − σ)·(−pred).
+TEST(GenerateCli, CfgStepsFollowThePipelineAndTheSchedulerConfig) {
+  STRATA_REQUIRE_CASE(kCase);
+  const fs::path root = temp_path("pipeline");
+  fs::create_directories(root / "scheduler");
+  fs::copy(case_file(kCase, "transformer"), root / "transformer");
+  {
+    std::ofstream f(root / "scheduler" / "scheduler_config.json");
+    f << R"({"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
+             "use_dynamic_shifting": false})";
+  }
+  const std::string neg = (root / "neg.npy").string(), lat = (root / "latent.npy").string();
+  ASSERT_TRUE(write_npy(neg, caption_rows(20)));
+  Result r = run({"generate", "--transformer", (root / "transformer").string(), "--caption-features",
+                  case_file(kCase, "cap_feats.npy"), "--negative-features", neg, "--cfg", "2.5", "--size", "64x48",
+                  "--steps", "3", "--seed", "3", "--out-latent", lat, "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("scheduler: " + (root / "scheduler" / "scheduler_config.json").string()), std::string::npos)
+      << r.out;
+  auto got = read_npy(lat);
+  ASSERT_TRUE(got) << got.message();
+
+  auto model = load_zimage_dir(case_file(kCase, "transformer"));
+  ASSERT_TRUE(model) << model.message();
+  auto forward = [&](const Tensor& x, int64_t rows, float t) {
+    auto g = build_zimage(*model, {.latent_h = 6, .latent_w = 8, .caption_length = rows});
+    EXPECT_TRUE(g) << g.message();
+    auto out = interpret(*g, model->weights, {x, caption_rows(rows), Tensor({1}, {t})});
+    EXPECT_TRUE(out) << out.message();
+    return (*out)[0];
+  };
+  Tensor x({16, 1, 6, 8}, seeded_normal(3, "zimage.initial_latent", 16 * 6 * 8, 0.0, 1.0));
+  const float sigmas[] = {1.0f, 0.5f, 0.0f, 0.0f}, ts[] = {0.0f, 0.5f, 1.0f};
+  for (int step = 0; step < 3; ++step) {
+    const Tensor pos = forward(x, 45, ts[step]), negative = forward(x, 20, ts[step]);
+    for (size_t i = 0; i < x.data.size(); ++i) {
+      const float pred = pos.data[i] + 2.5f * (pos.data[i] - negative.data[i]);
+      x.data[i] += (sigmas[step + 1] - sigmas[step]) * -pred;
+    }
+  }
+  EXPECT_LE(max_abs_diff(*got, x), 1e-5);
+  Tensor noise({16, 1, 6, 8}, seeded_normal(3, "zimage.initial_latent", 16 * 6 * 8, 0.0, 1.0));
+  EXPECT_GT(max_abs_diff(x, noise), 0.1);
+  fs::remove_all(root);
 }
 
 // One bad input: exit 1, one line naming the problem, no image.
