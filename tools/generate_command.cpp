@@ -314,6 +314,16 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   progress.stage("compiling");
   auto start = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZImageDenoiser> den, ZImageDenoiser::create(model, lh, lw, r, out));
+  if (den->f16_weights()) {
+    const F16RangeReport range = zimage_f16_range(model);
+    if (range.overflow > 0)
+      out << fmt::format("warning: {} weight values in {} tensors (first '{}') exceed f16's range (max |w| {}); "
+                         "they become inf in an f16 plan (use --precision f32)\n",
+                         range.overflow, range.overflowing.size(), range.overflowing.front(), range.max_abs);
+  }
+  if (a.has("negative-features") && !g.negative)
+    out << fmt::format("note: --negative-features is not used: --cfg {} is not above 1 (no guidance, as diffusers)\n",
+                       g.cfg);
   STRATA_RETURN_IF_ERROR(den->set_captions(g.caption, g.negative ? &*g.negative : nullptr));
   out << fmt::format("transformer: {} plans on the {} backend, ready in {:.0f} ms; hoisted states {:.1f} KiB "
                      "(per prompt: {} caption tokens{})\n",

@@ -81,6 +81,8 @@ public:
   Expected<std::vector<Tensor>> predict(const Tensor& latent, float t);
 
   int64_t programs_built() const { return built_; }
+  // Whether the plans store the matrix weights as f16 (an f16 device plan).
+  bool f16_weights() const { return f16_weights_; }
   // Bytes of the current program's hoisted states (HoistReport::state_bytes, f32).
   uint64_t hoisted_bytes() const;
   // The current program's plans before compiling, and the hoisting report of the
