@@ -245,8 +245,9 @@ Expected<GenerateArgs> read_args(const ParsedArgs& a) {
   }
   if (g.cfg > 1.0f && !a.has("negative-features"))
     return error("--cfg {} enables classifier-free guidance, which needs --negative-features", g.cfg);
-  if (!fs::is_directory(g.transformer)) return error("--transformer '{}' is not a directory", g.transformer);
-  if (g.out && !fs::is_directory(g.vae)) return error("--vae '{}' is not a directory", g.vae);
+  std::error_code ec;  // (the error_code overloads: errors are values here, no exceptions)
+  if (!fs::is_directory(g.transformer, ec)) return error("--transformer '{}' is not a directory", g.transformer);
+  if (g.out && !fs::is_directory(g.vae, ec)) return error("--vae '{}' is not a directory", g.vae);
   const std::string cap = *a.get("caption-features");
   STRATA_ASSIGN_OR_RETURN(g.caption, read_npy(cap));
   if (auto neg = a.get("negative-features"); neg && g.cfg > 1.0f) {
@@ -261,7 +262,8 @@ Expected<FlowMatchConfig> scheduler_for(const std::string& transformer, std::ost
   fs::path dir(transformer);
   if (dir.filename().empty()) dir = dir.parent_path();
   const fs::path config = dir.parent_path() / "scheduler" / "scheduler_config.json";
-  if (!fs::exists(config)) {
+  std::error_code ec;
+  if (!fs::exists(config, ec)) {
     log << "scheduler: no " << config.string() << "; flow-match Euler defaults (shift 3)\n";
     return FlowMatchConfig{};
   }
@@ -368,7 +370,8 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, load_on_device(decoder, vae->weights, r, out));
     STRATA_ASSIGN_OR_RETURN(image, loaded->run({z}));
   }
-  Tensor rgb = image.at(0);
+  if (image.empty()) return error("the VAE decoder returned no image");
+  Tensor rgb = image[0];
   if (rgb.shape.size() == 4 && rgb.shape[0] == 1) rgb.shape.erase(rgb.shape.begin());
   STRATA_RETURN_IF_ERROR(write_file_atomically(*g.out, [&](const std::string& p) { return write_png_rgb(p, rgb); }));
   out << "wrote " << *g.out << fmt::format(" ({}x{})\n", g.width, g.height);
