@@ -16,6 +16,7 @@
 #include "tools/environment.h"
 #include "tools/cache_command.h"
 #include "tools/forward_command.h"
+#include "tools/generate_command.h"
 #include "tools/hoist_command.h"
 #include "tools/inspect_command.h"
 #include "passes/lower_precision.h"
@@ -531,6 +532,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (cmd == "decode") return cmd_decode(rest, out, err);
   if (cmd == "forward") return cmd_forward(rest, out, err);
+  if (cmd == "generate") return cmd_generate(rest, out, err);
   if (cmd == "graph") return cmd_graph(rest, out, err);
   if (cmd == "compare") return cmd_compare(rest, out, err);
   if (cmd == "bench") return cmd_bench(rest, out, err);
