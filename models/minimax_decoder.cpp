@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numbers>
 #include <numeric>
 
@@ -33,11 +34,29 @@ struct MiniMaxBuilder {
   int64_t tokens() const { return frames * h * wd; }
   int64_t seq() const { return tokens() + c.num_register_tokens + 1; }
 
+  DType weight_dtype;
+
   ValueId param(const std::string& name, const Shape& shape, ParamKind kind) { return w.get(b, name, shape, kind); }
 
+  // A linear's weight: checked (or seeded, or derived with `pick`) through a scratch
+  // builder, then bound at the plan's matrix dtype; the store keeps f32 and the
+  // conversion happens on upload (device plans) or read (interpreter).
+  ValueId matrix(const std::string& name, const Shape& shape, const std::string& suffix = "",
+                 const std::function<int64_t(int64_t)>& pick = nullptr) {
+    if (!b.ok()) return kNoValue;
+    Graph scratch;
+    Builder check(scratch, &w.store());
+    const bool ok = pick ? w.derive(check, name, shape, ParamKind::conv_weight, suffix, shape, pick) != kNoValue
+                         : w.get(check, name, shape, ParamKind::conv_weight) != kNoValue;
+    if (!ok) {
+      b.fail(check.status());
+      return kNoValue;
+    }
+    return b.constant(name + suffix, TensorType{shape, weight_dtype, {}});
+  }
+
   ValueId linear(ValueId x, const std::string& prefix, int64_t out, int64_t in) {
-    return b.linear(x, param(prefix + ".weight", {out, in}, ParamKind::conv_weight),
-                    param(prefix + ".bias", {out}, ParamKind::bias));
+    return b.linear(x, matrix(prefix + ".weight", {out, in}), param(prefix + ".bias", {out}, ParamKind::bias));
   }
 
   // Head channel n of the permuted q / k (see the header) reads channel rope_source(n).
@@ -51,8 +70,8 @@ struct MiniMaxBuilder {
   ValueId rope_linear(ValueId x, const std::string& prefix) {
     const int64_t dim = d.dim, hd = c.head_dim;
     auto row = [&](int64_t r) { return (r / hd) * hd + rope_source(r % hd); };
-    ValueId wt = w.derive(b, prefix + ".weight", {dim, dim}, ParamKind::conv_weight, "[rope_pairs]", {dim, dim},
-                          [&](int64_t i) { return row(i / dim) * dim + i % dim; });
+    ValueId wt = matrix(prefix + ".weight", {dim, dim}, "[rope_pairs]",
+                        [&](int64_t i) { return row(i / dim) * dim + i % dim; });
     ValueId bias = w.derive(b, prefix + ".bias", {dim}, ParamKind::bias, "[rope_pairs]", {dim}, row);
     return b.linear(x, wt, bias);
   }
@@ -144,7 +163,7 @@ struct MiniMaxBuilder {
     x = b.linear(x,
                  w.derive(b, "post_quant_conv.weight", {ch, ch, 1, 1, 1}, ParamKind::conv_weight, "[linear]", {ch, ch},
                           [](int64_t i) { return i; }),
-                 param("post_quant_conv.bias", {ch}, ParamKind::bias));
+                 param("post_quant_conv.bias", {ch}, ParamKind::bias));  // f32: 24×24, before proj_in
     x = linear(x, "decoder.proj_in", dim, ch);
     {
       auto scope = b.scope("decoder.registers");
@@ -291,13 +310,15 @@ std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t 
 }
 
 Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t tiles, int64_t frames,
-                                      int64_t latent_h, int64_t latent_w) {
+                                      int64_t latent_h, int64_t latent_w, DType weight_dtype) {
+  if (weight_dtype != DType::f32 && weight_dtype != DType::f16)
+    return error("MiniMax-H3 decoder graphs take f32 or f16 matrix weights, not {}", dtype_name(weight_dtype));
   if (tiles < 1 || frames < 1 || latent_h < 1 || latent_w < 1)
     return error("{} tiles of {} frames of {}x{} is empty", tiles, frames, latent_h, latent_w);
   Graph g;
   g.name = minimax_plan_name(tiles, frames, latent_h, latent_w);
   Builder b(g, &w.store());
-  MiniMaxBuilder mb{c, minimax_dims(c), w, b, tiles, frames, latent_h, latent_w};
+  MiniMaxBuilder mb{c, minimax_dims(c), w, b, tiles, frames, latent_h, latent_w, weight_dtype};
   ValueId z = b.input("latent", {tiles, c.latent_channels, frames, latent_h, latent_w});
   ValueId video = mb.decode(z);
   if (b.ok()) b.output(video);
@@ -308,11 +329,12 @@ Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w
 }
 
 Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t latent_frames,
-                                             int64_t latent_h, int64_t latent_w) {
+                                             int64_t latent_h, int64_t latent_w, DType weight_dtype) {
   STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(c, latent_frames, latent_h, latent_w));
   ProgramGraph p;
   p.name = "minimax_vae_decoder";
-  STRATA_ASSIGN_OR_RETURN(Graph plan, build_minimax_decoder(c, w, g.tiles(), g.clip_frames, g.tile_h, g.tile_w));
+  STRATA_ASSIGN_OR_RETURN(Graph plan, build_minimax_decoder(c, w, g.tiles(), g.clip_frames, g.tile_h, g.tile_w,
+                                                                weight_dtype));
   p.plans.push_back(std::move(plan));
   return p;
 }

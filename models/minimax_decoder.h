@@ -93,14 +93,17 @@ std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t 
 
 // One decoder call over a batch of tiles: input "latent" [B, C, t, h, w] (the pipeline's
 // normalized latent; de-normalized inside), output "video" [B, 3, t·pt, h·p, w·p] as
-// MiniMaxH3VideoViTDecoder3d returns it. Missing or mis-shaped tensors are errors
-// naming the tensor.
+// MiniMaxH3VideoViTDecoder3d returns it. `weight_dtype` is the dtype of the blocks'
+// and projections' matrix weights: f32, or f16 for f16 device plans (passes/
+// lower_precision leaves linear-only graphs in f32, so an f16 plan's only f16 values are
+// these weights; activations and accumulation stay f32). Missing or mis-shaped tensors
+// are errors naming the tensor.
 Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t tiles, int64_t frames,
-                                      int64_t latent_h, int64_t latent_w);
+                                      int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32);
 
 // The program of a decode of T × h × w: one plan, every tile of every clip has one size.
 Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t latent_frames,
-                                             int64_t latent_h, int64_t latent_w);
+                                             int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32);
 
 // Decodes a video latent [C, T, h, w] (or [1, C, T, h, w]) clip by clip, running the
 // plan minimax_plan_name(...) once per clip on all its tiles, and hands every output
