@@ -305,6 +305,13 @@ Expected<MiniMaxGeometry> minimax_geometry(const MiniMaxVaeConfig& c, int64_t la
   return g;
 }
 
+int64_t minimax_tile_batch(int64_t tiles, int64_t max_tile_batch) {
+  if (max_tile_batch <= 0 || max_tile_batch >= tiles) return tiles;
+  int64_t b = max_tile_batch;
+  while (tiles % b != 0) --b;
+  return b;
+}
+
 std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t w) {
   return fmt::format("tiles_{}x{}x{}x{}", tiles, frames, h, w);
 }
@@ -329,11 +336,12 @@ Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w
 }
 
 Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t latent_frames,
-                                             int64_t latent_h, int64_t latent_w, DType weight_dtype) {
+                                             int64_t latent_h, int64_t latent_w, DType weight_dtype,
+                                             int64_t max_tile_batch) {
   STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(c, latent_frames, latent_h, latent_w));
   ProgramGraph p;
   p.name = "minimax_vae_decoder";
-  STRATA_ASSIGN_OR_RETURN(Graph plan, build_minimax_decoder(c, w, g.tiles(), g.clip_frames, g.tile_h, g.tile_w,
+  STRATA_ASSIGN_OR_RETURN(Graph plan, build_minimax_decoder(c, w, minimax_tile_batch(g.tiles(), max_tile_batch), g.clip_frames, g.tile_h, g.tile_w,
                                                                 weight_dtype));
   p.plans.push_back(std::move(plan));
   return p;
@@ -344,13 +352,14 @@ namespace {
 // A decoded clip's tiles [B, 3, F, th, tw] (B = rows × cols, row major) and the
 // stitching of one of its frames (_stitch_tiles) into [3, H, W], in f64.
 struct ClipTiles {
-  const Tensor& out;
+  const std::vector<Tensor>& runs;  // [batch, 3, F, th, tw] each, tiles in order
   const MiniMaxGeometry& g;
-  int64_t frames, th, tw, channels;
+  int64_t batch, frames, th, tw, channels;
 
   double at(int64_t i, int64_t j, int64_t ch, int64_t f, int64_t y, int64_t x) const {
     const int64_t tile = i * static_cast<int64_t>(g.tx.starts.size()) + j;
-    return out.data[static_cast<size_t>((((tile * channels + ch) * frames + f) * th + y) * tw + x)];
+    const Tensor& out = runs[static_cast<size_t>(tile / batch)];
+    return out.data[static_cast<size_t>(((((tile % batch) * channels + ch) * frames + f) * th + y) * tw + x)];
   }
 
   // Output rows (or columns) of tile i along one axis after the crop: [offset, offset + kept).
@@ -394,7 +403,7 @@ struct ClipTiles {
 }  // namespace
 
 Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, const PlanRunner& run,
-                            const FrameSink& sink) {
+                            const FrameSink& sink, int64_t max_tile_batch) {
   Shape s = latent.shape;
   if (s.size() == 5 && s[0] == 1) s.erase(s.begin());
   if (s.size() != 4 || s[0] != c.latent_channels)
@@ -403,9 +412,10 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
   const int64_t ch = s[0], t = s[1], h = s[2], wd = s[3];
   STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(c, t, h, wd));
   const MiniMaxDims d = minimax_dims(c);
-  const std::string plan = minimax_plan_name(g.tiles(), g.clip_frames, g.tile_h, g.tile_w);
+  const int64_t batch = minimax_tile_batch(g.tiles(), max_tile_batch);
+  const std::string plan = minimax_plan_name(batch, g.clip_frames, g.tile_h, g.tile_w);
   const int64_t clip_out = g.clip_frames * d.patch_t, th = g.tile_h * d.patch, tw = g.tile_w * d.patch;
-  const int64_t rows = static_cast<int64_t>(g.ty.starts.size()), cols = static_cast<int64_t>(g.tx.starts.size());
+  const int64_t cols = static_cast<int64_t>(g.tx.starts.size());
 
   std::vector<std::vector<double>> tail;  // the previous clip's last chunk (_decode's `overlap`)
   int64_t emitted = 0;
@@ -419,27 +429,33 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
   const int64_t height = h * d.patch, width = wd * d.patch;
   for (size_t k = 0; k < g.clips.size(); ++k) {
     const auto [first, end] = g.clips[k];
-    // The tiles' latents [B, C, clip_frames, tile_h, tile_w]; frames past T repeat the last.
-    Tensor in({g.tiles(), ch, g.clip_frames, g.tile_h, g.tile_w});
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
-        const int64_t y0 = g.ty.starts[static_cast<size_t>(i)] / d.patch, x0 = g.tx.starts[static_cast<size_t>(j)] / d.patch;
-        const int64_t tile = i * cols + j;
+    // Runs of `batch` tiles (row major), each input [batch, C, clip_frames, tile_h,
+    // tile_w]; frames past T repeat the last (pad_tokens).
+    std::vector<Tensor> runs;
+    for (int64_t first_tile = 0; first_tile < g.tiles(); first_tile += batch) {
+      Tensor in({batch, ch, g.clip_frames, g.tile_h, g.tile_w});
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t i = (first_tile + b) / cols, j = (first_tile + b) % cols;
+        const int64_t y0 = g.ty.starts[static_cast<size_t>(i)] / d.patch;
+        const int64_t x0 = g.tx.starts[static_cast<size_t>(j)] / d.patch;
         for (int64_t cc = 0; cc < ch; ++cc)
           for (int64_t f = 0; f < g.clip_frames; ++f) {
             const int64_t src_f = std::min(first + f, t - 1);
             for (int64_t y = 0; y < g.tile_h; ++y)
               std::copy_n(latent.data.begin() + ((cc * t + src_f) * h + y0 + y) * wd + x0, g.tile_w,
-                          in.data.begin() + (((tile * ch + cc) * g.clip_frames + f) * g.tile_h + y) * g.tile_w);
+                          in.data.begin() + (((b * ch + cc) * g.clip_frames + f) * g.tile_h + y) * g.tile_w);
           }
       }
-    auto out = run(plan, {std::move(in)});
-    if (!out) return out.status().with_context(fmt::format("decoding clip {} (latent frames [{}, {}), plan '{}')", k,
-                                                           first, end, plan));
-    const Shape want{g.tiles(), c.out_channels, clip_out, th, tw};
-    if (out->size() != 1 || (*out)[0].shape != want)
-      return error("plan '{}' did not return one tile stack of shape {}", plan, shape_str(want));
-    const ClipTiles tiles{(*out)[0], g, clip_out, th, tw, c.out_channels};
+      auto out = run(plan, {std::move(in)});
+      if (!out)
+        return out.status().with_context(fmt::format("decoding clip {} (latent frames [{}, {}), tiles [{}, {}), plan "
+                                                     "'{}')", k, first, end, first_tile, first_tile + batch, plan));
+      const Shape want{batch, c.out_channels, clip_out, th, tw};
+      if (out->size() != 1 || (*out)[0].shape != want)
+        return error("plan '{}' did not return one tile stack of shape {}", plan, shape_str(want));
+      runs.push_back(std::move((*out)[0]));
+    }
+    const ClipTiles tiles{runs, g, batch, clip_out, th, tw, c.out_channels};
     // Chunk 0: kept, cross-faded over its first frames with the previous tail.
     const auto [a0, e0] = chunk_span(d, clip_out, 0);
     const int64_t blend = std::min({d.frame_overlap, static_cast<int64_t>(tail.size()), e0 - a0});

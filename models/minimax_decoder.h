@@ -88,6 +88,11 @@ struct MiniMaxGeometry {
 Expected<MiniMaxGeometry> minimax_geometry(const MiniMaxVaeConfig& c, int64_t latent_frames, int64_t latent_h,
                                            int64_t latent_w);
 
+// Tiles per plan run: all `tiles` of a clip, or with max_tile_batch > 0 the largest
+// divisor of `tiles` not above it, so that every run of a decode has one plan (fewer
+// tiles per run hold less memory; the output is the same).
+int64_t minimax_tile_batch(int64_t tiles, int64_t max_tile_batch);
+
 // The plan name for `tiles` tiles of t × h × w latent cells: "tiles_<B>x<t>x<h>x<w>".
 std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t w);
 
@@ -101,15 +106,19 @@ std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t 
 Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t tiles, int64_t frames,
                                       int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32);
 
-// The program of a decode of T × h × w: one plan, every tile of every clip has one size.
+// The program of a decode of T × h × w: one plan (every tile of every clip has one
+// size) over minimax_tile_batch(tiles, max_tile_batch) tiles.
 Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t latent_frames,
-                                             int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32);
+                                             int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32,
+                                             int64_t max_tile_batch = 0);
 
 // Decodes a video latent [C, T, h, w] (or [1, C, T, h, w]) clip by clip, running the
-// plan minimax_plan_name(...) once per clip on all its tiles, and hands every output
-// frame [3, H, W] of diffusers' decode() to `sink` in order as soon as it is final.
-// Blends are computed in f64 and rounded to f32 once. Errors name the clip.
+// plan minimax_plan_name(...) on the clip's tiles in batches of
+// minimax_tile_batch(tiles, max_tile_batch) (0: all in one run; the program must be
+// built with the same value), and hands every output frame [3, H, W] of diffusers'
+// decode() to `sink` in order as soon as it is final. Blends are computed in f64 and
+// rounded to f32 once. Errors name the clip and tiles.
 Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, const PlanRunner& run,
-                            const FrameSink& sink);
+                            const FrameSink& sink, int64_t max_tile_batch = 0);
 
 }  // namespace strata

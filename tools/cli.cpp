@@ -48,11 +48,11 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
-    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] ...\n"
+    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] [--tile-batch N] ...\n"
     "                (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
-    "  strata bench --arch wan22|hunyuan|minimax --frames F --size HxW [--reps R] [--warmup W] [--whole]   (a video VAE)\n"
+    "  strata bench --arch wan22|hunyuan|minimax --frames F --size HxW [--reps R] [--warmup W] [--whole] [--tile-batch N]   (a video VAE)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"
     "                [--save-plan FILE]\n"
@@ -232,6 +232,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   specs.push_back(video_option_specs()[0]);  // --fps
   specs.push_back(video_option_specs()[2]);  // --frames whole
+  specs.push_back(video_option_specs()[4]);  // --tile-batch
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
@@ -384,6 +385,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
   specs.push_back(video_option_specs()[1]);  // --frames
   specs.push_back(video_option_specs()[3]);  // --whole
+  specs.push_back(video_option_specs()[4]);  // --tile-batch
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);

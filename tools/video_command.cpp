@@ -63,7 +63,7 @@ Expected<VideoGeometry> video_geometry(const VaeConfig& config, const VideoLaten
 }
 
 Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whole, const RunSettings& r,
-                                  std::ostream& log) {
+                                  std::ostream& log, int64_t tile_batch = 0) {
   ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);
   ProgramGraph program;
   if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config)) {
@@ -76,7 +76,7 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whol
       f16 = target.precision == Precision::f16;
     }
     STRATA_ASSIGN_OR_RETURN(program, build_minimax_program(*m, weights, s.frames, s.height, s.width,
-                                                           f16 ? DType::f16 : DType::f32));
+                                                           f16 ? DType::f16 : DType::f32, tile_batch));
   } else {
     STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
   }
@@ -109,6 +109,17 @@ Expected<bool> parse_whole(const ParsedArgs& a, const VaeConfig& config) {
   return true;
 }
 
+// --tile-batch N (MiniMax-H3): tiles per plan run; absent or 0: all tiles of a clip.
+Expected<int64_t> parse_tile_batch(const ParsedArgs& a, const VaeConfig& config) {
+  const auto v = a.get("tile-batch");
+  if (!v) return int64_t{0};
+  if (!std::holds_alternative<MiniMaxVaeConfig>(config))
+    return error("--tile-batch applies to AutoencoderKLMiniMaxH3, not {}", vae_class_name(config));
+  STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("tile-batch", *v));
+  if (n < 1) return error("--tile-batch {}: give a positive number of tiles per run", n);
+  return n;
+}
+
 Expected<double> parse_fps(const ParsedArgs& a) {
   const std::string text = a.get_or("fps", "24");
   double v = 0;
@@ -128,6 +139,8 @@ const std::vector<OptionSpec>& video_option_specs() {
        "'whole': decode a HunyuanVideo latent in one decoder call over all frames (default: diffusers' "
        "frame-wise windows of 5 latent frames, cross-faded)"},
       {"whole", false, "bench: decode a HunyuanVideo clip in one decoder call (default: diffusers' windows)"},
+      {"tile-batch", true,
+       "MiniMax-H3: spatial tiles per plan run (default: all tiles of a clip; less memory, same output)"},
   };
   return specs;
 }
@@ -141,6 +154,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   if (!shape) return shape.status().with_context(fmt::format("'{}'", latent_path));
   if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
   STRATA_ASSIGN_OR_RETURN(bool whole, parse_whole(a, vae.config));
+  STRATA_ASSIGN_OR_RETURN(int64_t tile_batch, parse_tile_batch(a, vae.config));
   auto geometry = video_geometry(vae.config, *shape);
   if (!geometry) return geometry.status().with_context(fmt::format("'{}'", latent_path));
   const auto [frames, scale] = *geometry;
@@ -152,7 +166,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                              .width = shape->width * scale,
                                              .fps = fps}));
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch));
   progress.stage("decoding frames");
   const auto start = std::chrono::steady_clock::now();
   // MiniMax-H3 decodes ImageNet-normalized RGB: .npy keeps decode()'s values, images
@@ -172,7 +186,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   Status s = std::holds_alternative<HunyuanVaeConfig>(vae.config)
                  ? decode_hunyuan_video(std::get<HunyuanVaeConfig>(vae.config), latent, whole, runner.run, sink)
              : std::holds_alternative<MiniMaxVaeConfig>(vae.config)
-                 ? decode_minimax_video(std::get<MiniMaxVaeConfig>(vae.config), latent, runner.run, sink)
+                 ? decode_minimax_video(std::get<MiniMaxVaeConfig>(vae.config), latent, runner.run, sink, tile_batch)
                  : decode_video_frames(latent, 0, shape->frames, wan_schedule(std::get<WanVaeConfig>(vae.config)),
                                        runner.run, sink);
   if (!s.is_ok()) return s.with_context(fmt::format("decoding '{}'", latent_path));
@@ -252,29 +266,34 @@ Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, c
   const VideoLatentShape s{d.tokens_chunk_size * n + d.tokens_chunk_size - c.token_drop, size[0] / scale,
                            size[1] / scale};
   STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(c, s.frames, s.height, s.width));
+  STRATA_ASSIGN_OR_RETURN(int64_t tile_batch, parse_tile_batch(a, vae.config));
+  const int64_t batch = minimax_tile_batch(g.tiles(), tile_batch);
   const Shape latent_shape{c.latent_channels, s.frames, s.height, s.width};
   Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
   progress.stage("compiling and loading");
   auto load_start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, false, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, false, r, out, tile_batch));
   out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
   std::vector<double> times;
   for (int64_t i = 0; i < warmup + reps; ++i) {
     progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
     const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(decode_minimax_video(c, latent, runner.run, [&](int64_t index, const Tensor&) {
-      progress.step(index + 1, g.output_frames);
-      return Status::ok();
-    }));
+    STRATA_RETURN_IF_ERROR(decode_minimax_video(
+        c, latent, runner.run,
+        [&](int64_t index, const Tensor&) {
+          progress.step(index + 1, g.output_frames);
+          return Status::ok();
+        },
+        tile_batch));
     if (i >= warmup) times.push_back(ms_since(start));
   }
   progress.done();
   std::sort(times.begin(), times.end());
-  out << fmt::format("{} {} frames of {}x{} (latent {}, {} clips of {} tiles of {}x{}x{} latent cells): median {:.1f} "
-                     "ms per video, min {:.1f} ms over {} decodes (wall time: each clip's tiles uploaded, decoded in "
-                     "one run, read back and stitched on the host)\n",
+  out << fmt::format("{} {} frames of {}x{} (latent {}, {} clips of {} tiles of {}x{}x{} latent cells, {} per run): "
+                     "median {:.1f} ms per video, min {:.1f} ms over {} decodes (wall time: each clip's tiles "
+                     "uploaded, decoded, read back and stitched on the host)\n",
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape), g.num_chunks,
-                     g.tiles(), g.clip_frames, g.tile_h, g.tile_w, times[times.size() / 2], times.front(),
+                     g.tiles(), g.clip_frames, g.tile_h, g.tile_w, batch, times[times.size() / 2], times.front(),
                      times.size());
   if (runner.device)
     out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "

@@ -68,6 +68,10 @@ struct Param {
   Precision precision;
 };
 
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.size << (p.precision == Precision::f32 ? " f32" : " f16");
+}
+
 class MiniMaxOnDevice : public ::testing::TestWithParam<Param> {};
 
 TEST_P(MiniMaxOnDevice, MatchesDiffusers) {

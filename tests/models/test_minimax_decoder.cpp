@@ -28,13 +28,15 @@ json read_json(const std::string& path) {
 
 std::vector<int64_t> ints(const json& j) { return j.get<std::vector<int64_t>>(); }
 
-// Decodes a video latent with the interpreter, as the CLI does.
-Expected<Tensor> interpret_video(Vae& vae, const Tensor& latent) {
+// Decodes a video latent with the interpreter, as the CLI does, `tile_batch` tiles per
+// run (0: all tiles of a clip).
+Expected<Tensor> interpret_video(Vae& vae, const Tensor& latent, int64_t tile_batch = 0) {
   const auto& config = std::get<MiniMaxVaeConfig>(vae.config);
   STRATA_ASSIGN_OR_RETURN(VideoLatentShape s, check_video_latent_shape(vae.config, latent.shape));
   STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(config, s.frames, s.height, s.width));
   ModelWeights weights(vae.weights);
-  STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_minimax_program(config, weights, s.frames, s.height, s.width));
+  STRATA_ASSIGN_OR_RETURN(ProgramGraph program, build_minimax_program(config, weights, s.frames, s.height, s.width,
+                                                                          DType::f32, tile_batch));
   STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
   Tensor video({3, g.output_frames, s.height * 16, s.width * 16});
   STRATA_RETURN_IF_ERROR(decode_minimax_video(
@@ -43,7 +45,8 @@ Expected<Tensor> interpret_video(Vae& vae, const Tensor& latent) {
         Tensor one = frame;
         one.shape.insert(one.shape.begin(), 1);
         return place_frames(video, one, index);
-      }));
+      },
+      tile_batch));
   return video;
 }
 
@@ -109,6 +112,25 @@ TEST_P(MiniMaxCase, InterpreterMatchesDiffusersWithin1e4) {
   ASSERT_TRUE(video) << video.message();
   ASSERT_EQ(video->shape, expected->shape);
   EXPECT_LE(max_abs_diff(*video, *expected), 1e-4);
+}
+
+// The 12x2x24 case's two tiles one per run (a plan of one tile) give what one run of
+// both gives: a tile attends only within itself, batched or not.
+TEST(MiniMaxTiles, OneTilePerRunEqualsBatchedTiles) {
+  STRATA_REQUIRE_CASE("minimax_small");
+  auto vae = load_vae_dir(test_cases::case_file("minimax_small", "vae"));
+  ASSERT_TRUE(vae) << vae.message();
+  auto latent = read_npy(test_cases::case_file("minimax_small", "latent_12x2x24.npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  auto batched = interpret_video(*vae, *latent);
+  ASSERT_TRUE(batched) << batched.message();
+  auto single = interpret_video(*vae, *latent, 1);
+  ASSERT_TRUE(single) << single.message();
+  EXPECT_EQ(single->data, batched->data);
+  EXPECT_EQ(minimax_tile_batch(28, 0), 28);
+  EXPECT_EQ(minimax_tile_batch(28, 8), 7);  // the largest divisor: every run one plan
+  EXPECT_EQ(minimax_tile_batch(13, 8), 1);
+  EXPECT_EQ(minimax_tile_batch(2, 5), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedCases, MiniMaxCase, ::testing::Values("7x4x6", "12x2x24"));
