@@ -10,7 +10,9 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <optional>
 #include <numeric>
+#include <thread>
 
 namespace strata {
 namespace {
@@ -41,18 +43,21 @@ struct MiniMaxBuilder {
   // A linear's weight: checked (or seeded, or derived with `pick`) through a scratch
   // builder, then bound at the plan's matrix dtype; the store keeps f32 and the
   // conversion happens on upload (device plans) or read (interpreter).
+  // With `pick`, the constant is "<name><suffix>" of `out_shape` (default: `shape`),
+  // element i = element pick(i) of the parameter (ModelWeights::derive).
   ValueId matrix(const std::string& name, const Shape& shape, const std::string& suffix = "",
-                 const std::function<int64_t(int64_t)>& pick = nullptr) {
+                 const std::function<int64_t(int64_t)>& pick = nullptr, std::optional<Shape> out_shape = std::nullopt) {
     if (!b.ok()) return kNoValue;
     Graph scratch;
     Builder check(scratch, &w.store());
-    const bool ok = pick ? w.derive(check, name, shape, ParamKind::conv_weight, suffix, shape, pick) != kNoValue
+    const Shape out = out_shape.value_or(shape);
+    const bool ok = pick ? w.derive(check, name, shape, ParamKind::conv_weight, suffix, out, pick) != kNoValue
                          : w.get(check, name, shape, ParamKind::conv_weight) != kNoValue;
     if (!ok) {
       b.fail(check.status());
       return kNoValue;
     }
-    return b.constant(name + suffix, TensorType{shape, weight_dtype, {}});
+    return b.constant(name + suffix, TensorType{out, weight_dtype, {}});
   }
 
   ValueId linear(ValueId x, const std::string& prefix, int64_t out, int64_t in) {
@@ -126,12 +131,22 @@ struct MiniMaxBuilder {
   }
 
   // FeedForward(activation_fn="swiglu"): net.0.proj → (hidden, gate) → hidden · silu(gate) → net.2.
+  // net.0.proj runs as two linears over its halves of rows (derived "[hidden]" and
+  // "[gate]"): the same products, without slicing a [tokens, 2·inner] result.
   ValueId feed_forward(const std::string& prefix, ValueId x) {
     auto scope = b.scope(prefix);
-    const int64_t inner = d.dim * c.ffn_mult;
-    ValueId p = linear(x, prefix + ".net.0.proj", 2 * inner, d.dim);
-    ValueId hidden = b.slice(p, 2, 0, inner), gate = b.slice(p, 2, inner, 2 * inner);
-    return linear(b.mul(hidden, b.silu(gate)), prefix + ".net.2", d.dim, inner);
+    const int64_t inner = d.dim * c.ffn_mult, dim = d.dim;
+    const std::string proj = prefix + ".net.0.proj";
+    auto half = [&](const char* suffix, int64_t first_row) {
+      ValueId wt = matrix(proj + ".weight", {2 * inner, dim}, suffix, [&, first_row](int64_t i) {
+        return first_row * dim + i;
+      }, Shape{inner, dim});
+      ValueId bias = w.derive(b, proj + ".bias", {2 * inner}, ParamKind::bias, suffix, {inner},
+                              [first_row](int64_t i) { return first_row + i; });
+      return b.linear(x, wt, bias);
+    };
+    ValueId hidden = half("[hidden]", 0), gate = half("[gate]", inner);
+    return linear(b.mul(hidden, b.silu(gate)), prefix + ".net.2", dim, inner);
   }
 
   // MiniMaxH3VideoTransformerBlock.
@@ -356,10 +371,11 @@ struct ClipTiles {
   const MiniMaxGeometry& g;
   int64_t batch, frames, th, tw, channels;
 
-  double at(int64_t i, int64_t j, int64_t ch, int64_t f, int64_t y, int64_t x) const {
+  // Plane (ch, f) of tile (i, j): th × tw values, row major.
+  const float* plane(int64_t i, int64_t j, int64_t ch, int64_t f) const {
     const int64_t tile = i * static_cast<int64_t>(g.tx.starts.size()) + j;
     const Tensor& out = runs[static_cast<size_t>(tile / batch)];
-    return out.data[static_cast<size_t>(((((tile % batch) * channels + ch) * frames + f) * th + y) * tw + x)];
+    return out.data.data() + (((tile % batch) * channels + ch) * frames + f) * th * tw;
   }
 
   // Output rows (or columns) of tile i along one axis after the crop: [offset, offset + kept).
@@ -375,27 +391,49 @@ struct ClipTiles {
     const int64_t height = oy.back(), width = ox.back();
     std::vector<double> img(static_cast<size_t>(channels * height * width));
     const int64_t rows = static_cast<int64_t>(g.ty.starts.size()), cols = static_cast<int64_t>(g.tx.starts.size());
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
+    // Each (tile, channel) writes its own cropped window of the frame: spread them over
+    // the cores (a 720p clip has 28 tiles × 3 channels per frame).
+    const int64_t items = rows * cols * channels;
+    auto work = [&](int64_t item) {
+        const int64_t i = item / (cols * channels), j = item / channels % cols, ch = item % channels;
         // _blend's extent: min(a, b, overlap) along the axis (tiles share one size).
         const int64_t ny = i > 0 ? std::min(th, g.ty.overlaps[static_cast<size_t>(i - 1)]) : 0;
         const int64_t nx = j > 0 ? std::min(tw, g.tx.overlaps[static_cast<size_t>(j - 1)]) : 0;
-        for (int64_t ch = 0; ch < channels; ++ch)
-          for (int64_t y = 0; y < oy[static_cast<size_t>(i) + 1] - oy[static_cast<size_t>(i)]; ++y)
-            for (int64_t x = 0; x < ox[static_cast<size_t>(j) + 1] - ox[static_cast<size_t>(j)]; ++x) {
-              double v = at(i, j, ch, f, y, x);
-              if (y < ny) {  // with the raw tile above
-                const double wb = static_cast<double>(y) / static_cast<double>(ny);
-                v = at(i - 1, j, ch, f, th - ny + y, x) * (1.0 - wb) + v * wb;
-              }
-              if (x < nx) {  // then with the raw tile to the left
-                const double wb = static_cast<double>(x) / static_cast<double>(nx);
-                v = at(i, j - 1, ch, f, y, tw - nx + x) * (1.0 - wb) + v * wb;
-              }
-              img[static_cast<size_t>((ch * height + oy[static_cast<size_t>(i)] + y) * width +
-                                      ox[static_cast<size_t>(j)] + x)] = v;
+        const int64_t kept_y = oy[static_cast<size_t>(i) + 1] - oy[static_cast<size_t>(i)];
+        const int64_t kept_x = ox[static_cast<size_t>(j) + 1] - ox[static_cast<size_t>(j)];
+        {
+          const float* tile = plane(i, j, ch, f);
+          const float* above = i > 0 ? plane(i - 1, j, ch, f) : nullptr;
+          const float* left = j > 0 ? plane(i, j - 1, ch, f) : nullptr;
+          for (int64_t y = 0; y < kept_y; ++y) {
+            const float* row = tile + y * tw;
+            double* dst = img.data() + (ch * height + oy[static_cast<size_t>(i)] + y) * width + ox[static_cast<size_t>(j)];
+            if (y < ny) {  // with the raw tile above
+              const float* up = above + (th - ny + y) * tw;
+              const double wb = static_cast<double>(y) / static_cast<double>(ny), wa = 1.0 - wb;
+              for (int64_t x = 0; x < kept_x; ++x) dst[x] = double(up[x]) * wa + double(row[x]) * wb;
+            } else {
+              for (int64_t x = 0; x < kept_x; ++x) dst[x] = row[x];
             }
-      }
+            if (nx > 0) {  // then with the raw tile to the left
+              const float* lrow = left + y * tw + (tw - nx);
+              for (int64_t x = 0; x < std::min(nx, kept_x); ++x) {
+                const double wb = static_cast<double>(x) / static_cast<double>(nx);
+                dst[x] = double(lrow[x]) * (1.0 - wb) + dst[x] * wb;
+              }
+            }
+          }
+        }
+    };
+    const int64_t threads =
+        std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, std::min<int64_t>(items, 16));
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        for (int64_t item = t; item < items; item += threads) work(item);
+      });
+    for (int64_t item = 0; item < items; item += threads) work(item);
+    for (std::thread& th : pool) th.join();
     return img;
   }
 };

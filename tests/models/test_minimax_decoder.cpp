@@ -133,6 +133,53 @@ TEST(MiniMaxTiles, OneTilePerRunEqualsBatchedTiles) {
   EXPECT_EQ(minimax_tile_batch(2, 5), 2);
 }
 
+// Tile stitching over 2 × 2 tiles (no case covers tiles above each other): 384 px is
+// two 256 px tiles overlapping 128 px. A stub decoder makes tile (i, j) the constant
+// c[i][j]; diffusers blends a tile with the raw tile above, then the *raw* tile to its
+// left (not the left tile's blended rows), then crops.
+TEST(MiniMaxTiles, BlendAboveThenRawLeft) {
+  const MiniMaxVaeConfig c = minimax_small_config();
+  auto g = minimax_geometry(c, 7, 24, 24);
+  ASSERT_TRUE(g) << g.message();
+  ASSERT_EQ(g->ty.overlaps, (std::vector<int64_t>{128}));
+  ASSERT_EQ(g->tx.overlaps, (std::vector<int64_t>{128}));
+  const double tile_value[4] = {1.0, 2.0, 4.0, 8.0};  // (0,0), (0,1), (1,0), (1,1)
+  int runs = 0;
+  auto stub = [&](const std::string&, const std::vector<Tensor>& in) -> Expected<std::vector<Tensor>> {
+    ++runs;
+    const int64_t b = in[0].shape[0];
+    Tensor out({b, 3, 28, 256, 256});
+    const size_t per = out.data.size() / static_cast<size_t>(b);
+    for (int64_t t = 0; t < b; ++t)
+      std::fill_n(out.data.begin() + static_cast<ptrdiff_t>(per * t), per, static_cast<float>(tile_value[t]));
+    std::vector<Tensor> result;  // (a braced list would copy the 88 MB)
+    result.push_back(std::move(out));
+    return result;
+  };
+  Tensor frame0;
+  int64_t frames = 0;
+  Status s = decode_minimax_video(c, Tensor({24, 7, 24, 24}), stub, [&](int64_t index, const Tensor& f) {
+    if (index == 0) frame0 = f;
+    ++frames;
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(runs, 1);  // 4 tiles in one run
+  EXPECT_EQ(frames, 22);
+  ASSERT_EQ(frame0.shape, (Shape{3, 384, 384}));
+  auto px = [&](int64_t y, int64_t x) { return static_cast<double>(frame0.data[static_cast<size_t>(y * 384 + x)]); };
+  EXPECT_EQ(px(0, 0), 1.0);
+  EXPECT_EQ(px(0, 127), 1.0);
+  EXPECT_EQ(px(0, 128), 1.0);            // x = 0 of tile (0,1): all left tile
+  EXPECT_DOUBLE_EQ(px(0, 192), 1.5);     // x = 64: (1 + 2) / 2
+  EXPECT_EQ(px(0, 383), 2.0);
+  EXPECT_DOUBLE_EQ(px(192, 0), 2.5);     // y = 64 of tile (1,0): (1 + 4) / 2
+  // Tile (1,1) at y = x = 64: above-blend (2 + 8) / 2 = 5, then with the raw left tile
+  // (4, not its blended 2.5): (4 + 5) / 2.
+  EXPECT_DOUBLE_EQ(px(192, 192), 4.5);
+  EXPECT_EQ(px(383, 383), 8.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedCases, MiniMaxCase, ::testing::Values("7x4x6", "12x2x24"));
 
 // _split_tiles by hand for 720 px: 3 tiles of 256 cannot keep 64 px overlaps, 4 can
