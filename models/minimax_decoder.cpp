@@ -61,7 +61,8 @@ struct MiniMaxBuilder {
   }
 
   ValueId linear(ValueId x, const std::string& prefix, int64_t out, int64_t in) {
-    return b.linear(x, matrix(prefix + ".weight", {out, in}), param(prefix + ".bias", {out}, ParamKind::bias));
+    ValueId wt = matrix(prefix + ".weight", {out, in});  // first: errors name the weight before the bias
+    return b.linear(x, wt, param(prefix + ".bias", {out}, ParamKind::bias));
   }
 
   // Head channel n of the permuted q / k (see the header) reads channel rope_source(n).
@@ -76,7 +77,7 @@ struct MiniMaxBuilder {
     const int64_t dim = d.dim, hd = c.head_dim;
     auto row = [&](int64_t r) { return (r / hd) * hd + rope_source(r % hd); };
     ValueId wt = matrix(prefix + ".weight", {dim, dim}, "[rope_pairs]",
-                        [&](int64_t i) { return row(i / dim) * dim + i % dim; });
+                        [&](int64_t i) { return row(i / dim) * dim + i % dim; });  // before the bias
     ValueId bias = w.derive(b, prefix + ".bias", {dim}, ParamKind::bias, "[rope_pairs]", {dim}, row);
     return b.linear(x, wt, bias);
   }
@@ -175,10 +176,10 @@ struct MiniMaxBuilder {
                 w.derived(b, fmt::format("minimax.latents_mean.c{}", ch), {ch}, std::move(mean)));
     }
     // post_quant_conv is a 1×1×1 Conv3d: a linear over channels.
-    x = b.linear(x,
-                 w.derive(b, "post_quant_conv.weight", {ch, ch, 1, 1, 1}, ParamKind::conv_weight, "[linear]", {ch, ch},
-                          [](int64_t i) { return i; }),
-                 param("post_quant_conv.bias", {ch}, ParamKind::bias));  // f32: 24×24, before proj_in
+    // f32 (24 × 24, before proj_in); the weight first, so errors name it before the bias.
+    ValueId pq = w.derive(b, "post_quant_conv.weight", {ch, ch, 1, 1, 1}, ParamKind::conv_weight, "[linear]",
+                          {ch, ch}, [](int64_t i) { return i; });
+    x = b.linear(x, pq, param("post_quant_conv.bias", {ch}, ParamKind::bias));
     x = linear(x, "decoder.proj_in", dim, ch);
     {
       auto scope = b.scope("decoder.registers");

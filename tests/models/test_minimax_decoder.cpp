@@ -180,6 +180,25 @@ TEST(MiniMaxTiles, BlendAboveThenRawLeft) {
   EXPECT_EQ(px(383, 383), 8.0);
 }
 
+// Weights are looked up by diffusers' names and checked against the config's shapes.
+TEST(MiniMaxWeights, MissingAndMisShapedTensorsAreErrorsNamingThem) {
+  STRATA_REQUIRE_CASE("minimax_small");
+  WeightStore empty;
+  ModelWeights none(empty);
+  auto missing = build_minimax_program(minimax_small_config(), none, 7, 4, 6);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("post_quant_conv.weight"), std::string::npos) << missing.message();
+
+  auto vae = load_vae_dir(test_cases::case_file("minimax_small", "vae"));
+  ASSERT_TRUE(vae) << vae.message();
+  MiniMaxVaeConfig wide = std::get<MiniMaxVaeConfig>(vae->config);
+  wide.num_heads = 4;  // dim 256: the case's 128-wide tensors do not fit
+  ModelWeights weights(vae->weights);
+  auto bad = build_minimax_program(wide, weights, 7, 4, 6);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("decoder.proj_in.weight"), std::string::npos) << bad.message();
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedCases, MiniMaxCase, ::testing::Values("7x4x6", "12x2x24"));
 
 // _split_tiles by hand for 720 px: 3 tiles of 256 cannot keep 64 px overlaps, 4 can
