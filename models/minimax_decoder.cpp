@@ -10,8 +10,8 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
-#include <optional>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 namespace strata {
@@ -32,11 +32,10 @@ struct MiniMaxBuilder {
   ModelWeights& w;
   Builder& b;
   int64_t tiles, frames, h, wd;
+  DType weight_dtype;  // the matrix weights' (f32, or f16 for f16 plans)
 
   int64_t tokens() const { return frames * h * wd; }
   int64_t seq() const { return tokens() + c.num_register_tokens + 1; }
-
-  DType weight_dtype;
 
   ValueId param(const std::string& name, const Shape& shape, ParamKind kind) { return w.get(b, name, shape, kind); }
 
