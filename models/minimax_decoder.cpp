@@ -152,8 +152,13 @@ struct MiniMaxBuilder {
   // MiniMaxH3VideoTransformerBlock.
   ValueId block(const std::string& prefix, ValueId x, ValueId cos, ValueId sin) {
     auto scope = b.scope(prefix);
+    // f16 plans run the blocks' matmuls and attention on f16 values, as the released
+    // recipe's float16 autocast does: the norms read the f32 stream and their results
+    // are cast to f16; the branches' f16 results join the f32 stream through · scale.
     auto norm = [&](const char* name, ValueId v) {
-      return b.token_rms_norm(v, param(prefix + "." + name + ".weight", {d.dim}, ParamKind::norm_gamma), c.norm_eps);
+      ValueId y = b.token_rms_norm(v, param(prefix + "." + name + ".weight", {d.dim}, ParamKind::norm_gamma),
+                                   c.norm_eps);
+      return weight_dtype == DType::f16 ? b.cast(y, DType::f16) : y;
     };
     // scale1 / scale2 start at zero in training; seeded ones are small (ParamKind::bias).
     ValueId a = attention(prefix + ".attn", norm("norm1", x), cos, sin);
@@ -201,13 +206,15 @@ struct MiniMaxBuilder {
     x = b.layer_norm(x, param("decoder.norm_out.weight", {dim}, ParamKind::norm_gamma),
                      param("decoder.norm_out.bias", {dim}, ParamKind::norm_beta), c.norm_eps);
     const int64_t p = d.patch, pt = d.patch_t, block_px = pt * p * p;
-    x = linear(x, "decoder.proj_out", c.out_channels * block_px, dim);
+    const bool f16 = weight_dtype == DType::f16;  // proj_out and the shuffle in f16, as autocast
+    x = linear(f16 ? b.cast(x, DType::f16) : x, "decoder.proj_out", c.out_channels * block_px, dim);
     // Pixel shuffle: (B, t, h, w, C, pt, p, p) → (B, C, t, pt, h, p, w, p), in two
     // permutes of at most 6 dims.
     x = b.permute(b.reshape(x, {tiles, n, c.out_channels, block_px}), {0, 2, 1, 3});
     x = b.reshape(x, {tiles * c.out_channels * frames, h, wd, pt, p, p});
     x = b.permute(x, {0, 3, 1, 4, 2, 5});
-    return b.reshape(x, {tiles, c.out_channels, frames * pt, h * p, wd * p});
+    x = b.reshape(x, {tiles, c.out_channels, frames * pt, h * p, wd * p});
+    return f16 ? b.cast(x, DType::f32) : x;
   }
 };
 

@@ -98,11 +98,13 @@ std::string minimax_plan_name(int64_t tiles, int64_t frames, int64_t h, int64_t 
 
 // One decoder call over a batch of tiles: input "latent" [B, C, t, h, w] (the pipeline's
 // normalized latent; de-normalized inside), output "video" [B, 3, t·pt, h·p, w·p] as
-// MiniMaxH3VideoViTDecoder3d returns it. `weight_dtype` is the dtype of the blocks'
-// and projections' matrix weights: f32, or f16 for f16 device plans (passes/
-// lower_precision leaves linear-only graphs in f32, so an f16 plan's only f16 values are
-// these weights; activations and accumulation stay f32). Missing or mis-shaped tensors
-// are errors naming the tensor.
+// MiniMaxH3VideoViTDecoder3d returns it. `weight_dtype` f16 builds an f16 device plan
+// the way the released recipe decodes (float16 autocast over f32 weights): matrix
+// weights f16, the norms' results cast to f16 so that the linears, the q/k norms, RoPE,
+// attention, SwiGLU and proj_out run on f16 values (f32 accumulation in the kernels),
+// while the residual stream, the norms' statistics and the output stay f32
+// (passes/lower_precision changes only conv graphs). f32: everything f32. Missing or
+// mis-shaped tensors are errors naming the tensor.
 Expected<Graph> build_minimax_decoder(const MiniMaxVaeConfig& c, ModelWeights& w, int64_t tiles, int64_t frames,
                                       int64_t latent_h, int64_t latent_w, DType weight_dtype = DType::f32);
 
