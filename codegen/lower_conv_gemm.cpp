@@ -201,7 +201,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
-  const bool coop = target.tensor_cores != TensorCores::none && !frames->on() && l.storage(x) == DType::f16 &&
+  const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
                     l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
                     sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
@@ -240,8 +240,9 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }
-    // The halo only pays where taps overlap: stride 1, more than one tap.
-    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1) tile.th = 0;
+    // The halo only pays where taps overlap: stride 1, more than one tap. Frame stacks
+    // clamp their taps per frame: the im2col tile.
+    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on()) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (tile.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
       return l.fail(node, fmt::format("conv_gemm_coop fragments of {}x{}: the device takes 16x16 cooperative "
@@ -274,6 +275,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
     }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
+    if (frames->on()) key.defines["FRAMES"] = "1";
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are
     // f16 NHWC with aligned pixels.

@@ -55,7 +55,7 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES,
 //          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
@@ -115,6 +115,20 @@
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
+// FRAMES = 1: x is a frame stack (conv_gemm.comp's header: ir/ops.h frame_rows): output
+// row oy of frame f = oy / R reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame
+// max(f − shift, 0) and columns clamped to the image, so every tap reads a real pixel.
+// The im2col tile only, addresses per step (FETCH_PRE = 0).
+#ifndef FRAMES
+#define FRAMES 0
+#endif
+#if FRAMES
+#define FRAME_ROWS int(pc.frames & 0xFFFFFFu)
+#define FRAME_SHIFT int(pc.frames >> 24)
+#if TH > 0
+#error "conv_gemm_coop.comp: frame stacks take the im2col tile (TH = 0)"
+#endif
+#endif
 
 #ifndef BIAS_T
 #define BIAS_T float
@@ -159,6 +173,9 @@ layout(push_constant) uniform Push {
   uint row0, rows;
   uint x_off;
   uint y_base, r_base;
+#if FRAMES
+  uint frames;  // frame rows | shift << 24 (conv_gemm.comp's frame stacks)
+#endif
 } pc;
 
 #ifndef STAGES
@@ -222,7 +239,10 @@ uint ty0, tx0;  // the tile's first output row (in the band) and column
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 #ifndef FETCH_PRE
-#define FETCH_PRE (KH * KW <= 30)
+#define FETCH_PRE (KH * KW <= 30 && !FRAMES)
+#endif
+#if FETCH_PRE && FRAMES
+#error "conv_gemm_coop.comp: frame stacks clamp their taps (FETCH_PRE = 0)"
 #endif
 #if FETCH_PRE && KH * KW > 30
 #error "conv_gemm_coop.comp: FETCH_PRE keeps a tap mask of at most 30 taps"
@@ -241,6 +261,9 @@ uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
 // (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+#if FRAMES
+int a_src[A_LOADS];  // the first virtual row of the frame the pixel reads
+#endif
 #endif
 #endif
 uint x_img, c_tile0, load_k;
@@ -288,9 +311,15 @@ void fetch(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
   const bool c_ok = c < pc.ci;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+#if FRAMES
+    const int vy = a_src[j] + clamp(a_vy0[j] + int(ky), 0, FRAME_ROWS - 1);
+    const int vx = clamp(a_vx0[j] + int(kx), 0, int(pc.w_in << U) - 1);
+    const bool ok = c_ok && a_valid[j];
+#else
     const int vy = a_vy0[j] + int(ky), vx = a_vx0[j] + int(kx);
     const bool ok = c_ok && a_valid[j] && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 &&
                     vx < int(pc.w_in << U);
+#endif
     const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
   }
@@ -463,7 +492,15 @@ void main() {
     a_base[j] = pc.x_off + x_img + load_k + uint(vy0 >> U) * pc.xs_y + uint(vx0 >> U) * pc.xs_x;
 #else
     a_valid[j] = r < BP && p < pixels;
+#if FRAMES
+    {  // stride 1: output row oy is virtual row oy; its frame reads frame f − FRAME_SHIFT
+      const int oy = int(pc.row0 + p / pc.w_out);
+      a_vy0[j] = oy % FRAME_ROWS - pc.pad_h;  // the row within the frame under tap 0
+      a_src[j] = max(oy / FRAME_ROWS - FRAME_SHIFT, 0) * FRAME_ROWS;
+    }
+#else
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
+#endif
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
 #endif
   }
