@@ -15,8 +15,9 @@
 //         shared memory (coop_tiles: BR query rows × BC keys per step, D in chunks
 //         of DC, NSG subgroups of the target's subgroup size);
 //       otherwise attention.comp: a workgroup per 16 query rows of a head walks all
-//       keys with an online softmax. Frame-causal keys (frame_tokens) always take
-//       attention.comp, which generates the mask (FRAME_TOKENS).
+//       keys with an online softmax. Frame-causal keys (frame_tokens) take
+//       attention_coop_dsplit.comp or attention.comp, which generate the mask
+//       (FRAME_TOKENS).
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
 //       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
@@ -188,11 +189,12 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
-  // Frame-causal keys (attention's frame_tokens) run on the portable kernel only.
+  // Frame-causal keys (attention's frame_tokens): the dsplit kernel or the portable one
+  // (attention_coop.comp has no mask).
   const uint64_t frame_tokens = static_cast<uint64_t>(std::max<int64_t>(node.attrs.get_int("frame_tokens", 0), 0));
-  const bool coop_ok = frame_tokens == 0 && coop_applies(l, q, k, v, a, split);
+  const bool coop_ok = coop_applies(l, q, k, v, a, split);
   const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split) : std::nullopt;
-  const std::optional<CoopTiles> coop = coop_ok && !dsplit ? coop_tiles(l, a) : std::nullopt;
+  const std::optional<CoopTiles> coop = coop_ok && !dsplit && frame_tokens == 0 ? coop_tiles(l, a) : std::nullopt;
   const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
 
   KernelKey key;
@@ -208,8 +210,9 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                    {"CM_SG", std::to_string(l.target().subgroup_size)},
                    {"COOPMAT", coop_mode}};
     add_type_define(key.defines, "O_T", l.storage(o));
+    if (frame_tokens > 0) key.defines["FRAME_TOKENS"] = std::to_string(frame_tokens);
     key.bindings = 4;
-    key.push_constant_bytes = 10 * 4;
+    key.push_constant_bytes = (10 + (frame_tokens > 0 ? 2 : 0)) * 4;
     key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle;
   } else if (coop) {
     rows_per_group = coop->br;

@@ -60,7 +60,7 @@
 // elements q_base / k_base / v_base / o_base hold the first head's first row; heads
 // are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
 //
-// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), WG
+// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), FRAME_TOKENS, WG
 // (invocations, NSG·CM_SG), COOPMAT, CM_SG (coopmat.glsl). O_T: float | float16_t;
 // ROUND (common.glsl). BR is 32.
 // Bindings: q (read), k (read), v (read), out (write).
@@ -86,6 +86,14 @@
 
 #ifndef O_T
 #define O_T float
+#endif
+// Frame-causal keys (FRAME_TOKENS = F > 0, attention's frame_tokens; attention.comp's
+// header): query row i of the head sees key j only when ⌊j / F⌋ ≤ ⌊i / F⌋. In the
+// softmax a masked key stays out of the maximum and gets p = 0, so it adds exactly
+// nothing, and the workgroup stops after the last key block its last row sees. Key 0
+// is seen by every row, so the first block gives every row a finite maximum.
+#ifndef FRAME_TOKENS
+#define FRAME_TOKENS 0
 #endif
 // PF: when the K and V fragments are loaded. 0: each just before its MADs; 1: a
 // block's K fragments together at its start, its V fragments together before the
@@ -193,6 +201,9 @@ layout(push_constant) uniform Push {
   uint o_head_stride;  // ... in out (Tq·DV)
   uint q_base, k_base, v_base, o_base;
   float scale;
+#if FRAME_TOKENS
+  uint q_row0, k_row0;  // the dispatch's first query row and first key in the whole head
+#endif
 } pc;
 
 #if KV_STAGE
@@ -298,7 +309,16 @@ void main() {
   CM_B kb[KT * DTQ];  // the K fragments of the next block, loaded during this block's P·V
   LOAD_K(0u);
 #endif
-  for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
+#if FRAME_TOKENS
+  // Keys (from the window's first) that row r of this workgroup sees: up to the end of
+  // its frame.
+#define VISIBLE_END(r) ((((pc.q_row0 + row0 + (r)) / FRAME_TOKENS + 1u) * FRAME_TOKENS) - pc.k_row0)
+  const uint key_end = min(pc.tk, (VISIBLE_END(BR - 1u) + BC - 1u) / BC * BC);  // whole blocks
+  const uint row_end = VISIBLE_END(sr);  // this lane's softmax row
+#else
+  const uint key_end = pc.tk;
+#endif
+  for (uint key0 = 0u; key0 < key_end; key0 += BC) {
 #if KV_STAGE
     CM_B kb[KT * DTQ];
     subgroupMemoryBarrierShared();
@@ -334,7 +354,7 @@ void main() {
 #if KV_STAGE
     // This block's V slice and the next block's K slice: in flight during the softmax.
     LOAD_RAW(vr, V_RAW, DTV, v, v_first, DV, key0);
-    if (key0 + BC < pc.tk) LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, key0 + BC);  // subgroup-uniform
+    if (key0 + BC < key_end) LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, key0 + BC);  // subgroup-uniform
 #elif PF >= 1
     // This block's V fragments: in flight while the softmax runs.
     CM_B vb[KT * DTV];
@@ -354,13 +374,20 @@ void main() {
         UNROLL for (uint g = 0u; g < NSG; ++g) s4 += S_GET4((g * BR + sr) * SP + sl * CPL + c4 * 4u);
         UNROLL for (uint c = 0u; c < 4u; ++c) {
           sc[c4 * 4u + c] = s4[c] * pc.scale;
+#if FRAME_TOKENS
+          if (key0 + sl * CPL + c4 * 4u + c >= row_end) sc[c4 * 4u + c] = kNegHuge;  // masked
+#endif
           m_new = max(m_new, sc[c4 * 4u + c]);
         }
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
       float sum = 0.0;
       UNROLL for (uint c = 0u; c < CPL; ++c) {
+#if FRAME_TOKENS
+        const float p = key0 + sl * CPL + c < row_end ? round_f16(P_EXP(sc[c] - m_new)) : 0.0;
+#else
         const float p = round_f16(P_EXP(sc[c] - m_new));
+#endif
         s_p[sr * PS + sl * CPL + c] = float16_t(p);  // exact: p is a half
         sum += p;
       }
@@ -385,7 +412,7 @@ void main() {
       UNROLL for (uint dv_ = 0u; dv_ < DTV; ++dv_)
         CM_LOAD(vb[kt_ * DTV + dv_], s_s4, region + kt_ * 16u * KS_ROW(DTV) + dv_ * 2u, KS_ROW(DTV), false);
 #elif PF == 2
-    if (key0 + BC < pc.tk) LOAD_K(key0 + BC);  // subgroup-uniform
+    if (key0 + BC < key_end) LOAD_K(key0 + BC);  // subgroup-uniform
 #endif
     // 3. O = O·corr + P·V_g. The rescale only where some row's maximum rose (once the
     //    maxima settle most blocks have corr = 1 in every row; skipping a multiply by 1

@@ -271,6 +271,22 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   expect_matches(t, "dsplit, query chunk 64", target, "attention_coop_dsplit.comp", options, 6);
 }
 
+// Frame-causal keys (HunyuanVideo's mid attention, frame_tokens) on the dsplit kernel:
+// frames of 40 tokens cut key blocks of 32 and row blocks of 32, so blocks are partly
+// masked, some workgroups span two frames, and the later key blocks are skipped.
+TEST(CodegenAttentionCoop, DsplitFrameCausal) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  Attn t;
+  const Shape s = {1, 96, 64};
+  ValueId q = t.input("q", random_input(s, 801), DType::f16);
+  ValueId k = t.input("k", random_input(s, 802), DType::f16);
+  Tensor vt = random_input(s, 803);
+  for (float x : vt.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+  ValueId v = t.input("v", std::move(vt), DType::f16);
+  t.b.output(t.b.attention(q, k, v, 1.0 / 8.0, 40));
+  expect_matches(t, "dsplit, frames of 40 tokens", target, "attention_coop_dsplit.comp");
+}
+
 // CodegenOptions::kernel_defines reaches the pipelines: the dsplit kernel's load
 // schedules PF 0, 1 and 2 (each fragment just before use; a block's K and V fragments
 // loaded together; and the next block's K during P·V), with K and V staged through
