@@ -10,13 +10,15 @@
 //         attention_coop_dsplit.comp (the head dims split across NSG subgroups, Q and
 //         O in registers, K and V read straight into fragments) when every dispatch's
 //         query rows are a multiple of its 32-row block, the keys a multiple of its
-//         32-key block, and D, Dv split evenly (dsplit_tiles);
+//         32-key block (frame-causal attention: any keys, and rows of at least one
+//         block), and D, Dv split evenly (dsplit_tiles);
 //         else attention_coop.comp when a tile configuration fits the target's
 //         shared memory (coop_tiles: BR query rows × BC keys per step, D in chunks
 //         of DC, NSG subgroups of the target's subgroup size);
 //       otherwise attention.comp: a workgroup per 16 query rows of a head walks all
-//       keys with an online softmax. Frame-causal keys (frame_tokens) always take
-//       attention.comp, which generates the mask (FRAME_TOKENS).
+//       keys with an online softmax. Frame-causal keys (frame_tokens) take
+//       attention_coop_dsplit.comp or attention.comp, which generate the mask
+//       (FRAME_TOKENS).
 //       Dispatches cover whole heads when they fit the storage-buffer range (several
 //       heads per dispatch), else query chunks of one head: at most
 //       CodegenOptions::attention_query_chunk rows (0: as many as fit). When one
@@ -156,9 +158,18 @@ struct DsplitTiles {
 // dims keep the most subgroups (not measured otherwise). WG = NSG·subgroup must be a multiple of the 32
 // rows and LPR = WG / 32 lanes per row a power of two within a subgroup that divides
 // the key block; the shared memory (the kernel's header) within the target's.
-std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split) {
+std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split,
+                                        bool partial) {
   const uint64_t sg = l.target().subgroup_size;
-  if (a.tk % kDsplitKeys != 0 || a.tq % kDsplitRows != 0 || split.rows_per % kDsplitRows != 0) return std::nullopt;
+  // Whole blocks; or, with `partial` (frame-causal attention, which attention_coop.comp
+  // cannot mask), every dispatch's rows at least a block (a partial last block overlaps
+  // the one before) and keys in any number (PARTIAL_KEYS). Unmasked partial shapes keep
+  // attention_coop.comp: not measured against each other on the H200 yet.
+  const uint64_t chunks = ceil_div(a.tq, split.rows_per);
+  const uint64_t last_rows = a.tq - (chunks - 1) * split.rows_per;
+  if (partial ? last_rows < kDsplitRows || (chunks > 1 && split.rows_per % kDsplitRows != 0)
+              : a.tk % kDsplitKeys != 0 || a.tq % kDsplitRows != 0 || split.rows_per % kDsplitRows != 0)
+    return std::nullopt;
   const bool fewest = a.d / 16 >= 8 && a.dv / 16 >= 8;
   const std::array<uint32_t, 4> order = fewest ? std::array<uint32_t, 4>{1, 2, 4, 8} : std::array<uint32_t, 4>{8, 4, 2, 1};
   for (uint32_t nsg : order) {
@@ -196,11 +207,12 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {q, k, v, o}));
   if (a.tk == 0) return l.fail(node, "attention over zero keys");
   STRATA_ASSIGN_OR_RETURN(AttentionSplit split, choose_split(l, node, a));
-  // Frame-causal keys (attention's frame_tokens) run on the portable kernel only.
+  // Frame-causal keys (attention's frame_tokens): the dsplit kernel or the portable one
+  // (attention_coop.comp has no mask).
   const uint64_t frame_tokens = static_cast<uint64_t>(std::max<int64_t>(node.attrs.get_int("frame_tokens", 0), 0));
-  const bool coop_ok = frame_tokens == 0 && coop_applies(l, q, k, v, a, split);
-  const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split) : std::nullopt;
-  const std::optional<CoopTiles> coop = coop_ok && !dsplit ? coop_tiles(l, a) : std::nullopt;
+  const bool coop_ok = coop_applies(l, q, k, v, a, split);
+  const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split, frame_tokens > 0) : std::nullopt;
+  const std::optional<CoopTiles> coop = coop_ok && !dsplit && frame_tokens == 0 ? coop_tiles(l, a) : std::nullopt;
   const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
 
   KernelKey key;
@@ -216,8 +228,10 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                    {"CM_SG", std::to_string(l.target().subgroup_size)},
                    {"COOPMAT", coop_mode}};
     add_type_define(key.defines, "O_T", l.storage(o));
+    if (frame_tokens > 0) key.defines["FRAME_TOKENS"] = std::to_string(frame_tokens);
+    if (a.tk % kDsplitKeys != 0) key.defines["PARTIAL_KEYS"] = "1";
     key.bindings = 4;
-    key.push_constant_bytes = 10 * 4;
+    key.push_constant_bytes = (10 + (frame_tokens > 0 ? 2 : 0)) * 4;
     key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle;
   } else if (coop) {
     rows_per_group = coop->br;

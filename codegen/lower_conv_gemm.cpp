@@ -79,8 +79,12 @@ struct CoopTile {
     return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
   }
   // A halo tile has two A buffers (the next chunk's halo is staged during this one).
-  uint32_t shared_bytes(int64_t kh, int64_t kw) const {
-    return ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2 + wp * wc * frag * frag * 4;
+  // Native im2col kernels keep the epilogue's patches in the staging memory
+  // (conv_gemm_coop.comp SH_ALIAS): the larger of the two, else their sum.
+  uint32_t shared_bytes(int64_t kh, int64_t kw, bool native = false) const {
+    const uint32_t staging = ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2;
+    const uint32_t patches = wp * wc * frag * frag * 4;
+    return native && th == 0 ? std::max(staging, patches) : staging + patches;
   }
 };
 
@@ -125,7 +129,15 @@ CoopTile default_coop_tile(int64_t channels, bool flexible) {
   // 96-channel tiles where they cover the channels with less padding than 128 (96,
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
-  if (covered(96) < covered(128)) return {2, 2, 4, 3};
+  // On flexible devices: 2 × 3 subgroups of 2 × 1 fragments of 32 × 32 (Qwen-Image
+  // 1024² conv 29.6 -> 24.6 ms on the H200 against the 16 × 16 tile; docs/PERFORMANCE.md,
+  // issue 15, session 9).
+  if (covered(96) < covered(128)) {
+    if (!flexible) return {2, 2, 4, 3};
+    CoopTile t;
+    t.wp = 2, t.wc = 3, t.fp = 2, t.fc = 1, t.frag = 32;
+    return t;
+  }
   if (flexible) {
     CoopTile t;
     t.fp = t.fc = 2;
@@ -189,7 +201,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
-  const bool coop = target.tensor_cores != TensorCores::none && !frames->on() && l.storage(x) == DType::f16 &&
+  const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
                     l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
                     sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
@@ -228,8 +240,9 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (!parsed) return l.fail(node, parsed.status().message());
       tile = *parsed;
     }
-    // The halo only pays where taps overlap: stride 1, more than one tap.
-    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1) tile.th = 0;
+    // The halo only pays where taps overlap: stride 1, more than one tap. Frame stacks
+    // clamp their taps per frame: the im2col tile.
+    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on()) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (tile.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
       return l.fail(node, fmt::format("conv_gemm_coop fragments of {}x{}: the device takes 16x16 cooperative "
@@ -239,11 +252,11 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes(k[0], k[1]) > target.max_shared_memory_bytes)
+    if (tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat) > target.max_shared_memory_bytes)
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} (halo rows {}) needs {} bytes of shared "
                                       "memory, the target has {}",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, tile.th,
-                                      tile.shared_bytes(k[0], k[1]), target.max_shared_memory_bytes));
+                                      tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat), target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
     tile_rows = tile.th;
     tile_channels = tile.channels();
@@ -262,6 +275,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
     }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
+    if (frames->on()) key.defines["FRAMES"] = "1";
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are
     // f16 NHWC with aligned pixels.

@@ -204,23 +204,60 @@ Expected<VaeConfig> read_hunyuan(const json& j, const std::string& source) {
   return VaeConfig{c};
 }
 
+Expected<VaeConfig> read_minimax(const json& j, const std::string& source) {
+  MiniMaxVaeConfig c;
+  Reader r{j, source, {}};
+  r.integer("latent_channels", c.latent_channels, 1);
+  r.integer("out_channels", c.out_channels, 1);
+  r.integers("spatial_downsample_factors", c.spatial_downsample_factors);
+  r.integers("temporal_downsample_factors", c.temporal_downsample_factors);
+  r.integer("decoder_num_layers", c.num_layers, 0);
+  r.integer("decoder_num_attention_heads", c.num_heads, 1);
+  r.integer("decoder_attention_head_dim", c.head_dim, 1);
+  r.integer("decoder_num_register_tokens", c.num_register_tokens, 0);
+  r.integer("decoder_ffn_mult", c.ffn_mult, 1);
+  r.number("decoder_rope_theta", c.rope_theta);
+  r.number("decoder_rope_dim_ratio", c.rope_dim_ratio);
+  r.number("decoder_norm_eps", c.norm_eps);
+  r.integer("clip_length", c.clip_length, 1);
+  r.integer("token_drop", c.token_drop, 0);
+  c.latents_mean.assign(static_cast<size_t>(c.latent_channels), 0.0);
+  c.latents_std.assign(static_cast<size_t>(c.latent_channels), 1.0);
+  r.numbers("latents_mean", c.latents_mean);
+  r.numbers("latents_std", c.latents_std);
+  STRATA_RETURN_IF_ERROR(r.status);
+  if (static_cast<int64_t>(c.latents_mean.size()) != c.latent_channels ||
+      static_cast<int64_t>(c.latents_std.size()) != c.latent_channels)
+    return error("{}: latents_mean and latents_std need latent_channels = {} values each", source, c.latent_channels);
+  if (c.out_channels != 3) return error("{}: out_channels {} is not RGB", source, c.out_channels);
+  // The RoPE rotates int(head_dim · ratio) channels, 2 per angle, over 3 axes.
+  const auto rope_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.rope_dim_ratio);
+  if (rope_dim < 0 || rope_dim > c.head_dim || rope_dim % 6 != 0)
+    return error("{}: decoder_rope_dim_ratio {} gives {} rotary channels of {}, not a multiple of 6 within the head",
+                 source, c.rope_dim_ratio, rope_dim, c.head_dim);
+  return VaeConfig{c};
+}
+
 }  // namespace
 
 int64_t latent_channels(const VaeConfig& c) {
   if (auto* f = std::get_if<FluxVaeConfig>(&c)) return f->latent_channels;
   if (auto* h = std::get_if<HunyuanVaeConfig>(&c)) return h->latent_channels;
   if (auto* w = std::get_if<WanVaeConfig>(&c)) return w->z_dim;
+  if (auto* m = std::get_if<MiniMaxVaeConfig>(&c)) return m->latent_channels;
   return std::get<QwenVaeConfig>(c).z_dim;
 }
 
 bool is_video_vae(const VaeConfig& c) {
-  return std::holds_alternative<WanVaeConfig>(c) || std::holds_alternative<HunyuanVaeConfig>(c);
+  return std::holds_alternative<WanVaeConfig>(c) || std::holds_alternative<HunyuanVaeConfig>(c) ||
+         std::holds_alternative<MiniMaxVaeConfig>(c);
 }
 
 std::string vae_class_name(const VaeConfig& c) {
   if (std::holds_alternative<FluxVaeConfig>(c)) return "AutoencoderKL";
   if (std::holds_alternative<WanVaeConfig>(c)) return "AutoencoderKLWan";
   if (std::holds_alternative<HunyuanVaeConfig>(c)) return "AutoencoderKLHunyuanVideo";
+  if (std::holds_alternative<MiniMaxVaeConfig>(c)) return "AutoencoderKLMiniMaxH3";
   return "AutoencoderKLQwenImage";
 }
 
@@ -235,8 +272,9 @@ Expected<VaeConfig> parse_vae_config(const std::string& text, const std::string&
   if (cls == "AutoencoderKLQwenImage") return read_qwen(j, source);
   if (cls == "AutoencoderKLWan") return read_wan(j, source);
   if (cls == "AutoencoderKLHunyuanVideo") return read_hunyuan(j, source);
+  if (cls == "AutoencoderKLMiniMaxH3") return read_minimax(j, source);
   return error("{}: unsupported VAE class '{}' (supported: AutoencoderKL, AutoencoderKLQwenImage, AutoencoderKLWan, "
-               "AutoencoderKLHunyuanVideo)",
+               "AutoencoderKLHunyuanVideo, AutoencoderKLMiniMaxH3)",
                source, cls);
 }
 

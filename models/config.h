@@ -70,12 +70,34 @@ struct HunyuanVaeConfig {
   bool mid_block_add_attention = true;
 };
 
-using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig, WanVaeConfig, HunyuanVaeConfig>;
+// diffusers AutoencoderKLMiniMaxH3: a ViT decoder over latent tokens, decoded in
+// spatial tiles and temporal clips (models/minimax_decoder.h). Only the decoder's
+// fields are read; the encoder's (block_out_channels, ...) are ignored.
+struct MiniMaxVaeConfig {
+  int64_t latent_channels = 24;
+  int64_t out_channels = 3;
+  std::vector<int64_t> spatial_downsample_factors{2, 2, 2, 2, 1, 1};   // product: the patch size
+  std::vector<int64_t> temporal_downsample_factors{1, 2, 2, 1, 1, 1};  // product: the frame patch
+  int64_t num_layers = 36;           // decoder_num_layers
+  int64_t num_heads = 32;            // decoder_num_attention_heads
+  int64_t head_dim = 64;             // decoder_attention_head_dim
+  int64_t num_register_tokens = 4;   // decoder_num_register_tokens
+  int64_t ffn_mult = 4;              // decoder_ffn_mult
+  double rope_theta = 100.0;         // decoder_rope_theta
+  double rope_dim_ratio = 0.75;      // decoder_rope_dim_ratio
+  double norm_eps = 1e-5;            // decoder_norm_eps
+  int64_t clip_length = 17;
+  int64_t token_drop = 3;
+  std::vector<double> latents_mean = std::vector<double>(24, 0.0);
+  std::vector<double> latents_std = std::vector<double>(24, 1.0);
+};
+
+using VaeConfig = std::variant<FluxVaeConfig, QwenVaeConfig, WanVaeConfig, HunyuanVaeConfig, MiniMaxVaeConfig>;
 
 // Latent channel count of either config.
 int64_t latent_channels(const VaeConfig& c);
-// "AutoencoderKL", "AutoencoderKLQwenImage", "AutoencoderKLWan" or
-// "AutoencoderKLHunyuanVideo".
+// "AutoencoderKL", "AutoencoderKLQwenImage", "AutoencoderKLWan",
+// "AutoencoderKLHunyuanVideo" or "AutoencoderKLMiniMaxH3".
 std::string vae_class_name(const VaeConfig& c);
 
 Expected<VaeConfig> parse_vae_config(const std::string& json_text, const std::string& source_name);

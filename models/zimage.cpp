@@ -176,12 +176,15 @@ ValueId x_embedder(Net& n, const ZImageLayout& l, ValueId latent) {
   return pad_rows(n, x, "x_pad_token", l.x_valid, l.x_tokens);
 }
 
-// cap_embedder: RMSNorm(cap_feat_dim) → Linear, then the caption pad tokens.
-ValueId cap_embedder(Net& n, const ZImageLayout& l, ValueId cap_feats) {
+// cap_embedder: RMSNorm(cap_feat_dim) → Linear, then the caption pad tokens: rows
+// after the valid ones, or (a host-padded caption) chosen row by row by the mask.
+ValueId cap_embedder(Net& n, const ZImageLayout& l, ValueId cap_feats, ValueId cap_mask) {
   auto scope = n.b.scope("cap_embedder");
   ValueId x = n.rms_norm(cap_feats, "cap_embedder.0", n.c.cap_feat_dim, n.c.norm_eps);
   x = n.linear(x, "cap_embedder.1", n.c.dim, n.c.cap_feat_dim, true);
-  return pad_rows(n, x, "cap_pad_token", l.cap_valid, l.cap_tokens);
+  if (cap_mask == kNoValue) return pad_rows(n, x, "cap_pad_token", l.cap_valid, l.cap_tokens);
+  ValueId pad = n.b.mul(n.b.scale(cap_mask, -1.0, 1.0), n.param("cap_pad_token", {1, n.c.dim}));
+  return n.b.add(n.b.mul(x, cap_mask), pad);
 }
 
 // RoPE tables of a run of positions as two constants [tokens, head_dim / 2].
@@ -430,8 +433,10 @@ Expected<Graph> build_zimage(ZImageTransformer& model, const ZImageOptions& opti
   Net n{b, model, options, c};
 
   ValueId latent = b.input("latent", {c.in_channels, 1, options.latent_h, options.latent_w});
-  ValueId cap_feats = b.input("cap_feats", {l.cap_valid, c.cap_feat_dim});
+  const int64_t cap_rows = options.caption_mask ? l.cap_tokens : l.cap_valid;
+  ValueId cap_feats = b.input("cap_feats", {cap_rows, c.cap_feat_dim});
   ValueId t = b.input("t", {1});
+  ValueId cap_mask = options.caption_mask ? b.input("cap_mask", {l.cap_tokens, 1}) : kNoValue;
 
   const std::string tag = layout_tag(l);
   const auto x_pos = zimage_x_positions(l), cap_pos = zimage_cap_positions(l);
@@ -449,7 +454,7 @@ Expected<Graph> build_zimage(ZImageTransformer& model, const ZImageOptions& opti
     x = block(n, fmt::format("noise_refiner.{}", i), x, adaln, x_rope);
 
   // Caption path: depends on the caption only (no t, no latent).
-  ValueId cap = cap_embedder(n, l, cap_feats);
+  ValueId cap = cap_embedder(n, l, cap_feats, cap_mask);
   for (int64_t i = 0; i < c.n_refiner_layers; ++i)
     cap = block(n, fmt::format("context_refiner.{}", i), cap, kNoValue, cap_rope);
 
@@ -467,6 +472,17 @@ Expected<Graph> build_zimage(ZImageTransformer& model, const ZImageOptions& opti
   }
   STRATA_RETURN_IF_ERROR(b.status());
   return g;
+}
+
+ZImageMaskedCaption zimage_masked_caption(const ZImageConfig& c, const Tensor& cap_feats) {
+  const int64_t valid = cap_feats.shape.at(0);
+  const int64_t padded = (valid + kZImageSeqMultiple - 1) / kZImageSeqMultiple * kZImageSeqMultiple;
+  ZImageMaskedCaption m;
+  m.features = Tensor({padded, c.cap_feat_dim}, std::vector<float>(static_cast<size_t>(padded * c.cap_feat_dim), 0.0f));
+  std::copy(cap_feats.data.begin(), cap_feats.data.end(), m.features.data.begin());
+  m.mask = Tensor({padded, 1}, std::vector<float>(static_cast<size_t>(padded), 0.0f));
+  std::fill(m.mask.data.begin(), m.mask.data.begin() + valid, 1.0f);
+  return m;
 }
 
 F16RangeReport zimage_f16_range(const ZImageTransformer& model) {

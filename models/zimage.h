@@ -24,6 +24,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "ir/weight_store.h"
 
 #include <array>
@@ -121,7 +122,22 @@ struct ZImageOptions {
   // Also output the four intermediates of case.json, after the output, in
   // zimage_intermediate_names() order, with diffusers' shapes ([1, tokens, dim]...).
   bool intermediates = false;
+  // The caption padded on the host, for one plan per padded length: "cap_feats" is
+  // [cap_tokens, cap_feat_dim] (rows past caption_length any finite value) and a
+  // fourth input "cap_mask" [cap_tokens, 1] holds 1 for a caption token, 0 for a pad;
+  // after the embedder a row is emb·mask + (1 − mask)·cap_pad_token, the unmasked
+  // graph's values exactly (x·1 + 0 and 0 + 1·pad). caption_length then only sets the
+  // padded length (zimage_layout), so every L with the same padding builds the same
+  // graph (tools/generate_command.h keeps one compiled program per padded length).
+  bool caption_mask = false;
 };
+
+// The inputs of a caption_mask graph for caption features [L, cap_feat_dim]: the
+// features padded with zero rows to the padded length, and the mask.
+struct ZImageMaskedCaption {
+  Tensor features, mask;
+};
+ZImageMaskedCaption zimage_masked_caption(const ZImageConfig& c, const Tensor& cap_feats);
 
 // "t_embedder", "context_refiner_out", "noise_refiner_out", "layers_out".
 const std::vector<std::string>& zimage_intermediate_names();

@@ -255,6 +255,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<Device> dev
   times.total_ms = ms_since(start);
   auto executor = std::unique_ptr<Executor>(new Executor(std::move(impl)));
   executor->ran_.assign(executor->impl_->entries.size(), false);
+  executor->submissions_.assign(executor->impl_->entries.size(), 0);
   return executor;
 }
 
@@ -352,6 +353,7 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
     std::memcpy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
   ran_[entry] = true;
+  ++submissions_[entry];
   last_ = static_cast<int64_t>(entry);
   return Status::ok();
 }
@@ -370,6 +372,7 @@ Status Executor::replay(std::string_view plan_name) {
   STRATA_RETURN_IF_ERROR(
       m.submit_and_wait(m.command_buffers[entry], fmt::format("replaying plan '{}'", m.entries[entry].name)));
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
+  ++submissions_[entry];
   last_ = static_cast<int64_t>(entry);
   return Status::ok();
 }

@@ -206,6 +206,10 @@ public:
 
   // The plans of the program, in dispatch order (entry_list(plan)).
   const std::vector<EntryDesc>& entries() const;
+  // How many times each plan (entries() order) was submitted by a successful run()
+  // or replay() since create(); times its dispatch_count, the dispatches it ran
+  // (tests count that a hoisted per-prompt plan ran once over a denoise loop).
+  const std::vector<uint64_t>& submissions() const { return submissions_; }
 
   // Copies state `name` (StateDesc::bytes, in its dtype and shape) to `out`, or
   // `in` into it, with a one-time command buffer through a staging buffer where the
@@ -250,6 +254,7 @@ private:
   std::unique_ptr<Impl> impl_;
   // Per plan, set by a successful run(): its inputs are in place for replay().
   std::vector<bool> ran_;
+  std::vector<uint64_t> submissions_;  // per plan: successful run()s and replay()s
   // The plan whose outputs read_outputs() reads: the last one run or replayed (-1: none).
   int64_t last_ = -1;
 };

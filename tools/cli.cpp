@@ -8,6 +8,7 @@
 #include "ir/npy.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "models/minimax_decoder.h"
 #include "models/vae.h"
 #include "models/weights.h"
 #include "tools/args.h"
@@ -16,6 +17,7 @@
 #include "tools/environment.h"
 #include "tools/cache_command.h"
 #include "tools/forward_command.h"
+#include "tools/generate_command.h"
 #include "tools/hoist_command.h"
 #include "tools/inspect_command.h"
 #include "passes/lower_precision.h"
@@ -48,11 +50,11 @@ const char* kUsage =
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
-    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] ...\n"
+    "  strata decode --vae DIR --latent VIDEO.npy --out OUT.npy|OUT.mp4|DIR/ [--fps F] [--frames whole] [--tile-batch N] ...\n"
     "                (a video VAE)\n"
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
-    "  strata bench --arch wan22|hunyuan --frames F --size HxW [--reps R] [--warmup W] [--whole]   (a video VAE)\n"
+    "  strata bench --arch wan22|hunyuan|minimax --frames F --size HxW [--reps R] [--warmup W] [--whole] [--tile-batch N]   (a video VAE)\n"
     "  strata bench --arch zimage --size N [--caption-length L] [--reps R] [--warmup W] [--profile]   (the Z-Image\n"
     "      transformer, seeded weights: one forward, per prompt and per step)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
@@ -70,7 +72,9 @@ const char* kUsage =
     "models: --vae reads a diffusers vae/ directory (AutoencoderKL, AutoencoderKLQwenImage, or the\n"
     "AutoencoderKLWan video VAE of Wan 2.2, decoded frame by frame: latent [48, T, h, w] -> 1 + 4(T-1) frames;\n"
     "or AutoencoderKLHunyuanVideo, decoded as diffusers does, in windows of 5 latent frames cross-faded, or in\n"
-    "one decoder call with --frames whole: latent [16, T, h, w] -> 1 + 4(T-1) frames of 8h x 8w);\n"
+    "one decoder call with --frames whole: latent [16, T, h, w] -> 1 + 4(T-1) frames of 8h x 8w;\n"
+    "or AutoencoderKLMiniMaxH3, a ViT decoder run as diffusers does, in 256 px tiles and clips of 7 latent\n"
+    "frames: latent [24, 5n + 2, h, w] -> 17n + 5 frames of 16h x 16w);\n"
     "--arch flux|qwen (released architectures) or flux-small|qwen-small (the shared test\n"
     "cases' sizes) builds one with weights generated from --seed (default 0).\n"
     "\n"
@@ -94,7 +98,8 @@ const char* kUsage =
 const std::vector<OptionSpec> kModelOptions = {
     {"vae", true, "diffusers VAE directory (config.json + safetensors)"},
     {"arch", true,
-     "flux | qwen | wan22 | hunyuan | flux-small | qwen-small | wan22-small | hunyuan-small, weights from --seed"},
+     "flux | qwen | wan22 | hunyuan | minimax | flux-small | qwen-small | wan22-small | hunyuan-small | "
+     "minimax-small, weights from --seed"},
     {"seed", true, "seed for --arch weights (default 0)"},
 };
 
@@ -125,7 +130,10 @@ Expected<Vae> open_model(const ParsedArgs& a) {
   if (*arch == "wan22-small") return seeded_vae(wan22_small_config(), seed);
   if (*arch == "hunyuan") return seeded_vae(hunyuan_full_config(), seed);
   if (*arch == "hunyuan-small") return seeded_vae(hunyuan_small_config(), seed);
-  return error("unknown --arch '{}' (flux, qwen, wan22, hunyuan, flux-small, qwen-small, wan22-small, hunyuan-small)",
+  if (*arch == "minimax") return seeded_vae(minimax_full_config(), seed);
+  if (*arch == "minimax-small") return seeded_vae(minimax_small_config(), seed);
+  return error("unknown --arch '{}' (flux, qwen, wan22, hunyuan, minimax, flux-small, qwen-small, wan22-small, "
+               "hunyuan-small, minimax-small)",
                *arch);
 }
 
@@ -228,6 +236,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   specs.push_back(video_option_specs()[0]);  // --fps
   specs.push_back(video_option_specs()[2]);  // --frames whole
+  specs.push_back(video_option_specs()[4]);  // --tile-batch
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
@@ -382,6 +391,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
   specs.push_back(video_option_specs()[1]);  // --frames
   specs.push_back(video_option_specs()[3]);  // --whole
+  specs.push_back(video_option_specs()[4]);  // --tile-batch
   auto a = parse_args(args, specs);
   if (!a) return usage_error(err, "bench: " + a.message());
   auto settings = run_settings(*a);
@@ -536,6 +546,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (cmd == "decode") return cmd_decode(rest, out, err);
   if (cmd == "forward") return cmd_forward(rest, out, err);
+  if (cmd == "generate") return cmd_generate(rest, out, err);
   if (cmd == "graph") return cmd_graph(rest, out, err);
   if (cmd == "compare") return cmd_compare(rest, out, err);
   if (cmd == "bench") return cmd_bench(rest, out, err);

@@ -3,6 +3,7 @@
 #include "ir/npy.h"
 #include "ir/program_interpreter.h"
 #include "models/hunyuan_decoder.h"
+#include "models/minimax_decoder.h"
 #include "models/video_frames.h"
 #include "models/wan_decoder.h"
 #include "models/weights.h"
@@ -50,18 +51,32 @@ struct VideoRunner {
 struct VideoGeometry {
   int64_t frames = 0, scale = 0;
 };
-VideoGeometry video_geometry(const VaeConfig& config, int64_t latent_frames) {
+Expected<VideoGeometry> video_geometry(const VaeConfig& config, const VideoLatentShape& s) {
+  const int64_t latent_frames = s.frames;
+  if (const auto* m = std::get_if<MiniMaxVaeConfig>(&config)) {
+    STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(*m, s.frames, s.height, s.width));
+    return VideoGeometry{g.output_frames, minimax_dims(*m).patch};
+  }
   if (const auto* h = std::get_if<HunyuanVaeConfig>(&config))
-    return {hunyuan_output_frames(*h, latent_frames), h->spatial_compression_ratio};
-  return {wan_output_frames(std::get<WanVaeConfig>(config), latent_frames), 16};
+    return VideoGeometry{hunyuan_output_frames(*h, latent_frames), h->spatial_compression_ratio};
+  return VideoGeometry{wan_output_frames(std::get<WanVaeConfig>(config), latent_frames), 16};
 }
 
 Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whole, const RunSettings& r,
-                                  std::ostream& log) {
+                                  std::ostream& log, int64_t tile_batch = 0) {
   ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);
   ProgramGraph program;
   if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config)) {
     STRATA_ASSIGN_OR_RETURN(program, build_hunyuan_program(*h, weights, s.frames, s.height, s.width, whole));
+  } else if (const auto* m = std::get_if<MiniMaxVaeConfig>(&vae.config)) {
+    // The plan's precision decides the matrix weights' dtype (f16 plans: f16 weights).
+    bool f16 = false;
+    if (r.backend != "cpu") {
+      STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
+      f16 = target.precision == Precision::f16;
+    }
+    STRATA_ASSIGN_OR_RETURN(program, build_minimax_program(*m, weights, s.frames, s.height, s.width,
+                                                           f16 ? DType::f16 : DType::f32, tile_batch));
   } else {
     STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
   }
@@ -94,6 +109,17 @@ Expected<bool> parse_whole(const ParsedArgs& a, const VaeConfig& config) {
   return true;
 }
 
+// --tile-batch N (MiniMax-H3): tiles per plan run; absent or 0: all tiles of a clip.
+Expected<int64_t> parse_tile_batch(const ParsedArgs& a, const VaeConfig& config) {
+  const auto v = a.get("tile-batch");
+  if (!v) return int64_t{0};
+  if (!std::holds_alternative<MiniMaxVaeConfig>(config))
+    return error("--tile-batch applies to AutoencoderKLMiniMaxH3, not {}", vae_class_name(config));
+  STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("tile-batch", *v));
+  if (n < 1) return error("--tile-batch {}: give a positive number of tiles per run", n);
+  return n;
+}
+
 Expected<double> parse_fps(const ParsedArgs& a) {
   const std::string text = a.get_or("fps", "24");
   double v = 0;
@@ -113,6 +139,8 @@ const std::vector<OptionSpec>& video_option_specs() {
        "'whole': decode a HunyuanVideo latent in one decoder call over all frames (default: diffusers' "
        "frame-wise windows of 5 latent frames, cross-faded)"},
       {"whole", false, "bench: decode a HunyuanVideo clip in one decoder call (default: diffusers' windows)"},
+      {"tile-batch", true,
+       "MiniMax-H3: spatial tiles per plan run (default: all tiles of a clip; less memory, same output)"},
   };
   return specs;
 }
@@ -126,7 +154,10 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   if (!shape) return shape.status().with_context(fmt::format("'{}'", latent_path));
   if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
   STRATA_ASSIGN_OR_RETURN(bool whole, parse_whole(a, vae.config));
-  const auto [frames, scale] = video_geometry(vae.config, shape->frames);
+  STRATA_ASSIGN_OR_RETURN(int64_t tile_batch, parse_tile_batch(a, vae.config));
+  auto geometry = video_geometry(vae.config, *shape);
+  if (!geometry) return geometry.status().with_context(fmt::format("'{}'", latent_path));
+  const auto [frames, scale] = *geometry;
   // The output opens first: an unwritable OUT fails before any work is done.
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<VideoWriter> writer,
                           VideoWriter::open({.path = out_path,
@@ -135,15 +166,27 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                              .width = shape->width * scale,
                                              .fps = fps}));
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch));
   progress.stage("decoding frames");
   const auto start = std::chrono::steady_clock::now();
+  // MiniMax-H3 decodes ImageNet-normalized RGB: .npy keeps decode()'s values, images
+  // get the pipeline's x · std + mean in [0, 1], mapped to the writers' [-1, 1].
+  const bool imagenet = std::holds_alternative<MiniMaxVaeConfig>(vae.config) &&
+                        *video_format_for_path(out_path) != VideoFormat::npy;
   auto sink = [&](int64_t index, const Tensor& frame) {
     progress.step(index + 1, frames);
-    return writer->write_frame(frame);
+    if (!imagenet) return writer->write_frame(frame);
+    static constexpr double kMean[3] = {0.485, 0.456, 0.406}, kStd[3] = {0.229, 0.224, 0.225};
+    Tensor rgb = frame;
+    const size_t plane = rgb.data.size() / 3;
+    for (size_t i = 0; i < rgb.data.size(); ++i)
+      rgb.data[i] = static_cast<float>(2.0 * (rgb.data[i] * kStd[i / plane] + kMean[i / plane]) - 1.0);
+    return writer->write_frame(rgb);
   };
   Status s = std::holds_alternative<HunyuanVaeConfig>(vae.config)
                  ? decode_hunyuan_video(std::get<HunyuanVaeConfig>(vae.config), latent, whole, runner.run, sink)
+             : std::holds_alternative<MiniMaxVaeConfig>(vae.config)
+                 ? decode_minimax_video(std::get<MiniMaxVaeConfig>(vae.config), latent, runner.run, sink, tile_batch)
                  : decode_video_frames(latent, 0, shape->frames, wan_schedule(std::get<WanVaeConfig>(vae.config)),
                                        runner.run, sink);
   if (!s.is_ok()) return s.with_context(fmt::format("decoding '{}'", latent_path));
@@ -205,6 +248,61 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
   return Status::ok();
 }
 
+// bench for MiniMax-H3: --frames F (17n + 5, default 39) of --size HxW (default
+// 720x1280) decoded as decode does (clips of all their tiles in one run each) from a
+// seeded latent; wall time per clip, device memory.
+Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, const RunSettings& r, int64_t reps,
+                     int64_t warmup, std::ostream& out, Progress& progress) {
+  const MiniMaxDims d = minimax_dims(c);
+  const int64_t scale = d.patch, step = c.clip_length, tail = c.clip_length - c.token_drop * d.patch_t;
+  STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "39")));
+  if (frames < step + tail || (frames - tail) % step != 0)
+    return error("--frames {}: MiniMax-H3 decodes {}·n + {} frames (n >= 1: {}, {}, ...)", frames, step, tail,
+                 step + tail, 2 * step + tail);
+  STRATA_ASSIGN_OR_RETURN(Shape size, parse_shape(a.get_or("size", "720x1280")));
+  if (size.size() != 2 || size[0] % scale != 0 || size[1] % scale != 0 || size[0] < scale || size[1] < scale)
+    return error("--size for a video VAE is HxW, each a positive multiple of {}", scale);
+  const int64_t n = (frames - tail) / step;
+  const VideoLatentShape s{d.tokens_chunk_size * n + d.tokens_chunk_size - c.token_drop, size[0] / scale,
+                           size[1] / scale};
+  STRATA_ASSIGN_OR_RETURN(MiniMaxGeometry g, minimax_geometry(c, s.frames, s.height, s.width));
+  STRATA_ASSIGN_OR_RETURN(int64_t tile_batch, parse_tile_batch(a, vae.config));
+  const int64_t batch = minimax_tile_batch(g.tiles(), tile_batch);
+  const Shape latent_shape{c.latent_channels, s.frames, s.height, s.width};
+  Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  progress.stage("compiling and loading");
+  auto load_start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, false, r, out, tile_batch));
+  out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
+  std::vector<double> times;
+  for (int64_t i = 0; i < warmup + reps; ++i) {
+    progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(decode_minimax_video(
+        c, latent, runner.run,
+        [&](int64_t index, const Tensor&) {
+          progress.step(index + 1, g.output_frames);
+          return Status::ok();
+        },
+        tile_batch));
+    if (i >= warmup) times.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(times.begin(), times.end());
+  out << fmt::format("{} {} frames of {}x{} (latent {}, {} clips of {} tiles of {}x{}x{} latent cells, {} per run): "
+                     "median {:.1f} ms per video, min {:.1f} ms over {} decodes (wall time: each clip's tiles "
+                     "uploaded, decoded, read back and stitched on the host)\n",
+                     vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape), g.num_chunks,
+                     g.tiles(), g.clip_frames, g.tile_h, g.tile_w, batch, times[times.size() / 2], times.front(),
+                     times.size());
+  if (runner.device)
+    out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
+                       "host {:.3f} GiB\n",
+                       static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
+                       static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
@@ -213,6 +311,8 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
     return bench_hunyuan(vae, *h, a, r, reps, warmup, out, progress);
   if (a.has("whole")) return error("--whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",
                                    vae_class_name(vae.config));
+  if (const auto* m = std::get_if<MiniMaxVaeConfig>(&vae.config))
+    return bench_minimax(vae, *m, a, r, reps, warmup, out, progress);
   const auto& config = std::get<WanVaeConfig>(vae.config);
   const int64_t step = wan_frames_of(config, 1), scale = 16;
   STRATA_ASSIGN_OR_RETURN(int64_t frames, parse_integer("frames", a.get_or("frames", "61")));

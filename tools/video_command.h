@@ -2,7 +2,8 @@
 // dispatched on the config's class: a Wan latent [C, T, h, w] is decoded one latent
 // frame per plan run (models/wan_decoder.h, models/video_frames.h), a HunyuanVideo
 // latent one decoder call per window of latent frames, or one call over all frames
-// with --frames whole (models/hunyuan_decoder.h); every output frame is streamed to the
+// with --frames whole (models/hunyuan_decoder.h), a MiniMax-H3 latent one run per clip
+// over all its spatial tiles (models/minimax_decoder.h); every output frame is streamed to the
 // output as soon as it is final
 // (tools/video_output.h: .npy [3, F, H, W], a folder of PNG frames, or H.264 .mp4).
 #pragma once

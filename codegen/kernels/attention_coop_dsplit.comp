@@ -37,8 +37,11 @@
 // through shared memory (store_round, O_T).
 //
 // Limits (the lowering checks them and otherwise uses attention_coop.comp): every
-// dispatch's `rows` a multiple of BR and `tk` a multiple of BC (no partial blocks:
-// every fragment load reads rows that exist); D and DV multiples of 16·NSG; WG a
+// dispatch's `rows` at least BR (a last partial block of rows is computed as the BR
+// rows ending at `rows`, overlapping the block before: each row's result does not
+// depend on its workgroup's other rows, so the rows both compute get the same bits
+// twice); `tk` a multiple of BC, or PARTIAL_KEYS = 1 (keys past tk masked as below,
+// their K and V read as zeros); D and DV multiples of 16·NSG; WG a
 // multiple of BR with LPR = WG / BR a power of two at most CM_SG dividing BC; the
 // window bases and head strides multiples of 8 halves (16-byte fragment loads).
 //
@@ -60,7 +63,7 @@
 // elements q_base / k_base / v_base / o_base hold the first head's first row; heads
 // are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
 //
-// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), WG
+// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), FRAME_TOKENS, PARTIAL_KEYS, WG
 // (invocations, NSG·CM_SG), COOPMAT, CM_SG (coopmat.glsl). O_T: float | float16_t;
 // ROUND (common.glsl). BR is 32.
 // Bindings: q (read), k (read), v (read), out (write).
@@ -87,6 +90,18 @@
 #ifndef O_T
 #define O_T float
 #endif
+// Frame-causal keys (FRAME_TOKENS = F > 0, attention's frame_tokens; attention.comp's
+// header): query row i of the head sees key j only when ⌊j / F⌋ ≤ ⌊i / F⌋. In the
+// softmax a masked key stays out of the maximum and gets p = 0, so it adds exactly
+// nothing, and the workgroup stops after the last key block its last row sees. Key 0
+// is seen by every row, so the first block gives every row a finite maximum.
+#ifndef FRAME_TOKENS
+#define FRAME_TOKENS 0
+#endif
+#ifndef PARTIAL_KEYS
+#define PARTIAL_KEYS 0
+#endif
+#define MASKED (FRAME_TOKENS > 0 || PARTIAL_KEYS)
 // PF: when the K and V fragments are loaded. 0: each just before its MADs; 1: a
 // block's K fragments together at its start, its V fragments together before the
 // softmax (in flight meanwhile); 2: as 1, and the next block's K fragments during
@@ -155,6 +170,9 @@
 #ifndef KV_STAGE
 #define KV_STAGE (COOPMAT == 1 && ACC_NAMED)
 #endif
+#if PARTIAL_KEYS && COOPMAT == 1 && !KV_STAGE
+#error "attention_coop_dsplit.comp: PARTIAL_KEYS needs KV_STAGE natively (guarded K and V loads)"
+#endif
 #if KV_STAGE
 #if COOPMAT != 1 || !ACC_NAMED
 #error "attention_coop_dsplit.comp: KV_STAGE is native only and needs ACC_NAMED"
@@ -183,6 +201,19 @@ layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
 layout(std430, binding = 2) readonly buffer VBuf { float16_t v[]; };
 #define GLOAD(m, arr, off, stride, cm) [[dont_unroll]] CM_LOAD(m, arr, off, stride, cm)
 #endif
+// A K (column-major: keys are columns) or V (row-major: keys are rows) fragment whose
+// first key is `key`: with PARTIAL_KEYS the keys from pc.tk on read as zeros. Only the
+// emulation loads K and V fragments from global memory with PARTIAL_KEYS (natively
+// KV_STAGE's LOAD_RAW guards them), so the guarded form uses its element layout.
+#if PARTIAL_KEYS && COOPMAT == 2
+#define GLOAD_KEYS(m, arr, off, stride, cm, key)                                                        \
+  for (uint i_ = 0u; i_ < uint(m.e.length()); ++i_) {                                                   \
+    const uint r_ = i_ / 16u, c_ = i_ % 16u;                                                            \
+    m.e[i_] = (key) + ((cm) ? c_ : r_) < pc.tk ? float16_t(arr[CM_AT_(off, stride, cm, r_, c_)]) : float16_t(0.0); \
+  }
+#else
+#define GLOAD_KEYS(m, arr, off, stride, cm, key) GLOAD(m, arr, off, stride, cm)
+#endif
 layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
 
 layout(push_constant) uniform Push {
@@ -193,6 +224,9 @@ layout(push_constant) uniform Push {
   uint o_head_stride;  // ... in out (Tq·DV)
   uint q_base, k_base, v_base, o_base;
   float scale;
+#if FRAME_TOKENS
+  uint q_row0, k_row0;  // the dispatch's first query row and first key in the whole head
+#endif
 } pc;
 
 #if KV_STAGE
@@ -224,7 +258,7 @@ shared uint s_rescale[2];
 #define LOAD_K(key0_)                                                                  \
   UNROLL for (uint kt_ = 0u; kt_ < KT; ++kt_)                                      \
     UNROLL for (uint dq_ = 0u; dq_ < DTQ; ++dq_)                                   \
-      GLOAD(kb[kt_ * DTQ + dq_], k, k_first + ((key0_) + kt_ * 16u) * D + dq_ * 16u, D, true)
+      GLOAD_KEYS(kb[kt_ * DTQ + dq_], k, k_first + ((key0_) + kt_ * 16u) * D + dq_ * 16u, D, true, (key0_) + kt_ * 16u)
 
 #if KV_STAGE
 // A slice (BC rows of dt·16 halves from `first` + key0·stride, rows `stride` halves
@@ -232,7 +266,9 @@ shared uint s_rescale[2];
 #define LOAD_RAW(regs, n, dt, buf, first, stride, key0_)                                  \
   UNROLL for (uint i_ = 0u; i_ < (n); ++i_) {                                             \
     const uint u_ = gl_SubgroupInvocationID + i_ * CM_SG;                                 \
-    regs[i_] = buf[((first) + ((key0_) + u_ / (2u * (dt))) * (stride) + u_ % (2u * (dt)) * 8u) >> 3u]; \
+    regs[i_] = PARTIAL_KEYS == 0 || (key0_) + u_ / (2u * (dt)) < pc.tk                       \
+                   ? buf[((first) + ((key0_) + u_ / (2u * (dt))) * (stride) + u_ % (2u * (dt)) * 8u) >> 3u] \
+                   : uvec4(0u);                                                           \
   }
 // ... and from `regs` into this subgroup's region, rows KS_ROW(dt) units apart.
 #define STAGE_RAW(regs, n, dt)                                                            \
@@ -257,12 +293,13 @@ shared uint s_rescale[2];
 const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
 
 void main() {
-  const uint blocks = pc.rows / BR;
+  const uint blocks = (pc.rows + BR - 1u) / BR;
   const uint wg = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (wg >= pc.heads * blocks) return;  // uniform per workgroup
   const uint tid = gl_LocalInvocationIndex;
   const uint sg = gl_SubgroupID;
-  const uint head = wg / blocks, row0 = (wg % blocks) * BR;
+  // The last block of a partial run of rows ends at `rows` (rows >= BR; see Limits).
+  const uint head = wg / blocks, row0 = min((wg % blocks) * BR, pc.rows - BR);
   // In halves; multiples of 8 (see the header).
   const uint q_first = pc.q_base + head * pc.q_head_stride + row0 * D + sg * (DTQ * 16u);
   const uint k_first = pc.k_base + head * pc.tk * D + sg * (DTQ * 16u);
@@ -298,7 +335,18 @@ void main() {
   CM_B kb[KT * DTQ];  // the K fragments of the next block, loaded during this block's P·V
   LOAD_K(0u);
 #endif
-  for (uint key0 = 0u; key0 < pc.tk; key0 += BC) {
+  const uint all_keys = (pc.tk + BC - 1u) / BC * BC;  // whole blocks
+#if FRAME_TOKENS
+  // Keys (from the window's first) that row r of this workgroup sees: up to the end of
+  // its frame.
+#define VISIBLE_END(r) ((((pc.q_row0 + row0 + (r)) / FRAME_TOKENS + 1u) * FRAME_TOKENS) - pc.k_row0)
+  const uint key_end = min(all_keys, (VISIBLE_END(BR - 1u) + BC - 1u) / BC * BC);
+  const uint row_end = min(VISIBLE_END(sr), pc.tk);  // this lane's softmax row
+#else
+  const uint key_end = all_keys;
+  const uint row_end = pc.tk;
+#endif
+  for (uint key0 = 0u; key0 < key_end; key0 += BC) {
 #if KV_STAGE
     CM_B kb[KT * DTQ];
     subgroupMemoryBarrierShared();
@@ -322,7 +370,7 @@ void main() {
       UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
 #if PF == 0
         CM_B kb[1];
-        GLOAD(kb[0], k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true);
+        GLOAD_KEYS(kb[0], k, k_first + (key0 + kt * 16u) * D + dq * 16u, D, true, key0 + kt * 16u);
 #define KB(kt, dq) kb[0]
 #else
 #define KB(kt, dq) kb[(kt) * DTQ + (dq)]
@@ -334,13 +382,13 @@ void main() {
 #if KV_STAGE
     // This block's V slice and the next block's K slice: in flight during the softmax.
     LOAD_RAW(vr, V_RAW, DTV, v, v_first, DV, key0);
-    if (key0 + BC < pc.tk) LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, key0 + BC);  // subgroup-uniform
+    if (key0 + BC < key_end) LOAD_RAW(kr, K_RAW, DTQ, k, k_first, D, key0 + BC);  // subgroup-uniform
 #elif PF >= 1
     // This block's V fragments: in flight while the softmax runs.
     CM_B vb[KT * DTV];
     UNROLL for (uint kt = 0u; kt < KT; ++kt)
       UNROLL for (uint dv = 0u; dv < DTV; ++dv)
-        GLOAD(vb[kt * DTV + dv], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
+        GLOAD_KEYS(vb[kt * DTV + dv], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false, key0 + kt * 16u);
 #endif
     barrier();  // the partial scores are complete; the previous block's P and corr are read
 
@@ -354,13 +402,20 @@ void main() {
         UNROLL for (uint g = 0u; g < NSG; ++g) s4 += S_GET4((g * BR + sr) * SP + sl * CPL + c4 * 4u);
         UNROLL for (uint c = 0u; c < 4u; ++c) {
           sc[c4 * 4u + c] = s4[c] * pc.scale;
+#if MASKED
+          if (key0 + sl * CPL + c4 * 4u + c >= row_end) sc[c4 * 4u + c] = kNegHuge;  // masked
+#endif
           m_new = max(m_new, sc[c4 * 4u + c]);
         }
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
       float sum = 0.0;
       UNROLL for (uint c = 0u; c < CPL; ++c) {
+#if MASKED
+        const float p = key0 + sl * CPL + c < row_end ? round_f16(P_EXP(sc[c] - m_new)) : 0.0;
+#else
         const float p = round_f16(P_EXP(sc[c] - m_new));
+#endif
         s_p[sr * PS + sl * CPL + c] = float16_t(p);  // exact: p is a half
         sum += p;
       }
@@ -385,7 +440,7 @@ void main() {
       UNROLL for (uint dv_ = 0u; dv_ < DTV; ++dv_)
         CM_LOAD(vb[kt_ * DTV + dv_], s_s4, region + kt_ * 16u * KS_ROW(DTV) + dv_ * 2u, KS_ROW(DTV), false);
 #elif PF == 2
-    if (key0 + BC < pc.tk) LOAD_K(key0 + BC);  // subgroup-uniform
+    if (key0 + BC < key_end) LOAD_K(key0 + BC);  // subgroup-uniform
 #endif
     // 3. O = O·corr + P·V_g. The rescale only where some row's maximum rose (once the
     //    maxima settle most blocks have corr = 1 in every row; skipping a multiply by 1
@@ -417,7 +472,7 @@ void main() {
       UNROLL for (uint dv = 0u; dv < DTV; ++dv) {
 #if PF == 0
         CM_B vb[1];
-        GLOAD(vb[0], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false);
+        GLOAD_KEYS(vb[0], v, v_first + (key0 + kt * 16u) * DV + dv * 16u, DV, false, key0 + kt * 16u);
 #define VB(kt, dv) vb[0]
 #else
 #define VB(kt, dv) vb[(kt) * DTV + (dv)]

@@ -55,11 +55,12 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES,
 //          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
-//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t).
+//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
+//          im2col kernels: the epilogue patches share the staging memory).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
 #extension GL_EXT_control_flow_attributes : enable
 
@@ -114,6 +115,20 @@
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
+// FRAMES = 1: x is a frame stack (conv_gemm.comp's header: ir/ops.h frame_rows): output
+// row oy of frame f = oy / R reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame
+// max(f − shift, 0) and columns clamped to the image, so every tap reads a real pixel.
+// The im2col tile only, addresses per step (FETCH_PRE = 0).
+#ifndef FRAMES
+#define FRAMES 0
+#endif
+#if FRAMES
+#define FRAME_ROWS int(pc.frames & 0xFFFFFFu)
+#define FRAME_SHIFT int(pc.frames >> 24)
+#if TH > 0
+#error "conv_gemm_coop.comp: frame stacks take the im2col tile (TH = 0)"
+#endif
+#endif
 
 #ifndef BIAS_T
 #define BIAS_T float
@@ -158,12 +173,36 @@ layout(push_constant) uniform Push {
   uint row0, rows;
   uint x_off;
   uint y_base, r_base;
+#if FRAMES
+  uint frames;  // frame rows | shift << 24 (conv_gemm.comp's frame stacks)
+#endif
 } pc;
 
 #ifndef STAGES
 #define STAGES 1
 #endif
-#if SMEM_VEC
+// SH_ALIAS (native im2col kernels): the staging buffers and the epilogue's patches share
+// one array, the patches used only after the main loop (a barrier between), so a tile
+// needs the larger of the two, not their sum: room for two stages or BK 64 with 32 × 32
+// fragments in 48 KiB.
+#ifndef SH_ALIAS
+#define SH_ALIAS (SMEM_VEC && TH == 0)
+#endif
+#if SH_ALIAS && (!SMEM_VEC || TH > 0)
+#error "conv_gemm_coop.comp: SH_ALIAS needs SMEM_VEC and the im2col tile"
+#endif
+#define B_OFF 0u  // halfs before the B buffers in b_sh
+#if SH_ALIAS
+#define A_VECS (STAGES * BP * ROW / 8)
+#define B_VECS (STAGES * BC * ROW / 8)
+#define EP_VECS (WP * WC * FM * FN / 4)
+shared uvec4 smem[(A_VECS + B_VECS) > EP_VECS ? (A_VECS + B_VECS) : EP_VECS];
+#define a_sh smem
+#define b_sh smem
+#undef B_OFF
+#define B_OFF (A_VECS * 8u)
+#define SH_UNIT 8u
+#elif SMEM_VEC
 #if TH > 0
 shared uvec4 a_sh[2 * H_ROWS * ROW / 8];  // two halos
 #else
@@ -182,7 +221,15 @@ shared float16_t a_sh[STAGES * BP * ROW];
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
+#if SH_ALIAS
+// f32 bits in the shared uvec4s (coopMatStoreNV takes uvec4 arrays, not vec4).
+#define EP_STORE(m, at) CM_STORE_ACC(m, smem, (at) / 4u, FN / 4u, false)
+#define EP_READ(i) uintBitsToFloat(smem[(i) / 4u][(i) % 4u])
+#else
 shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup (epilogue)
+#define EP_STORE(m, at) CM_STORE_ACC(m, ep_sh, at, FN, false)
+#define EP_READ(i) ep_sh[i]
+#endif
 
 #if TH > 0
 uvec4 a_reg[HALO_PARTS];
@@ -192,7 +239,10 @@ uint ty0, tx0;  // the tile's first output row (in the band) and column
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 #ifndef FETCH_PRE
-#define FETCH_PRE (KH * KW <= 30)
+#define FETCH_PRE (KH * KW <= 30 && !FRAMES)
+#endif
+#if FETCH_PRE && FRAMES
+#error "conv_gemm_coop.comp: frame stacks clamp their taps (FETCH_PRE = 0)"
 #endif
 #if FETCH_PRE && KH * KW > 30
 #error "conv_gemm_coop.comp: FETCH_PRE keeps a tap mask of at most 30 taps"
@@ -211,6 +261,9 @@ uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
 // (0, 0)).
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
+#if FRAMES
+int a_src[A_LOADS];  // the first virtual row of the frame the pixel reads
+#endif
 #endif
 #endif
 uint x_img, c_tile0, load_k;
@@ -258,9 +311,15 @@ void fetch(uint ky, uint kx, uint c0) {
   const uint c = c0 + load_k;  // first of this invocation's 8 channels
   const bool c_ok = c < pc.ci;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+#if FRAMES
+    const int vy = a_src[j] + clamp(a_vy0[j] + int(ky), 0, FRAME_ROWS - 1);
+    const int vx = clamp(a_vx0[j] + int(kx), 0, int(pc.w_in << U) - 1);
+    const bool ok = c_ok && a_valid[j];
+#else
     const int vy = a_vy0[j] + int(ky), vx = a_vx0[j] + int(kx);
     const bool ok = c_ok && a_valid[j] && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 &&
                     vx < int(pc.w_in << U);
+#endif
     const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
   }
@@ -326,7 +385,7 @@ void fetch_b(uint tap, uint c0) {
 
 #if TH == 0
 void stage(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+  const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j);
     if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
@@ -361,7 +420,7 @@ uint sg_p, sg_c;  // this subgroup's fragment block
 #if TH == 0
 // acc += the staged tiles of buffer `buf`.
 void multiply(uint buf) {
-  const uint a0 = buf * (BP * ROW), b0 = buf * (BC * ROW);
+  const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
     CM_A a[FP];
     CM_B b[FC];
@@ -433,7 +492,15 @@ void main() {
     a_base[j] = pc.x_off + x_img + load_k + uint(vy0 >> U) * pc.xs_y + uint(vx0 >> U) * pc.xs_x;
 #else
     a_valid[j] = r < BP && p < pixels;
+#if FRAMES
+    {  // stride 1: output row oy is virtual row oy; its frame reads frame f − FRAME_SHIFT
+      const int oy = int(pc.row0 + p / pc.w_out);
+      a_vy0[j] = oy % FRAME_ROWS - pc.pad_h;  // the row within the frame under tap 0
+      a_src[j] = max(oy / FRAME_ROWS - FRAME_SHIFT, 0) * FRAME_ROWS;
+    }
+#else
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
+#endif
     a_vx0[j] = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
 #endif
   }
@@ -546,10 +613,13 @@ void main() {
   // elements e = l + t·CM_SG (pixel e / FN, channel e % FN), so neighbouring lanes
   // store neighbouring channels. (On the H200 this epilogue costs about as much as the
   // main loop: docs/PERFORMANCE.md, issue 15, session 8.)
+#if SH_ALIAS
+  barrier();  // every subgroup is done with the staged tiles the patches overwrite
+#endif
   const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
-      CM_STORE_ACC(acc[i][j], ep_sh, ep_at, FN, false);
+      EP_STORE(acc[i][j], ep_at);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 #if VEC_OUT
@@ -577,7 +647,7 @@ void main() {
           [[unroll]] for (uint c = 0; c < 8; ++c) {
             v[c] = 0.0;
             if (o + c < pc.co) {
-              v[c] = ep_sh[ep_at + gp * FN + gc * 8 + c] * pc.acc_scale;
+              v[c] = EP_READ(ep_at + gp * FN + gc * 8 + c) * pc.acc_scale;
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif
@@ -609,7 +679,7 @@ void main() {
 #endif
           float v = 0.0;
           if (o < pc.co) {
-            v = ep_sh[ep_at + e] * pc.acc_scale;
+            v = EP_READ(ep_at + e) * pc.acc_scale;
 #if HAS_BIAS
             v += float(bias[o]);
 #endif

@@ -271,6 +271,42 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   expect_matches(t, "dsplit, query chunk 64", target, "attention_coop_dsplit.comp", options, 6);
 }
 
+// Frame-causal keys (HunyuanVideo's mid attention, frame_tokens) on the dsplit kernel,
+// frames of 40 tokens (one kernel variant: lavapipe takes ~15 s to compile each):
+// - 96 tokens: frames cut key blocks of 32 and row blocks of 32, so blocks are partly
+//   masked, some workgroups span two frames, and the later key blocks are skipped;
+// - partial blocks, which the dsplit kernel takes for masked attention only: 70 query
+//   rows (the last block overlaps the one before) and 75 keys (PARTIAL_KEYS: keys past
+//   75 masked, read as zeros), two heads, so the first head's keys past 75 would be the
+//   second head's;
+// - fewer query rows than a block go portable.
+TEST(CodegenAttentionCoop, DsplitFrameCausal) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  auto masked = [](Attn& t, Shape qs, Shape kvs, uint32_t seed) {
+    ValueId q = t.input("q", random_input(qs, seed), DType::f16);
+    ValueId k = t.input("k", random_input(kvs, seed + 1), DType::f16);
+    Tensor vt = random_input(kvs, seed + 2);
+    for (float x : vt.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId v = t.input("v", std::move(vt), DType::f16);
+    t.b.output(t.b.attention(q, k, v, 1.0 / 8.0, 40));
+  };
+  {
+    Attn t;
+    masked(t, {1, 96, 64}, {1, 96, 64}, 801);
+    expect_matches(t, "dsplit, 96 tokens in frames of 40", target, "attention_coop_dsplit.comp");
+  }
+  {
+    Attn t;
+    masked(t, {2, 70, 64}, {2, 75, 64}, 811);
+    expect_matches(t, "dsplit, 70 rows, 75 keys, frames of 40", target, "attention_coop_dsplit.comp");
+  }
+  Attn few;
+  masked(few, {1, 20, 64}, {1, 20, 64}, 821);
+  auto plan = codegen::compile_plan(few.graph, few.weights, target);
+  ASSERT_TRUE(plan.has_value()) << plan.message();
+  EXPECT_TRUE(uses(*plan, "attention.comp")) << attention_kernels(*plan).front();
+}
+
 // CodegenOptions::kernel_defines reaches the pipelines: the dsplit kernel's load
 // schedules PF 0, 1 and 2 (each fragment just before use; a block's K and V fragments
 // loaded together; and the next block's K during P·V), with K and V staged through
@@ -348,9 +384,10 @@ TEST(CodegenAttentionCoop, DsplitSubgroupsOnTheH200) {
   }
 }
 
-// Which cooperative-matrix kernel the lowering picks: dsplit only for whole blocks and
-// head dims that split into at most 4 tiles per subgroup; attention_coop.comp for the
-// rest. The dsplit plan asks for subgroup shuffles.
+// Which cooperative-matrix kernel the lowering picks: dsplit only for whole blocks
+// (frame-causal attention: see DsplitFrameCausal) and head dims that split into at
+// most 4 tiles per subgroup; attention_coop.comp for the rest. The dsplit plan asks for
+// subgroup shuffles.
 TEST(CodegenAttentionCoop, DsplitSelection) {
   const codegen::Target target = device_target(codegen::TensorCores::emulated);
   struct Case {

@@ -38,6 +38,7 @@ struct CoopCase {
   bool upsample = false, bias = true, residual = false;
   double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
   int64_t band_rows = 0;           // attr band_rows (0: one band)
+  int64_t frame_rows = 0, frame_shift = 0;  // attrs frame_rows, frame_shift (0: a plain image)
   int64_t x_padded = 0;            // x's NHWC channel slots (0: exactly ci)
   Layout x_layout{LayoutKind::nhwc, 0};
   std::string conv_tile;           // CodegenOptions::conv_tile
@@ -87,6 +88,7 @@ Built build(const CoopCase& c) {
   if (c.residual_scale != 1.0) a.set("residual_scale", c.residual_scale);
   if (c.out_scale != 1.0) a.set("out_scale", c.out_scale);
   if (c.band_rows > 0) a.set("band_rows", c.band_rows);
+  set_frames(a, FrameGather{c.frame_rows, c.frame_shift});
   ValueId y = b.op(Op::conv_gemm, operands, a);
   EXPECT_TRUE(b.ok()) << b.status().message();
   t.graph.value(y).type.layout = Layout{LayoutKind::nhwc, 0};
@@ -186,6 +188,21 @@ TEST(CodegenConvGemmCoop, UpsampleResidualAndScales) {
   check(c, "VEC_OUT=1");
   c.co = 20;  // 20 channel slots: not whole groups of 8, per-element stores
   check(c, "VEC_OUT=0");
+}
+
+TEST(CodegenConvGemmCoop, FrameStacks) {
+  // HunyuanVideo's frame stacks (ir/ops.h frame_rows): 3 frames of 5 rows, taps clamped
+  // to the frame (replicate padding), output frame f reading frame max(f − 1, 0); the
+  // upsample gather with them, a residual, and bands of rows that cut frames.
+  CoopCase c;
+  c.ci = 16, c.co = 32, c.h = 15, c.w = 6, c.frame_rows = 5, c.frame_shift = 1, c.residual = true;
+  check(c, "FRAMES=1");
+  CoopCase up = c;  // X is the 2× upsample: frames of 10 virtual rows
+  up.h = 9, up.frame_rows = 6, up.upsample = true, up.frame_shift = 2, up.residual = false;
+  check(up, "FRAMES=1");
+  CoopCase banded = c;
+  banded.band_rows = 4;
+  check(banded, "FRAMES=1");
 }
 
 TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {
@@ -349,6 +366,19 @@ TEST(CodegenConvGemmCoop, TileChannelsFollowTheOutputChannels) {
     ASSERT_TRUE(plan) << plan.message();
     EXPECT_NE(pipeline_names(*plan).find("FC=" + fc + ","), std::string::npos) << co << ": " << pipeline_names(*plan);
   }
+  // With flexible dimensions: 32 × 32 fragments, 96 channels as 3 subgroups of one.
+  nv.coopmat_flexible = true;
+  nv.max_shared_memory_bytes = 48 << 10;
+  for (const auto& [co, wc] : std::vector<std::pair<int64_t, std::string>>{{96, "3"}, {192, "3"}, {384, "2"}}) {
+    CoopCase c;
+    c.co = co;
+    const Built t = build(c);
+    auto plan = codegen::compile_plan(t.graph, t.weights, nv);
+    ASSERT_TRUE(plan) << plan.message();
+    const std::string names = pipeline_names(*plan);
+    EXPECT_NE(names.find("WC=" + wc + ","), std::string::npos) << co << ": " << names;
+    EXPECT_NE(names.find("CM_M=32"), std::string::npos) << co << ": " << names;
+  }
 }
 
 // Fragments of 32×32 (coopmat.glsl's CM_M, CM_N; flexible dimensions on the device)
@@ -388,7 +418,7 @@ TEST(CodegenConvGemmCoop, FlexibleDevicesGetKhrFragmentsOf32) {
   nv.tensor_cores = codegen::TensorCores::nv_coopmat;
   nv.subgroup_size = 32;
   nv.coopmat_flexible = true;
-  nv.max_shared_memory_bytes = 48 << 10;  // the H200's; 2 × 2 fragments of 32 × 32 take 36 KiB
+  nv.max_shared_memory_bytes = 48 << 10;  // the H200's
   CoopCase c;
   c.co = 128;
   const Built t = build(c);
