@@ -611,8 +611,10 @@ void main() {
 
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / FN, channel e % FN), so neighbouring lanes
-  // store neighbouring channels. (On the H200 this epilogue costs about as much as the
-  // main loop: docs/PERFORMANCE.md, issue 15, session 8.)
+  // store neighbouring channels. (Session 8 read an ablation as "the epilogue is half
+  // the conv"; session 9's measurements overturned it: padded patches, f16 patches,
+  // other barriers and direct fragment stores changed nothing or lost; what paid was
+  // SH_ALIAS's smaller shared memory. docs/PERFORMANCE.md, issue 15.)
 #if SH_ALIAS
   barrier();  // every subgroup is done with the staged tiles the patches overwrite
 #endif
