@@ -30,9 +30,11 @@ public:
       cg->input_shapes_.push_back(graph.value(v).type.shape);
     }
     for (ValueId v : graph.outputs()) cg->output_shapes_.push_back(graph.value(v).type.shape);
+    runtime::ExecutorOptions executor_options;
+    executor_options.profile = options.profile;
     STRATA_ASSIGN_OR_RETURN(cg->executor_, runtime::Executor::create(std::move(device), std::move(plan),
                                                                      codegen::weight_source(weights),
-                                                                     runtime::ExecutorOptions{.profile = options.profile}));
+                                                                     std::move(executor_options)));
     return cg;
   }
   // Inputs in graph-input order, f32 in their logical shapes; outputs likewise.
