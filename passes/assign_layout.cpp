@@ -7,7 +7,8 @@
 //     Image values are the rank-4, non-constant operands and results of conv_gemm (x,
 //     residual, result) and norm_act (x, result), and everything joined to them through
 //     ops that work per pixel or per channel: add, mul, scale, clamp, silu, gelu, cast,
-//     upsample_nearest, slice, concat. Constants (weights, per-channel [1,C,1,1]
+//     upsample_nearest, slice, concat, and reshapes that regroup only the spatial dims
+//     ([N,C,H,W] → [N,C,H',W'], H·W = H'·W': the same NHWC bytes, an alias). Constants (weights, per-channel [1,C,1,1]
 //     vectors) keep their logical layout; a binary op broadcasts them by logical index.
 //   - conv_gemm weights repacked from "oihw" w[Co,Ci,kh,kw] to "o_hwi" w[Co, kh·kw·Ci]
 //     (column (ky·kw + kx)·Ci + ci) into a derived tensor "<orig>[o_hwi]" in
@@ -62,7 +63,20 @@ bool per_pixel_op(Op op) {
   }
 }
 
-// The image values: seeds from conv_gemm / norm_act, grown through per-pixel ops.
+// A reshape that regroups only the spatial dims of an image, [N, C, H, W] → [N, C,
+// H', W'] with H·W = H'·W' (HunyuanVideo's temporal upsample views the frame stack
+// [1, C, T·R, W] as [1, C, T, R·W]): in NHWC both are the same bytes, (N, H·W, C), so
+// it joins the image values and stays an alias instead of two transposing copies.
+bool spatial_regroup(const Graph& g, const Node& n) {
+  if (n.op != Op::reshape || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  const TensorType &x = g.value(n.inputs[0]).type, &y = g.value(n.outputs[0]).type;
+  // Same shape: a relayout (a layout boundary this pass inserted), not a regroup.
+  return x.rank() == 4 && y.rank() == 4 && x.shape != y.shape && x.shape[0] == y.shape[0] &&
+         x.shape[1] == y.shape[1] && x.shape[2] * x.shape[3] == y.shape[2] * y.shape[3];
+}
+
+// The image values: seeds from conv_gemm / norm_act, grown through per-pixel ops and
+// spatial regroups.
 std::vector<bool> image_values(const Graph& g) {
   std::vector<bool> image(g.values().size(), false);
   auto candidate = [&](ValueId v) {
@@ -86,7 +100,7 @@ std::vector<bool> image_values(const Graph& g) {
   for (bool changed = true; changed;) {
     changed = false;
     for (const Node& n : g.nodes()) {
-      if (!per_pixel_op(n.op)) continue;
+      if (!per_pixel_op(n.op) && !spatial_regroup(g, n)) continue;
       bool any = false;
       for (ValueId v : n.inputs) any = any || (candidate(v) && image[static_cast<size_t>(v)]);
       for (ValueId v : n.outputs) any = any || image[static_cast<size_t>(v)];

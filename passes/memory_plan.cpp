@@ -82,7 +82,12 @@ bool same_stored_bytes(const TensorType& x, const TensorType& y) {
     for (size_t d = 2; d < t.shape.size(); ++d) after *= t.shape[d];
     return after == 1 || t.shape[1] == 1;
   };
-  return (row_major(x) && row_major(y)) || (x.layout == y.layout && x.shape == y.shape);
+  // NHWC [N, C, H, W] and [N, C, H', W'] with H·W = H'·W' both store (N, H·W, C).
+  auto spatial_regroup = [&] {
+    return x.layout.kind == LayoutKind::nhwc && x.layout == y.layout && x.rank() == 4 && y.rank() == 4 &&
+           x.shape[0] == y.shape[0] && x.shape[1] == y.shape[1] && x.shape[2] * x.shape[3] == y.shape[2] * y.shape[3];
+  };
+  return (row_major(x) && row_major(y)) || (x.layout == y.layout && x.shape == y.shape) || spatial_regroup();
 }
 
 bool is_buffer_alias(const Graph& g, const Node& n, const std::vector<ValueHome>& homes) {

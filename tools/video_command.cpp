@@ -204,6 +204,37 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
 
 namespace {
 
+// Replays plan `name` of a loaded program `reps` times with its inputs in place (the
+// last decode uploaded them): device-resident times, sorted. With `profile`, prints the
+// last replay's dispatches per kind.
+Expected<std::vector<double>> replay_plan(LoadedProgram& program, const std::string& name, int64_t reps,
+                                          bool profile, std::ostream& out, Progress& progress) {
+  // A program of one plan runs it as its only entry (named '' here).
+  const auto& entries = program.plan().entries;
+  const std::string entry = entries.size() <= 1 ? std::string() : name;
+  std::vector<double> replays;
+  for (int64_t i = 0; i < std::max<int64_t>(reps, 1); ++i) {
+    progress.stage("device-resident replays");
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(program.replay(entry));
+    replays.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(replays.begin(), replays.end());
+  if (!profile) return replays;
+  const Program& p = program.program();
+  size_t plan_index = 0;
+  while (p.graphs.size() > 1 && plan_index < p.graphs.size() && p.graphs[plan_index].name != name) ++plan_index;
+  ProfileReportOptions report{.device_name = p.target.device.name,
+                              .costs = plan_index < p.graphs.size()
+                                           ? dispatch_costs(p.graphs[plan_index], program.plan())
+                                           : std::vector<DispatchCost>{}};
+  for (const runtime::EntryDesc& e : entries)
+    if (e.name == entry) report.first = e.first_dispatch, report.count = e.dispatch_count;
+  out << "profile of plan '" << name << "':\n" << profile_report(program.plan(), program.executor().last_profile(), report);
+  return replays;
+}
+
 // bench for HunyuanVideo: the clip decoded as decode does (windows, or one call with
 // --whole) from a seeded latent, wall time per clip, device memory.
 Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, const RunSettings& r, int64_t reps,
@@ -236,11 +267,15 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
   }
   progress.done();
   std::sort(times.begin(), times.end());
+  const std::string plan = hunyuan_plan_name(hunyuan_windows(s.frames, whole).front().count);
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> replays, replay_plan(*runner.device, plan, reps, r.profile, out, progress));
   out << fmt::format("{} {} frames of {}x{} (latent {}, {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
                      "(wall time: each window's latent uploaded, its frames read back and cross-faded on the host)\n",
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
                      whole ? "one decoder call" : fmt::format("{} windows", hunyuan_windows(s.frames, false).size()),
                      times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("device-resident: median {:.2f} ms per run of plan '{}', min {:.2f} ms\n",
+                     replays[replays.size() / 2], plan, replays.front());
   out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
                      "host {:.3f} GiB\n",
                      static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
@@ -289,12 +324,20 @@ Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, c
   }
   progress.done();
   std::sort(times.begin(), times.end());
+  std::vector<double> replays;
+  const std::string plan = minimax_plan_name(batch, g.clip_frames, g.tile_h, g.tile_w);
+  if (runner.device) {
+    STRATA_ASSIGN_OR_RETURN(replays, replay_plan(*runner.device, plan, reps, r.profile, out, progress));
+  }
   out << fmt::format("{} {} frames of {}x{} (latent {}, {} clips of {} tiles of {}x{}x{} latent cells, {} per run): "
                      "median {:.1f} ms per video, min {:.1f} ms over {} decodes (wall time: each clip's tiles "
                      "uploaded, decoded, read back and stitched on the host)\n",
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape), g.num_chunks,
                      g.tiles(), g.clip_frames, g.tile_h, g.tile_w, batch, times[times.size() / 2], times.front(),
                      times.size());
+  if (!replays.empty())
+    out << fmt::format("device-resident: median {:.2f} ms per run of plan '{}' ({} tiles), min {:.2f} ms\n",
+                       replays[replays.size() / 2], plan, batch, replays.front());
   if (runner.device)
     out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
                        "host {:.3f} GiB\n",
@@ -344,30 +387,9 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
   }
   // Device time per latent frame: the recorded plan replayed with its inputs in place
   // (its states advance, which changes values, not work).
-  std::vector<double> replays;
-  for (int64_t i = 0; i < reps; ++i) {
-    progress.stage("device-resident replays");
-    const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(program.replay(wan_plan_for_frame(s.frames - 1)));
-    replays.push_back(ms_since(start));
-  }
-  progress.done();
-  if (r.profile) {  // the last replay's dispatches: one latent frame of the plan replayed
-    const Program& p = program.program();
-    const std::string last_plan = wan_plan_for_frame(s.frames - 1);
-    size_t plan_index = 0;
-    while (plan_index < p.graphs.size() && p.graphs[plan_index].name != last_plan) ++plan_index;
-    ProfileReportOptions report{.device_name = p.target.device.name,
-                                .costs = p.graphs.size() > plan_index
-                                             ? dispatch_costs(p.graphs[plan_index], program.plan())
-                                             : std::vector<DispatchCost>{}};
-    for (const runtime::EntryDesc& e : program.plan().entries)
-      if (e.name == last_plan) report.first = e.first_dispatch, report.count = e.dispatch_count;
-    out << "profile of plan '" << last_plan << "':\n"
-        << profile_report(program.plan(), program.executor().last_profile(), report);
-  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> replays,
+                          replay_plan(program, wan_plan_for_frame(s.frames - 1), reps, r.profile, out, progress));
   std::sort(times.begin(), times.end());
-  std::sort(replays.begin(), replays.end());
   out << fmt::format("{} {} frames of {}x{} (latent {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
                      "(wall time: each latent frame uploaded, its frames read back)\n",
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),

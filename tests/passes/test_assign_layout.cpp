@@ -2,6 +2,8 @@
 // the tap-major repack, and the interpreter before/after (bit-identical: layouts are
 // physical only).
 #include "passes/passes.h"
+#include "passes/memory_plan.h"
+#include "ir/builder.h"
 #include "ir/verifier.h"
 #include "passes/decoder_like.h"
 
@@ -130,6 +132,45 @@ TEST_P(AssignLayoutSemantics, AfterPaddingBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Channels, AssignLayoutSemantics, ::testing::Values(3, 16, 96, 144));
+
+// HunyuanVideo's temporal upsample between two convs: the frame stack [1, C, T·R, W]
+// viewed as [1, C, T, R·W], each frame doubled, the first dropped, viewed back. The
+// regrouping reshapes join the image values (NHWC, the same bytes: aliases), so no
+// transposing copy runs; the graph still computes the same bits.
+TEST(AssignLayoutTest, SpatialRegroupStaysNhwc) {
+  WeightStore store;
+  Graph g;
+  Builder b(g, &store);
+  const int64_t c = 8, frames = 3, rows = 2, width = 5;
+  ValueId x = b.input("x", {1, c, frames * rows, width});
+  ValueId w1 = testing::seeded_weight(b, store, "w1", {c, c, 3, 3}, 0.2f);
+  ValueId w2 = testing::seeded_weight(b, store, "w2", {c, c, 3, 3}, 0.2f);
+  ValueId y = b.conv2d(x, w1, kNoValue, {.pad = 1});
+  ValueId t = b.reshape(y, {1, c, frames, rows * width});
+  t = b.slice(b.upsample_nearest(t, {2, 1}), 2, 1, 2 * frames);
+  ValueId z = b.reshape(t, {1, c, (2 * frames - 1) * rows, width});
+  b.output(b.conv2d(z, w2, kNoValue, {.pad = 1}));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  Graph before = g;
+  CompileOptions options;
+  PassContext ctx{options, store, {}};
+  for (auto pass : {run_canonicalize, run_assign_layout}) {
+    Status s = pass(g, ctx);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+  }
+  ASSERT_TRUE(verify(g).is_ok()) << verify(g).message();
+  int regroups = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::reshape || g.value(n.inputs[0]).type.shape == g.value(n.outputs[0]).type.shape) continue;
+    ++regroups;
+    EXPECT_EQ(g.value(n.inputs[0]).type.layout.kind, LayoutKind::nhwc) << n.name;
+    EXPECT_EQ(g.value(n.outputs[0]).type.layout.kind, LayoutKind::nhwc) << n.name;
+    EXPECT_TRUE(same_stored_bytes(g.value(n.inputs[0]).type, g.value(n.outputs[0]).type)) << n.name;
+  }
+  EXPECT_EQ(regroups, 2) << print_graph(g);
+  auto in = testing::random_inputs(before, 3);
+  EXPECT_TRUE(testing::bit_identical(testing::run_graph(g, store, in), testing::run_graph(before, store, in)));
+}
 
 TEST(AssignLayoutTest, SecondRunChangesNothing) {
   WeightStore store;

@@ -38,6 +38,12 @@ TEST(MemoryPlan, SameStoredBytes) {
   // Padding slots: only the same layout and shape.
   EXPECT_FALSE(same_stored_bytes(type({1, 4, 2, 2}, DType::f32, Layout{LayoutKind::logical, 8}), type({4, 4})));
   EXPECT_TRUE(same_stored_bytes(type({1, 4, 2, 2}, DType::f32, padded), type({1, 4, 2, 2}, DType::f32, padded)));
+  // nhwc [N,C,H,W] and [N,C,H',W'] with H·W = H'·W' both store (N, H·W, C); not when C or
+  // the pixel count differs, nor nhwc against logical.
+  EXPECT_TRUE(same_stored_bytes(type({1, 4, 6, 5}, DType::f16, nhwc), type({1, 4, 3, 10}, DType::f16, nhwc)));
+  EXPECT_FALSE(same_stored_bytes(type({1, 4, 6, 5}, DType::f16, nhwc), type({1, 8, 3, 5}, DType::f16, nhwc)));
+  EXPECT_FALSE(same_stored_bytes(type({1, 4, 6, 5}, DType::f16, nhwc), type({1, 4, 3, 5}, DType::f16, nhwc)));
+  EXPECT_FALSE(same_stored_bytes(type({1, 4, 6, 5}, DType::f16, nhwc), type({1, 4, 3, 10}, DType::f16)));
 }
 
 // %a is read only by the reshape %r, but its storage (%a, %r, %q) lives to %s.
