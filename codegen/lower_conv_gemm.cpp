@@ -176,8 +176,8 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     case GatherKind::upsample2x: gather_define = "1"; break;
   }
   // A frame stack (ir/ops.h): rows per frame of the virtual input and the temporal
-  // shift packed in the last push-constant word (define FRAMES); replicate padding;
-  // the portable kernel only (below).
+  // shift packed in the last push-constant word (define FRAMES), the temporal taps in
+  // the kernel's rows (define FRAME_TAPS); replicate padding.
   const Expected<FrameGather> frames = conv_frames(a);
   if (!frames) return l.fail(node, frames.message());
   if (frames->rows >= (int64_t{1} << 24) || frames->shift >= 256)
@@ -276,6 +276,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
     if (frames->on()) key.defines["FRAMES"] = "1";
+    if (frames->taps > 1) key.defines["FRAME_TAPS"] = std::to_string(frames->taps);
     key.workgroup_size = {invocations, 1, 1};
     // 16-byte stores of 8 channels (and residual loads) where y and the residual are
     // f16 NHWC with aligned pixels.
@@ -304,6 +305,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     add_type_define(key.defines, "X_T", l.storage(x));
     add_type_define(key.defines, "W_T", l.storage(w));
     if (frames->on()) key.defines["FRAMES"] = "1";
+    if (frames->taps > 1) key.defines["FRAME_TAPS"] = std::to_string(frames->taps);
     key.workgroup_size = {tile.invocations(), 1, 1};
   }
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
@@ -330,7 +332,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   STRATA_ASSIGN_OR_RETURN(uint32_t pipeline, l.pipeline(key));
   const std::vector<RowOp> row_ops =
-      conv_row_ops(gather_upsample(*gather), k[0], pad[0], stride[0], frames->rows, frames->shift);
+      conv_row_ops(gather_upsample(*gather), k[0], pad[0], stride[0], frames->rows, frames->shift, frames->taps);
   const int64_t bands = (ys[2] + band - 1) / band;
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {

@@ -142,6 +142,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   CompileOptions p;
   p.precision = target.precision;
   p.channel_tile = target.channel_tile;
+  p.fuse_frame_taps = target.fuse_frame_taps;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.range_guard_log2 = options.range_guard_log2;

@@ -23,6 +23,7 @@ Expected<Target> make_target(const runtime::DeviceInfo& device, const TargetOpti
     t.codegen.coopmat_flexible = false;
   }
   t.channel_tile = t.tensor_cores() ? 32 : 64;
+  t.fuse_frame_taps = t.tensor_cores();
 
   t.binding_limit = device.max_storage_buffer_range;
   if (options.binding_limit)

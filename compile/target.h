@@ -37,6 +37,9 @@ struct Target {
   runtime::DeviceInfo device;
   Precision precision = Precision::f32;
   int64_t channel_tile = 64;
+  // fuse_frame_taps (passes/pass.h): on with tensor cores, whose conv gains from one
+  // long reduction over all temporal taps; the portable kernels keep a conv per tap.
+  bool fuse_frame_taps = false;
   uint64_t binding_limit = 0;   // what split_bands bands for and codegen checks
   uint64_t memory_budget = 0;   // 0: none
   codegen::Target codegen;      // limits and kernel family codegen compiles for

@@ -14,22 +14,27 @@ bool well_formed(const RowOp& op) {
     case RowOp::upsample: return op.factor >= 1;
     case RowOp::pointwise: return true;
     case RowOp::frame_conv:
-      return op.k >= 1 && op.k % 2 == 1 && op.pad == op.k / 2 && op.stride == 1 && op.frame >= 1 && op.shift >= 0;
+      return op.k >= 1 && op.k % 2 == 1 && op.pad == op.k / 2 && op.stride == 1 && op.frame >= 1 && op.shift >= 0 &&
+             op.taps >= 1;
   }
   return false;
 }
 
 // The rows a frame conv's output rows `out` read with a kernel of k rows and pad p:
-// the union over the frames they touch (each reads one earlier-or-same frame, rows
-// clamped to it). Source frames never decrease with f, so the union is one range.
+// the range covering what the frames they touch read (each temporal tap reads one
+// earlier-or-same frame, rows clamped to it). With several taps the rows read can
+// leave gaps between frames; the covering range includes them (a band then holds a
+// few rows it does not need, which changes no kept row).
 RowRange frame_rows_read(const RowOp& op, RowRange out, int64_t k, int64_t pad) {
   RowRange r{INT64_MAX, INT64_MIN};
   for (int64_t f = out.begin / op.frame; f * op.frame < out.end; ++f) {
     const int64_t yb = std::max(out.begin - f * op.frame, int64_t{0});
     const int64_t ye = std::min(out.end - f * op.frame, op.frame);  // rows [yb, ye) of frame f
-    const int64_t src = std::max(f - op.shift, int64_t{0}) * op.frame;
-    r.begin = std::min(r.begin, src + std::max(yb - pad, int64_t{0}));
-    r.end = std::max(r.end, src + std::min(ye - 1 - pad + k - 1, op.frame - 1) + 1);
+    for (int64_t t = 0; t < op.taps; ++t) {
+      const int64_t src = std::max(f - op.shift - t, int64_t{0}) * op.frame;
+      r.begin = std::min(r.begin, src + std::max(yb - pad, int64_t{0}));
+      r.end = std::max(r.end, src + std::min(ye - 1 - pad + k - 1, op.frame - 1) + 1);
+    }
   }
   return r;
 }
@@ -60,10 +65,10 @@ RowRange direct_rows(const RowOp& op, RowRange out) {
 }  // namespace
 
 std::vector<RowOp> conv_row_ops(int64_t upsample, int64_t k, int64_t pad, int64_t stride, int64_t frame_rows,
-                                int64_t frame_shift) {
+                                int64_t frame_shift, int64_t frame_taps) {
   std::vector<RowOp> ops;
   if (upsample > 1) ops.push_back(RowOp::make_upsample(upsample));
-  ops.push_back(frame_rows > 0 ? RowOp::make_frame_conv(k, pad, frame_rows, frame_shift)
+  ops.push_back(frame_rows > 0 ? RowOp::make_frame_conv(k / frame_taps, pad, frame_rows, frame_shift, frame_taps)
                                : RowOp::make_conv(k, pad, stride));
   return ops;
 }
@@ -76,6 +81,7 @@ std::string describe(const RowOp& op) {
     case RowOp::pointwise: os << "pointwise"; break;
     case RowOp::frame_conv:
       os << "frame conv k" << op.k << " p" << op.pad << " frame " << op.frame << " shift " << op.shift;
+      if (op.taps != 1) os << " taps " << op.taps;
       break;
   }
   return os.str();

@@ -9,9 +9,9 @@
 //   upsample (nearest, factor f)      output row r reads input row ⌊r / f⌋; rows = in · f
 //   pointwise (norms, activations)    output row r reads input row r; rows = in
 //   frame conv (kernel k, pad k/2,    a conv over a stack of frames of R rows (ir/ops.h
-//     frame rows R, shift d)          frame_rows): output row r of frame f = ⌊r / R⌋
-//                                     reads rows clamp(r mod R − p + [0, k), 0, R − 1)
-//                                     of frame max(f − d, 0); rows = in
+//     frame rows R, shift d,          frame_rows): output row r of frame f = ⌊r / R⌋
+//     taps n)                         reads rows clamp(r mod R − p + [0, k), 0, R − 1)
+//                                     of frames max(f − d − [0, n), 0); rows = in
 // A conv_gemm with the nearest-2× gather is {upsample 2, conv k p s}.
 //
 // Ranges are half-open [begin, end). Walking back from a band's kept output rows, each
@@ -43,22 +43,24 @@ namespace strata {
 struct RowOp {
   enum Kind { conv, upsample, pointwise, frame_conv } kind = pointwise;
   int64_t k = 1, pad = 0, stride = 1, factor = 1;
-  int64_t frame = 0, shift = 0;  // frame_conv: rows per frame, temporal shift
+  int64_t frame = 0, shift = 0;  // frame_conv: rows per frame, temporal shift (newest tap)
+  int64_t taps = 1;              // frame_conv: temporal taps (frames shift .. shift + taps − 1 back)
 
   static RowOp make_conv(int64_t k, int64_t pad, int64_t stride = 1) {
     return RowOp{conv, k, pad, stride, 1};
   }
   static RowOp make_upsample(int64_t factor) { return RowOp{upsample, 1, 0, 1, factor}; }
   static RowOp make_pointwise() { return RowOp{pointwise, 1, 0, 1, 1}; }
-  static RowOp make_frame_conv(int64_t k, int64_t pad, int64_t frame, int64_t shift) {
-    return RowOp{frame_conv, k, pad, 1, 1, frame, shift};
+  static RowOp make_frame_conv(int64_t k, int64_t pad, int64_t frame, int64_t shift, int64_t taps = 1) {
+    return RowOp{frame_conv, k, pad, 1, 1, frame, shift, taps};
   }
 };
 
 // The row transforms of a conv_gemm: {upsample f} when its gather upsamples (f > 1),
-// then its conv, a frame conv when frame_rows > 0 (in rows of the upsampled image).
+// then its conv, a frame conv when frame_rows > 0 (in rows of the upsampled image;
+// `k` is the kernel's rows, frame_taps temporal taps of k / frame_taps rows each).
 std::vector<RowOp> conv_row_ops(int64_t upsample, int64_t k, int64_t pad, int64_t stride, int64_t frame_rows,
-                                int64_t frame_shift);
+                                int64_t frame_shift, int64_t frame_taps = 1);
 
 // Half-open [begin, end); empty when begin >= end.
 struct RowRange {

@@ -70,17 +70,22 @@ Expected<int64_t> conv_out(int64_t in, int64_t k, int64_t pad_lo, int64_t pad_hi
 }
 
 // A conv over a frame stack (ir/ops.h) keeps every frame's rows: stride 1, pad k / 2
-// (odd kernels), and frames that tile the rows it reads.
-Status check_frames(const Attrs& a, std::string_view op, int64_t rows_read, int64_t kh, int64_t kw,
-                    const std::vector<int64_t>& pad, const std::vector<int64_t>& stride) {
+// (odd kernels; kh per temporal tap), and frames that tile the rows it reads. Returns
+// the kernel rows one output row spans in the input image (kh / taps for a frame
+// stack, else kh), for the output size.
+Expected<int64_t> check_frames(const Attrs& a, std::string_view op, int64_t rows_read, int64_t kernel_rows,
+                               int64_t kw, const std::vector<int64_t>& pad, const std::vector<int64_t>& stride) {
   STRATA_ASSIGN_OR_RETURN(const FrameGather f, conv_frames(a));
-  if (!f.on()) return Status::ok();
+  if (!f.on()) return kernel_rows;
+  if (kernel_rows % f.taps != 0)
+    return error("{}: {} kernel rows are not {} temporal taps (frame_taps)", op, kernel_rows, f.taps);
+  const int64_t kh = f.tap_rows(kernel_rows);
   if (stride[0] != 1 || stride[1] != 1 || kh % 2 == 0 || kw % 2 == 0 || pad[0] != kh / 2 || pad[1] != kw / 2)
     return error("{} over frames needs stride 1, odd kernels and pad = kernel / 2 (kernel {}x{}, pad {}, stride {})",
                  op, kh, kw, shape_str(pad), shape_str(stride));
   if (rows_read % f.rows != 0)
     return error("{}: {} input rows are not a stack of frames of {} rows", op, rows_read, f.rows);
-  return Status::ok();
+  return kh;
 }
 
 Expected<std::vector<TensorType>> infer_conv2d(const Attrs& a, const Types& in) {
@@ -94,8 +99,8 @@ Expected<std::vector<TensorType>> infer_conv2d(const Attrs& a, const Types& in) 
     return error("conv2d input channels {} != weight's {} (weight {})", x->shape[1], w->shape[1],
                  shape_str(w->shape));
   STRATA_RETURN_IF_ERROR(need_vector(b, w->shape[0], "conv2d bias"));
-  STRATA_RETURN_IF_ERROR(check_frames(a, "conv2d", x->shape[2], w->shape[2], w->shape[3], pad, stride));
-  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2], w->shape[2], pad[0], pad[0], stride[0], "H"));
+  STRATA_ASSIGN_OR_RETURN(const int64_t kh, check_frames(a, "conv2d", x->shape[2], w->shape[2], w->shape[3], pad, stride));
+  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2], kh, pad[0], pad[0], stride[0], "H"));
   STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3], w->shape[3], pad[1], pad[1], stride[1], "W"));
   return std::vector{like(*x, {x->shape[0], w->shape[0], h, wd})};
 }
@@ -338,8 +343,8 @@ Expected<std::vector<TensorType>> infer_conv_gemm(const Attrs& a, const Types& i
   STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(a));
   const int64_t up = gather_upsample(gather);
   STRATA_RETURN_IF_ERROR(need_vector(b, co, "conv_gemm bias"));
-  STRATA_RETURN_IF_ERROR(check_frames(a, "conv_gemm", x->shape[2] * up, k[0], k[1], pad, stride));
-  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, k[0], pad[0], pad[0], stride[0], "H"));
+  STRATA_ASSIGN_OR_RETURN(const int64_t kh, check_frames(a, "conv_gemm", x->shape[2] * up, k[0], k[1], pad, stride));
+  STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, kh, pad[0], pad[0], stride[0], "H"));
   STRATA_ASSIGN_OR_RETURN(int64_t wd, conv_out(x->shape[3] * up, k[1], pad[1], pad[1], stride[1], "W"));
   Shape out{x->shape[0], co, h, wd};
   if (r && r->shape != out)

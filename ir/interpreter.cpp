@@ -155,6 +155,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
         p.pad = pair(a.get_ints("pad", {0, 0}));
         p.frame_rows = a.get_int("frame_rows");
         p.frame_shift = a.get_int("frame_shift", 0);
+        p.frame_taps = a.get_int("frame_taps", 1);
         return interp::conv_gemm(*in[0], *in[1], opt(2), nullptr, p, par);
       }
       return interp::conv2d(*in[0], *in[1], opt(2), pair(a.get_ints("pad", {0, 0})),
@@ -211,6 +212,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       p.upsample = gather_upsample(*conv_gather(a));
       p.frame_rows = a.get_int("frame_rows", 0);
       p.frame_shift = a.get_int("frame_shift", 0);
+      p.frame_taps = a.get_int("frame_taps", 1);
       p.acc_scale = a.get_float("acc_scale", 1.0);
       p.residual_scale = a.get_float("residual_scale", 1.0);
       p.out_scale = a.get_float("out_scale", 1.0);

@@ -154,6 +154,7 @@ struct ConvGemmParams {
   // A frame stack (ir/ops.h FrameGather): rows per frame of the virtual input (0: a
   // plain image, zero padding), and the temporal shift. Replicate padding per frame.
   int64_t frame_rows = 0, frame_shift = 0;
+  int64_t frame_taps = 1;  // temporal taps in the kernel's rows (ir/ops.h frame_taps)
   double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
 };
 Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,

@@ -146,7 +146,9 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
   const auto [ph, pw] = p.pad;
   const auto [sh, sw] = p.stride;
   const int64_t co_n = w.shape[0];
-  const int64_t ho = (hv + 2 * ph - kh) / sh + 1, wo = (wv + 2 * pw - kw) / sw + 1;
+  // A frame stack's kernel rows are frame_taps temporal taps of kh_tap rows each.
+  const int64_t kh_tap = p.frame_rows > 0 ? kh / p.frame_taps : kh;
+  const int64_t ho = (hv + 2 * ph - kh_tap) / sh + 1, wo = (wv + 2 * pw - kw) / sw + 1;
   // Weight (co, ci, ky, kx) in either layout.
   auto weight_at = [&](int64_t co, int64_t ci, int64_t ky, int64_t kx) -> double {
     const int64_t i = p.packed ? co * kh * kw * ci_n + (ky * kw + kx) * ci_n + ci
@@ -154,16 +156,18 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
     return w.data[static_cast<size_t>(i)];
   };
   Tensor y({n, co_n, ho, wo});
-  // A frame stack: output row oy of frame f = oy / R reads frame max(f − shift, 0) of
-  // the virtual input, rows and columns clamped to the frame (replicate padding).
+  // A frame stack: output row oy of frame f = oy / R, kernel row ky = t·kh_tap + r
+  // (temporal tap t of frame_taps) reads row r of frame max(f − shift − (taps − 1 − t),
+  // 0) of the virtual input, rows and columns clamped to the frame (replicate padding).
   const int64_t fr = p.frame_rows;
   auto virtual_row = [&](int64_t oy, int64_t ky) -> int64_t {  // -1: zero padding
     if (fr == 0) {
       const int64_t iy = oy * sh - ph + ky;
       return iy < 0 || iy >= hv ? -1 : iy;
     }
-    const int64_t f = oy / fr, src = std::max<int64_t>(f - p.frame_shift, 0);
-    return src * fr + std::clamp<int64_t>(oy % fr - ph + ky, 0, fr - 1);
+    const int64_t t = ky / kh_tap, r = ky % kh_tap;
+    const int64_t f = oy / fr, src = std::max<int64_t>(f - p.frame_shift - (p.frame_taps - 1 - t), 0);
+    return src * fr + std::clamp<int64_t>(oy % fr - ph + r, 0, fr - 1);
   };
   // One unit = one output row y[n, co, oy, :].
   parallel_for(n * co_n * ho, par, ci_n * kh * kw * wo, [&](int64_t begin, int64_t end) {

@@ -12,7 +12,7 @@ using K = AttrKind;
 constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false},
                                 {"stride", K::ints, false},
                                 {"frame_rows", K::int_, false},
-                                {"frame_shift", K::int_, false}};
+                                {"frame_shift", K::int_, false},   {"frame_taps", K::int_, false}};
 constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
 constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
 constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
@@ -40,7 +40,8 @@ constexpr AttrSpec kConvGemm[] = {{"kernel", K::ints, true},          {"pad", K:
                                   {"gather", K::string, false},       {"acc_scale", K::float_, false},
                                   {"residual_scale", K::float_, false}, {"out_scale", K::float_, false},
                                   {"dtype", K::string, false},        {"band_rows", K::int_, false},
-                                  {"frame_rows", K::int_, false},     {"frame_shift", K::int_, false}};
+                                  {"frame_rows", K::int_, false},     {"frame_shift", K::int_, false},
+                                  {"frame_taps", K::int_, false}};
 
 // Rows in the order of the Op enum (checked below).
 constexpr std::array kOps = {
@@ -157,8 +158,11 @@ Expected<FrameGather> conv_frames(const Attrs& a) {
   FrameGather f;
   f.rows = a.get_int("frame_rows", 0);
   f.shift = a.get_int("frame_shift", 0);
+  f.taps = a.get_int("frame_taps", 1);
   if (f.rows < 0 || f.shift < 0) return error("frame_rows {} and frame_shift {} must be >= 0", f.rows, f.shift);
+  if (f.taps < 1) return error("frame_taps {} must be >= 1", f.taps);
   if (f.rows == 0 && f.shift != 0) return error("frame_shift {} without frame_rows", f.shift);
+  if (f.rows == 0 && f.taps != 1) return error("frame_taps {} without frame_rows", f.taps);
   return f;
 }
 
@@ -166,6 +170,7 @@ void set_frames(Attrs& a, FrameGather f) {
   if (!f.on()) return;
   a.set("frame_rows", f.rows);
   if (f.shift != 0) a.set("frame_shift", f.shift);
+  if (f.taps != 1) a.set("frame_taps", f.taps);
 }
 
 void set_weight_layout(Attrs& a, WeightLayout l) { a.set("weight_layout", std::string(weight_layout_name(l))); }

@@ -14,7 +14,10 @@
 //       replicate padding in H and W (coordinates clamped to the frame), and output
 //       frame f reads X's frame max(f − frame_shift, 0): one temporal tap of a causal
 //       3-D conv with replicate padding in front. Needs stride 1 and pad = kernel / 2,
-//       so frames keep their rows.
+//       so frames keep their rows. With frame_taps = KT > 1 the conv holds all KT
+//       temporal taps: w[Co, Ci, KT·kh, kw], kernel row t·kh + ky being tap t's row ky
+//       (a causal conv3d weight [Co, Ci, KT, kh, kw] viewed as 4-D), tap t reading frame
+//       max(f − frame_shift − (KT − 1 − t), 0); pad = kh / 2. One sum over all taps.
 //   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias; optional dtype: the result's
 //       storage ("f16" from lower_precision; default x's)
 //   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
@@ -141,10 +144,13 @@ void set_gather(Attrs& a, GatherKind g);
 // semantics above). rows = 0: a plain image with zero padding.
 struct FrameGather {
   int64_t rows = 0;   // rows per frame of the conv's input image X
-  int64_t shift = 0;  // output frame f reads X's frame max(f − shift, 0)
+  int64_t shift = 0;  // output frame f reads X's frame max(f − shift, 0) (its newest tap)
+  int64_t taps = 1;   // temporal taps in the kernel's rows (attr frame_taps)
   bool on() const { return rows > 0; }
+  // Kernel rows per temporal tap, from the kernel's rows.
+  int64_t tap_rows(int64_t kernel_rows) const { return kernel_rows / taps; }
 };
-// An error for negative values or a shift without frames.
+// An error for negative values, taps < 1, or a shift or taps without frames.
 Expected<FrameGather> conv_frames(const Attrs& a);
 void set_frames(Attrs& a, FrameGather f);  // nothing when !f.on()
 

@@ -43,6 +43,11 @@ struct CompileOptions {
   // what the tensor-core conv kernel multiplies. false keeps them f32 (tests that
   // isolate the activations' rounding).
   bool f16_conv_weights = true;
+  // fuse_frame_taps merges the per-tap convs of a causal video conv over a frame stack
+  // into one conv with all temporal taps (one dispatch, one long reduction). The
+  // target sets it where the tensor-core conv gains from the longer reduction
+  // (compile/target.cpp); off, every tap stays its own conv.
+  bool fuse_frame_taps = false;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

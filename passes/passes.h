@@ -13,6 +13,7 @@ namespace strata {
 Status run_canonicalize(Graph& graph, PassContext& ctx);
 Status run_fuse_norm_act(Graph& graph, PassContext& ctx);
 Status run_fuse_residual(Graph& graph, PassContext& ctx);
+Status run_fuse_frame_taps(Graph& graph, PassContext& ctx);
 Status run_fold_upsample(Graph& graph, PassContext& ctx);
 Status run_pad_channels(Graph& graph, PassContext& ctx);
 Status run_assign_layout(Graph& graph, PassContext& ctx);

@@ -34,7 +34,8 @@ struct PassEntry {
 // Pipeline order (DESIGN.md).
 constexpr PassEntry kPasses[] = {
     {"canonicalize", run_canonicalize},   {"fuse_norm_act", run_fuse_norm_act},
-    {"fuse_residual", run_fuse_residual}, {"fold_upsample", run_fold_upsample},
+    {"fuse_residual", run_fuse_residual}, {"fuse_frame_taps", run_fuse_frame_taps},
+    {"fold_upsample", run_fold_upsample},
     {"pad_channels", run_pad_channels},   {"assign_layout", run_assign_layout},
     {"lower_precision", run_lower_precision}, {"split_bands", run_split_bands},
     {"schedule", run_schedule},           {"plan_buffers", run_plan_buffers},

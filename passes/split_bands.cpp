@@ -122,7 +122,8 @@ Expected<Banding> banding_of(const Graph& g, const Node& n) {
     const auto kernel = n.attrs.get_ints("kernel"), pad = n.attrs.get_ints("pad", {0, 0}),
                stride = n.attrs.get_ints("stride", {1, 1});
     if (kernel.empty() || pad.empty() || stride.empty()) return error("kernel, pad or stride is empty");
-    b.ops = conv_row_ops(gather_upsample(gather), kernel[0], pad[0], stride[0], frames.rows, frames.shift);
+    b.ops = conv_row_ops(gather_upsample(gather), kernel[0], pad[0], stride[0], frames.rows, frames.shift,
+                         frames.taps);
     b.operands.push_back({"x", n.inputs[0], true});
     if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) b.operands.push_back({"residual", n.inputs[3], false});
   } else if (n.op == Op::norm_act) {

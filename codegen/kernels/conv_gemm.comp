@@ -50,6 +50,9 @@
 // the virtual image is frames of R rows; output row oy (stride 1) of frame f = oy / R
 // reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame max(f − d, 0) and
 // columns clamped to the image (replicate padding), so no tap is ever zero padding.
+// FRAME_TAPS = n > 1 (ir/ops.h frame_taps): the kernel's KH rows are n temporal taps of
+// KH / n rows; row ky = t·(KH / n) + r reads row r's clamp of frame max(f − d − (n − 1 −
+// t), 0), all taps in one sum.
 //
 // Defines: BM BN BK TM TN (tile; BM channels, BN pixels), KH KW (kernel),
 //          U (0 plain, 1 upsample2x), FRAMES (default 0: no frames), X_CFAST, W_OHWI, HAS_BIAS, HAS_RES (0 / 1),
@@ -89,6 +92,13 @@
 #if FRAMES
 #define FRAME_ROWS int(pc.frames & 0xFFFFFFu)  // rows per frame of the virtual image
 #define FRAME_SHIFT int(pc.frames >> 24)       // the temporal tap's shift
+#ifndef FRAME_TAPS
+#define FRAME_TAPS 1
+#endif
+#define KHS (KH / FRAME_TAPS)                  // kernel rows per temporal tap
+#if KH % FRAME_TAPS != 0
+#error "conv_gemm.comp: KH is not FRAME_TAPS taps of equal rows"
+#endif
 #endif
 #ifndef X_T
 #define X_T float
@@ -148,7 +158,7 @@ uint a_k, a_m;         // A elements tid + j·WG = (row a_m + j·WG/BK, channel 
 uint load_col, k0;     // the B column this invocation stages and its first channel row
 bool col_valid;
 int col_vy0, col_vx0;  // virtual-image row / column under tap (0, 0) for that pixel
-int col_src;           // FRAME_ROWS: the source frame's first virtual row
+int col_f;             // FRAMES: the output pixel's frame
 
 // Fetches the tiles of step (tap (ky, kx), channels c0..c0+BK-1) into registers.
 void fetch(uint ky, uint kx, uint c0) {
@@ -165,7 +175,9 @@ void fetch(uint ky, uint kx, uint c0) {
 #if FRAMES
   // A frame stack: the row clamped to the source frame, the column to the image
   // (replicate padding); every tap reads a real pixel.
-  const int vy = col_src + clamp(col_vy0 + int(ky), 0, FRAME_ROWS - 1);
+  const int t = int(ky) / KHS;  // temporal tap: frame f − shift − (FRAME_TAPS − 1 − t)
+  const int src = max(col_f - FRAME_SHIFT - (FRAME_TAPS - 1 - t), 0) * FRAME_ROWS;
+  const int vy = src + clamp(col_vy0 + int(ky) % KHS, 0, FRAME_ROWS - 1);
   const int vx = clamp(col_vx0 + int(kx), 0, int(pc.w_in << U) - 1);
   const bool in_img = col_valid;
 #else
@@ -211,10 +223,10 @@ void main() {
   const uint lp = p0 + load_col;
   col_valid = lp < pixels;
 #if FRAMES
-  {  // stride 1: output row oy is virtual row oy; its frame reads frame f − FRAME_SHIFT
+  {  // stride 1: output row oy is virtual row oy of frame f (read: f − FRAME_SHIFT, ...)
     const int oy = int(pc.row0 + lp / pc.w_out);
     col_vy0 = oy % FRAME_ROWS - pc.pad_h;  // row within the frame under tap 0
-    col_src = max(oy / FRAME_ROWS - FRAME_SHIFT, 0) * FRAME_ROWS;
+    col_f = oy / FRAME_ROWS;
   }
 #else
   col_vy0 = int((pc.row0 + lp / pc.w_out) * pc.stride_h) - pc.pad_h;

@@ -118,6 +118,8 @@
 // FRAMES = 1: x is a frame stack (conv_gemm.comp's header: ir/ops.h frame_rows): output
 // row oy of frame f = oy / R reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame
 // max(f − shift, 0) and columns clamped to the image, so every tap reads a real pixel.
+// FRAME_TAPS = n > 1: KH rows are n temporal taps (conv_gemm.comp's header), kernel row
+// t·(KH / n) + r reading frame max(f − shift − (n − 1 − t), 0).
 // The im2col tile only, addresses per step (FETCH_PRE = 0).
 #ifndef FRAMES
 #define FRAMES 0
@@ -125,6 +127,13 @@
 #if FRAMES
 #define FRAME_ROWS int(pc.frames & 0xFFFFFFu)
 #define FRAME_SHIFT int(pc.frames >> 24)
+#ifndef FRAME_TAPS
+#define FRAME_TAPS 1
+#endif
+#define KHS (KH / FRAME_TAPS)  // kernel rows per temporal tap
+#if KH % FRAME_TAPS != 0
+#error "conv_gemm_coop.comp: KH is not FRAME_TAPS taps of equal rows"
+#endif
 #if TH > 0
 #error "conv_gemm_coop.comp: frame stacks take the im2col tile (TH = 0)"
 #endif
@@ -262,7 +271,7 @@ uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
 bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
 #if FRAMES
-int a_src[A_LOADS];  // the first virtual row of the frame the pixel reads
+int a_f[A_LOADS];  // the pixel's frame
 #endif
 #endif
 #endif
@@ -312,7 +321,8 @@ void fetch(uint ky, uint kx, uint c0) {
   const bool c_ok = c < pc.ci;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
 #if FRAMES
-    const int vy = a_src[j] + clamp(a_vy0[j] + int(ky), 0, FRAME_ROWS - 1);
+    const int src = max(a_f[j] - FRAME_SHIFT - (FRAME_TAPS - 1 - int(ky) / KHS), 0) * FRAME_ROWS;
+    const int vy = src + clamp(a_vy0[j] + int(ky) % KHS, 0, FRAME_ROWS - 1);
     const int vx = clamp(a_vx0[j] + int(kx), 0, int(pc.w_in << U) - 1);
     const bool ok = c_ok && a_valid[j];
 #else
@@ -493,10 +503,10 @@ void main() {
 #else
     a_valid[j] = r < BP && p < pixels;
 #if FRAMES
-    {  // stride 1: output row oy is virtual row oy; its frame reads frame f − FRAME_SHIFT
+    {  // stride 1: output row oy is virtual row oy of frame f (read: f − FRAME_SHIFT, ...)
       const int oy = int(pc.row0 + p / pc.w_out);
       a_vy0[j] = oy % FRAME_ROWS - pc.pad_h;  // the row within the frame under tap 0
-      a_src[j] = max(oy / FRAME_ROWS - FRAME_SHIFT, 0) * FRAME_ROWS;
+      a_f[j] = oy / FRAME_ROWS;
     }
 #else
     a_vy0[j] = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;

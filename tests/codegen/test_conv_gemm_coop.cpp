@@ -39,6 +39,7 @@ struct CoopCase {
   double acc_scale = 1.0, residual_scale = 1.0, out_scale = 1.0;
   int64_t band_rows = 0;           // attr band_rows (0: one band)
   int64_t frame_rows = 0, frame_shift = 0;  // attrs frame_rows, frame_shift (0: a plain image)
+  int64_t frame_taps = 1;                   // attr frame_taps: kernel rows frame_taps · k
   int64_t x_padded = 0;            // x's NHWC channel slots (0: exactly ci)
   Layout x_layout{LayoutKind::nhwc, 0};
   std::string conv_tile;           // CodegenOptions::conv_tile
@@ -75,11 +76,12 @@ Built build(const CoopCase& c) {
   const int64_t up = c.upsample ? 2 : 1;
   const int64_t ho = (c.h * up + 2 * c.pad - c.k) / c.stride + 1, wo = (c.w * up + 2 * c.pad - c.k) / c.stride + 1;
   ValueId x = input("x", {1, c.ci, c.h, c.w}, c.x_layout);
-  const float wr = 1.0f / std::sqrt(static_cast<float>(c.ci * c.k * c.k));
-  ValueId w = constant("w", {c.co, c.k * c.k * c.ci}, wr, DType::f16);
+  const int64_t kr = c.k * c.frame_taps;  // kernel rows
+  const float wr = 1.0f / std::sqrt(static_cast<float>(c.ci * kr * c.k));
+  ValueId w = constant("w", {c.co, kr * c.k * c.ci}, wr, DType::f16);
   std::vector<ValueId> operands = {x, w, c.bias ? constant("b", {c.co}, 1.0f, DType::f32) : kNoValue};
   if (c.residual) operands.push_back(input("r", {1, c.co, ho, wo}, Layout{LayoutKind::nhwc, 0}));
-  Attrs a = {{"kernel", std::vector<int64_t>{c.k, c.k}},
+  Attrs a = {{"kernel", std::vector<int64_t>{kr, c.k}},
              {"pad", std::vector<int64_t>{c.pad, c.pad}},
              {"stride", std::vector<int64_t>{c.stride, c.stride}},
              {"weight_layout", std::string("o_hwi")},
@@ -88,7 +90,7 @@ Built build(const CoopCase& c) {
   if (c.residual_scale != 1.0) a.set("residual_scale", c.residual_scale);
   if (c.out_scale != 1.0) a.set("out_scale", c.out_scale);
   if (c.band_rows > 0) a.set("band_rows", c.band_rows);
-  set_frames(a, FrameGather{c.frame_rows, c.frame_shift});
+  set_frames(a, FrameGather{c.frame_rows, c.frame_shift, c.frame_taps});
   ValueId y = b.op(Op::conv_gemm, operands, a);
   EXPECT_TRUE(b.ok()) << b.status().message();
   t.graph.value(y).type.layout = Layout{LayoutKind::nhwc, 0};
@@ -203,6 +205,17 @@ TEST(CodegenConvGemmCoop, FrameStacks) {
   CoopCase banded = c;
   banded.band_rows = 4;
   check(banded, "FRAMES=1");
+  // All three temporal taps in one conv (frame_taps, fuse_frame_taps): 4 frames, the
+  // first two reading frame 0 for their older taps; with the gather; in bands.
+  CoopCase taps = c;
+  taps.h = 20, taps.frame_shift = 0, taps.frame_taps = 3;
+  check(taps, "FRAME_TAPS=3");
+  CoopCase taps_up = up;
+  taps_up.h = 12, taps_up.frame_shift = 0, taps_up.frame_taps = 3;
+  check(taps_up, "FRAME_TAPS=3");
+  CoopCase taps_banded = taps;
+  taps_banded.band_rows = 7;
+  check(taps_banded, "FRAME_TAPS=3");
 }
 
 TEST(CodegenConvGemmCoop, OtherTilesGiveTheSameResults) {

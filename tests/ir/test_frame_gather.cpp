@@ -75,5 +75,62 @@ TEST(FrameGather, BandMathReadsTheShiftedSourceFrames) {
   EXPECT_EQ(needed_rows(conv_row_ops(2, 3, 1, 1, 4, 0), 6, {4, 6}), (RowRange{2, 4}));
 }
 
+// frame_taps = 3: one conv with kernel rows [tap 0 | tap 1 | tap 2] computes what the
+// three single-tap convs (shifts 2, 1, 0) sum to (HunyuanVideo's causal 3×3×3 conv).
+TEST(FrameGather, TapsInOneConvSumTheShiftedTapConvs) {
+  constexpr int64_t T = 4, R = 3, W = 5, C = 2, K = 3;
+  Graph fused, split;
+  WeightStore store;
+  Tensor xt({1, C, T * R, W}), wt({C, C, K * K, K});
+  for (size_t i = 0; i < xt.data.size(); ++i) xt.data[i] = static_cast<float>((i * 7) % 11) - 5.0f;
+  for (size_t i = 0; i < wt.data.size(); ++i) wt.data[i] = static_cast<float>((i * 5) % 9) - 4.0f;
+  {
+    Builder b(fused, &store);
+    ValueId x = b.input("x", {1, C, T * R, W});
+    ValueId w = b.input("w", {C, C, K * K, K});
+    b.output(b.conv2d(x, w, kNoValue, {.pad = 1, .frames = {.rows = R, .shift = 0, .taps = K}}));
+    ASSERT_TRUE(b.ok()) << b.status().message();
+  }
+  std::vector<Tensor> inputs{xt};
+  {
+    Builder b(split, &store);
+    ValueId x = b.input("x", {1, C, T * R, W});
+    ValueId sum = kNoValue;
+    for (int64_t t = 0; t < K; ++t) {
+      ValueId w = b.input("w" + std::to_string(t), {C, C, K, K});
+      Tensor wt_t({C, C, K, K});  // rows t·K … of the fused weight
+      for (int64_t oc = 0; oc < C * C; ++oc)
+        std::copy_n(wt.data.begin() + (oc * K + t) * K * K, K * K, wt_t.data.begin() + oc * K * K);
+      inputs.push_back(wt_t);
+      ValueId y = b.conv2d(x, w, kNoValue, {.pad = 1, .frames = {.rows = R, .shift = K - 1 - t}});
+      sum = sum == kNoValue ? y : b.add(sum, y);
+    }
+    b.output(sum);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+  }
+  auto got = interpret(fused, store, {xt, wt});
+  ASSERT_TRUE(got) << got.message();
+  auto want = interpret(split, store, inputs);
+  ASSERT_TRUE(want) << want.message();
+  // Small integers: every partial sum is exact, so the two orders agree exactly.
+  EXPECT_EQ(got->front().data, want->front().data);
+  // The kernel rows must be whole taps.
+  Graph bad;
+  Builder b(bad, &store);
+  b.conv2d(b.input("x", {1, C, T * R, W}), b.input("w", {C, C, 8, K}), kNoValue,
+           {.pad = 1, .frames = {.rows = R, .taps = K}});
+  EXPECT_NE(b.status().message().find("8 kernel rows are not 3 temporal taps"), std::string::npos)
+      << b.status().message();
+}
+
+TEST(FrameGather, BandMathOfTapsCoversTheirFrames) {
+  // Taps 3 (shifts 0, 1, 2), frames of 4 rows: rows [9, 10) of frame 2 read rows [0, 3)
+  // of frames 0, 1 and 2; the covering range runs from frame 0's to frame 2's.
+  const RowOp taps = RowOp::make_frame_conv(3, 1, 4, 0, 3);
+  EXPECT_EQ(needed_rows({taps}, 12, {9, 10}), (RowRange{0, 11}));
+  EXPECT_EQ(needed_rows({taps}, 12, {0, 1}), (RowRange{0, 2}));  // frame 0 reads only itself
+  EXPECT_EQ(conv_row_ops(1, 9, 1, 1, 4, 0, 3).back().k, 3);      // 9 kernel rows: 3 taps of 3
+}
+
 }  // namespace
 }  // namespace strata
