@@ -91,12 +91,15 @@ Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, cons
 // one binding, else in boxes whose windows fit.
 Status copy_loop(Lowering& l, const Node& node, const StridedLoop& loop, ValueId x, uint64_t x_first,
                  const Window& whole_x, ValueId y, uint64_t y_first, const Window& whole_y, const std::string& step) {
+  // In y's memory order, collapsed there: an NHWC image sliced or upsampled along H
+  // copies whole runs of pixels, not one element per channel stride (a copy visits
+  // distinct elements, so the order changes no result).
+  const StridedLoop ordered = physical_order(loop, 1);
   const uint64_t range = l.target().max_storage_buffer_range;
   if (whole_x.binding.range <= range && whole_y.binding.range <= range)
-    return strided_copy(l, node, loop, whole_x, whole_y, step, l.storage(x), l.storage(y));
+    return strided_copy(l, node, ordered, whole_x, whole_y, step, l.storage(x), l.storage(y));
   const uint64_t align = placement_alignment(l.target());
   const uint64_t room = range > align ? range - align : 0;
-  const StridedLoop ordered = physical_order(loop, 1);
   const std::vector<LoopBox> boxes = split_boxes(ordered, {room / l.elem_bytes(x), room / l.elem_bytes(y)});
   if (boxes.empty())
     return l.fail(node, fmt::format("one element of each operand needs {} bytes with alignment slack, above the "
@@ -183,11 +186,14 @@ Status lower_upsample(Lowering& l, const Node& node) {
     const Window wy = window(l, y, 0, last_element(l, y), runtime::Access::write);
     return copy_loop(l, node, upsample_loop(out, f, sx, sy), x, 0, wx, y, 0, wy, "");
   }
-  // Merge dims of size 1 away, and neighbours that are both unscaled and contiguous
-  // in x and in y.
+  // In y's memory order (as strided.h physical_order), merge dims of size 1 away, and
+  // neighbours that are both unscaled and contiguous in x and in y.
+  std::vector<size_t> order(out.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sy[a] > sy[b]; });
   Shape shape;
   std::vector<int64_t> fac, xstride, ystride;
-  for (size_t d = 0; d < out.size(); ++d) {
+  for (size_t d : order) {
     if (out[d] == 1) continue;
     if (!shape.empty() && fac.back() == 1 && f[d] == 1 && xstride.back() == sx[d] * out[d] &&
         ystride.back() == sy[d] * out[d]) {

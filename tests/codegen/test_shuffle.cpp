@@ -96,6 +96,38 @@ TEST(CodegenShuffle, Concat) {
   });
 }
 
+// HunyuanVideo's temporal upsample on NHWC values (assign_layout keeps the frame
+// stack's regrouping reshapes NHWC): the upsample along H and the slice along H copy
+// in the output's memory order, whole runs of pixels with their channels (a
+// strided_copy of rank 1, an upsample of rank 2), not one element per channel stride;
+// the bits are the interpreter's.
+TEST(CodegenShuffle, NhwcCopiesRunInMemoryOrder) {
+  Graph g;
+  Builder b(g, nullptr);
+  const int64_t c = 8;
+  ValueId x = b.input("x", {1, c, 4, 5});
+  ValueId r = b.reshape(x, {1, c, 4, 5});          // relayout to NHWC
+  ValueId t = b.reshape(r, {1, c, 2, 10});         // 2 frames of 2 rows of 5: an alias
+  ValueId u = b.upsample_nearest(t, {2, 1});       // each frame twice
+  ValueId s = b.slice(u, 2, 1, 4);                 // the first dropped
+  ValueId v = b.reshape(s, {1, c, 6, 5});          // an alias
+  b.output(b.reshape(v, {1, c, 6, 5}));            // relayout to logical
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  for (ValueId n : {r, t, u, s, v}) g.value(n).type.layout = Layout{LayoutKind::nhwc, c};
+  const std::vector<Tensor> inputs{random_tensor({1, c, 4, 5}, 3)};
+  auto r2 = run_both(g, WeightStore(), inputs);
+  ASSERT_EQ(r2.vulkan.size(), 1u);
+  expect_identical(r2.vulkan[0], r2.interpreter[0]);
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  auto plan = codegen::compile_plan(g, WeightStore(), codegen::target_for((*device)->info()), {});
+  ASSERT_TRUE(plan) << plan.message();
+  std::string names;
+  for (const auto& p : plan->pipelines) names += p.name + "\n";
+  EXPECT_NE(names.find("upsample_nearest.comp[RANK=2]"), std::string::npos) << names;
+  EXPECT_NE(names.find("strided_copy.comp[RANK=1]"), std::string::npos) << names;
+}
+
 TEST(CodegenShuffle, ChainReusesTheArena) {
   // A long chain: intermediates share memory, results stay exact.
   check({{1, 4, 6, 6}}, [](Builder& b, std::vector<ValueId>& x) {
