@@ -68,6 +68,9 @@ struct CodegenOptions {
   // Attention processes this many query rows per dispatch at most; 0 = choose so
   // that no binding exceeds the target's range.
   int64_t attention_query_chunk = 0;
+  // Attention takes attention_coop_dsplit.comp where it applies (lower_attention.cpp);
+  // false keeps attention_coop.comp there (its tests; measuring the two).
+  bool attention_dsplit = true;
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.
   bool profile = false;

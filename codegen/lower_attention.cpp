@@ -8,10 +8,10 @@
 //       needed (16×16×16 cooperative matrices through coopmat.glsl; COOPMAT 1 =
 //       GL_NV_cooperative_matrix, 2 = its plain-GLSL emulation):
 //         attention_coop_dsplit.comp (the head dims split across NSG subgroups, Q and
-//         O in registers, K and V read straight into fragments) when every dispatch's
-//         query rows are a multiple of its 32-row block, the keys a multiple of its
-//         32-key block (frame-causal attention: any keys, and rows of at least one
-//         block), and D, Dv split evenly (dsplit_tiles);
+//         O in registers, K and V read straight into fragments) when every dispatch
+//         has at least one 32-row block of query rows (a partial last block overlaps
+//         the one before; keys in any number, PARTIAL_KEYS past a multiple of 32) and
+//         D, Dv split evenly (dsplit_tiles);
 //         else attention_coop.comp when a tile configuration fits the target's
 //         shared memory (coop_tiles: BR query rows × BC keys per step, D in chunks
 //         of DC, NSG subgroups of the target's subgroup size);
@@ -158,18 +158,15 @@ struct DsplitTiles {
 // dims keep the most subgroups (not measured otherwise). WG = NSG·subgroup must be a multiple of the 32
 // rows and LPR = WG / 32 lanes per row a power of two within a subgroup that divides
 // the key block; the shared memory (the kernel's header) within the target's.
-std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split,
-                                        bool partial) {
+std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& a, const AttentionSplit& split) {
   const uint64_t sg = l.target().subgroup_size;
-  // Whole blocks; or, with `partial` (frame-causal attention, which attention_coop.comp
-  // cannot mask), every dispatch's rows at least a block (a partial last block overlaps
-  // the one before) and keys in any number (PARTIAL_KEYS). Unmasked partial shapes keep
-  // attention_coop.comp: not measured against each other on the H200 yet.
+  // Every dispatch's rows at least a block (a partial last block overlaps the one
+  // before) and keys in any number (PARTIAL_KEYS). Shapes with partial blocks took
+  // attention_coop.comp when unmasked until MiniMax-H3's tiles of 1796 tokens (head dim
+  // 64) ran it at 11.8 TFLOP/s on the H200 (issue 19, session 10, docs/PERFORMANCE.md).
   const uint64_t chunks = ceil_div(a.tq, split.rows_per);
   const uint64_t last_rows = a.tq - (chunks - 1) * split.rows_per;
-  if (partial ? last_rows < kDsplitRows || (chunks > 1 && split.rows_per % kDsplitRows != 0)
-              : a.tk % kDsplitKeys != 0 || a.tq % kDsplitRows != 0 || split.rows_per % kDsplitRows != 0)
-    return std::nullopt;
+  if (last_rows < kDsplitRows || (chunks > 1 && split.rows_per % kDsplitRows != 0)) return std::nullopt;
   const bool fewest = a.d / 16 >= 8 && a.dv / 16 >= 8;
   const std::array<uint32_t, 4> order = fewest ? std::array<uint32_t, 4>{1, 2, 4, 8} : std::array<uint32_t, 4>{8, 4, 2, 1};
   for (uint32_t nsg : order) {
@@ -211,7 +208,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   // (attention_coop.comp has no mask).
   const uint64_t frame_tokens = static_cast<uint64_t>(std::max<int64_t>(node.attrs.get_int("frame_tokens", 0), 0));
   const bool coop_ok = coop_applies(l, q, k, v, a, split);
-  const std::optional<DsplitTiles> dsplit = coop_ok ? dsplit_tiles(l, a, split, frame_tokens > 0) : std::nullopt;
+  const std::optional<DsplitTiles> dsplit = coop_ok && (l.options().attention_dsplit || frame_tokens > 0) ? dsplit_tiles(l, a, split) : std::nullopt;
   const std::optional<CoopTiles> coop = coop_ok && !dsplit && frame_tokens == 0 ? coop_tiles(l, a) : std::nullopt;
   const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
 

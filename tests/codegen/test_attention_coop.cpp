@@ -105,11 +105,14 @@ bool uses(const runtime::Plan& plan, const std::string& file) {
 // most 2u · max |v|; the f16 output adds u · |out| <= u · max |v|. So
 // max |Δ| <= 3u · max |v| ≈ 1.5e-3 · max |v|; we allow 2e-3 · max |v| for the f32
 // sums. (The portable kernel, with an f32 P, stays within u · |out| of the oracle.)
+// Expecting attention_coop.comp turns attention_dsplit off (the dsplit kernel takes
+// every shape with a block of 32 query rows otherwise).
 void expect_matches(Attn& t, const std::string& what, const codegen::Target& target,
-                    const std::string& file = "attention_coop.comp", const codegen::CodegenOptions& options = {},
+                    const std::string& file = "attention_coop.comp", codegen::CodegenOptions options = {},
                     size_t expect_dispatches = 0) {
   SCOPED_TRACE(what);
   ASSERT_TRUE(t.b.ok()) << t.b.status().message();
+  if (file == "attention_coop.comp") options.attention_dsplit = false;
   auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
   ASSERT_TRUE(plan.has_value()) << plan.message();
   std::string names;
@@ -269,6 +272,11 @@ TEST(CodegenAttentionCoop, DsplitMatchesInterpreter) {
   codegen::CodegenOptions options;
   options.attention_query_chunk = 64;  // chunks of 64 and 32 rows
   expect_matches(t, "dsplit, query chunk 64", target, "attention_coop_dsplit.comp", options, 6);
+  // Partial blocks without a mask (MiniMax-H3's tiles of 1796 tokens): the last row
+  // block overlaps the one before, keys past a multiple of 32 are masked.
+  Attn partial;
+  build(partial, {2, 77, 64}, {2, 77, 64}, {2, 77, 64}, 779);
+  expect_matches(partial, "dsplit, 77 tokens", target, "attention_coop_dsplit.comp");
 }
 
 // Frame-causal keys (HunyuanVideo's mid attention, frame_tokens) on the dsplit kernel,
@@ -384,10 +392,11 @@ TEST(CodegenAttentionCoop, DsplitSubgroupsOnTheH200) {
   }
 }
 
-// Which cooperative-matrix kernel the lowering picks: dsplit only for whole blocks
-// (frame-causal attention: see DsplitFrameCausal) and head dims that split into at
-// most 4 tiles per subgroup; attention_coop.comp for the rest. The dsplit plan asks for
-// subgroup shuffles.
+// Which cooperative-matrix kernel the lowering picks: dsplit where every dispatch has
+// a block of 32 query rows (partial row and key blocks included) and the head dims
+// split into at most 4 tiles per subgroup; attention_coop.comp for the rest, and
+// wherever CodegenOptions::attention_dsplit is off. The dsplit plan asks for subgroup
+// shuffles.
 TEST(CodegenAttentionCoop, DsplitSelection) {
   const codegen::Target target = device_target(codegen::TensorCores::emulated);
   struct Case {
@@ -396,8 +405,9 @@ TEST(CodegenAttentionCoop, DsplitSelection) {
   };
   const Case cases[] = {
       {{1, 64, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop_dsplit.comp"},
-      {{1, 60, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop.comp"},    // partial row block
-      {{1, 64, 64}, {1, 80, 64}, {1, 80, 64}, "attention_coop.comp"},    // partial key block
+      {{1, 60, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop_dsplit.comp"},  // partial row block
+      {{1, 64, 64}, {1, 80, 64}, {1, 80, 64}, "attention_coop_dsplit.comp"},  // partial key block
+      {{1, 20, 64}, {1, 64, 64}, {1, 64, 64}, "attention_coop.comp"},    // fewer rows than a block
       {{1, 64, 32}, {1, 64, 32}, {1, 64, 32}, "attention_coop.comp"},    // D = 32: 4 subgroups do not split it
       {{1, 64, 512}, {1, 64, 512}, {1, 64, 512}, "attention_coop.comp"},  // 8 tiles per subgroup of 4 (32 KiB)
   };
@@ -412,6 +422,13 @@ TEST(CodegenAttentionCoop, DsplitSelection) {
     const bool shuffles = (plan->requirements.subgroup_operations & runtime::subgroup_ops::shuffle) != 0;
     EXPECT_EQ(shuffles, std::string(c.file) == "attention_coop_dsplit.comp");
   }
+  Attn t;  // attention_dsplit off: attention_coop.comp for a whole-block shape
+  build(t, {1, 64, 64}, {1, 64, 64}, {1, 64, 64}, 41);
+  codegen::CodegenOptions off;
+  off.attention_dsplit = false;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, off);
+  ASSERT_TRUE(plan.has_value()) << plan.message();
+  EXPECT_TRUE(uses(*plan, "attention_coop.comp")) << attention_kernels(*plan).front();
 }
 
 // The portable kernel runs when the target has no tensor cores, when the operands are
@@ -452,7 +469,9 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
     Attn t;
     build(t, {1, 100, d}, {1, 100, d}, {1, 100, d}, 300);
     ASSERT_TRUE(t.b.ok());
-    auto plan = codegen::compile_plan(t.graph, t.weights, h200);
+    codegen::CodegenOptions coop;  // 100 rows would take the dsplit kernel
+    coop.attention_dsplit = false;
+    auto plan = codegen::compile_plan(t.graph, t.weights, h200, coop);
     ASSERT_TRUE(plan.has_value()) << plan.message();
     ASSERT_TRUE(uses(*plan, "attention_coop.comp"));
     EXPECT_TRUE(plan->requirements.cooperative_matrix_nv);
@@ -481,6 +500,21 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
       if (p.name.rfind("attention_coop_dsplit.comp", 0) != 0) continue;
       EXPECT_NE(p.name.find("COOPMAT=1"), std::string::npos) << p.name;
       EXPECT_NE(p.name.find(d == 64 ? "WG=128" : "WG=256"), std::string::npos) << p.name;
+      Status valid = codegen::validate_spirv(p.spirv);
+      EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
+    }
+  }
+  // Partial blocks without a mask (MiniMax-H3's 1796-token tiles): dsplit, PARTIAL_KEYS.
+  {
+    Attn t;
+    build(t, {2, 100, 64}, {2, 100, 64}, {2, 100, 64}, 302);
+    ASSERT_TRUE(t.b.ok());
+    auto plan = codegen::compile_plan(t.graph, t.weights, h200);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    ASSERT_TRUE(uses(*plan, "attention_coop_dsplit.comp")) << attention_kernels(*plan).front();
+    for (const auto& p : plan->pipelines) {
+      if (p.name.rfind("attention_coop_dsplit.comp", 0) != 0) continue;
+      EXPECT_NE(p.name.find("PARTIAL_KEYS=1"), std::string::npos) << p.name;
       Status valid = codegen::validate_spirv(p.spirv);
       EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
     }
