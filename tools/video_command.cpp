@@ -256,15 +256,24 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
   STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, whole, r, out));
   out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
   std::vector<double> times;
+  double in_runs_ms = 0;  // of the last decode: inside the plan runs (upload, GPU, readback)
+  const PlanRunner timed = [&](const std::string& plan, const std::vector<Tensor>& in) {
+    const auto start = std::chrono::steady_clock::now();
+    auto result = runner.run(plan, in);
+    in_runs_ms += ms_since(start);
+    return result;
+  };
   for (int64_t i = 0; i < warmup + reps; ++i) {
     progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    in_runs_ms = 0;
     const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(decode_hunyuan_video(c, latent, whole, runner.run, [&](int64_t index, const Tensor&) {
+    STRATA_RETURN_IF_ERROR(decode_hunyuan_video(c, latent, whole, timed, [&](int64_t index, const Tensor&) {
       progress.step(index + 1, frames);
       return Status::ok();
     }));
     if (i >= warmup) times.push_back(ms_since(start));
   }
+  const double last_ms = times.empty() ? 0.0 : times.back();
   progress.done();
   std::sort(times.begin(), times.end());
   const std::string plan = hunyuan_plan_name(hunyuan_windows(s.frames, whole).front().count);
@@ -274,6 +283,9 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
                      whole ? "one decoder call" : fmt::format("{} windows", hunyuan_windows(s.frames, false).size()),
                      times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("the last decode: {:.1f} ms inside plan runs (latent upload, GPU, frames read back), {:.1f} ms "
+                     "on the host between them (frames split and cross-faded)\n",
+                     in_runs_ms, last_ms - in_runs_ms);
   out << fmt::format("device-resident: median {:.2f} ms per run of plan '{}', min {:.2f} ms\n",
                      replays[replays.size() / 2], plan, replays.front());
   out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs), "
