@@ -87,8 +87,9 @@ struct MemoryRequest {
 // ---- The rules ---------------------------------------------------------------------
 
 // Whether a value of type `x` and one of type `y` hold the same bytes, addressed the
-// same way: one stored dtype and either both row major (no padding, logical order) or
-// one layout and one shape.
+// same way: one stored dtype and either both row major (no padding, logical order),
+// one layout and one shape, or both NHWC [N, C, ·, ·] with the same N, C and pixel
+// count (a regrouping of the spatial dims: the bytes are (N, H·W, C) either way).
 bool same_stored_bytes(const TensorType& x, const TensorType& y);
 
 // True when `n` is a reshape whose result shares its operand's storage under `homes`:

@@ -51,8 +51,8 @@
 // reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame max(f − d, 0) and
 // columns clamped to the image (replicate padding), so no tap is ever zero padding.
 // FRAME_TAPS = n > 1 (ir/ops.h frame_taps): the kernel's KH rows are n temporal taps of
-// KH / n rows; row ky = t·(KH / n) + r reads row r's clamp of frame max(f − d − (n − 1 −
-// t), 0), all taps in one sum.
+// KH / n rows; kernel row ky = t·(KH / n) + r reads rows clamp(oy mod R − pad_h + r, 0,
+// R − 1) of frame max(f − d − (n − 1 − t), 0), all taps in one sum.
 //
 // Defines: BM BN BK TM TN (tile; BM channels, BN pixels), KH KW (kernel),
 //          U (0 plain, 1 upsample2x), FRAMES (default 0: no frames), X_CFAST, W_OHWI, HAS_BIAS, HAS_RES (0 / 1),
