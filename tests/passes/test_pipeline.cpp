@@ -31,7 +31,7 @@ graph @small(%x: f32[1,4,3,3]) {
 
 TEST(Pipeline, PassNamesInPipelineOrder) {
   EXPECT_EQ(pass_names(), (std::vector<std::string>{"canonicalize", "fuse_norm_act", "fuse_residual",
-                                                    "fold_upsample", "pad_channels", "assign_layout",
+                                                    "fuse_frame_taps", "fold_upsample", "pad_channels", "assign_layout",
                                                     "lower_precision", "split_bands", "schedule", "plan_buffers"}));
 }
 
@@ -49,9 +49,11 @@ TEST(Pipeline, StopAfterAndOnPass) {
   PassContext ctx{options, store, {}};
   Status s = run_pipeline(g, ctx);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  EXPECT_EQ(seen, (std::vector<std::string>{"canonicalize", "fuse_norm_act", "fuse_residual", "fold_upsample"}));
-  // 5 nodes → conv_gemm, norm_act (silu absorbed), conv_gemm (upsample folded).
-  EXPECT_EQ(sizes, (std::vector<size_t>{5, 4, 4, 3}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"canonicalize", "fuse_norm_act", "fuse_residual", "fuse_frame_taps",
+                                            "fold_upsample"}));
+  // 5 nodes → conv_gemm, norm_act (silu absorbed), conv_gemm (upsample folded); no
+  // frame stack, so fuse_frame_taps changes nothing.
+  EXPECT_EQ(sizes, (std::vector<size_t>{5, 4, 4, 4, 3}));
   EXPECT_FALSE(ctx.log.empty());
 }
 
