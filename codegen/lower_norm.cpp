@@ -115,6 +115,8 @@ std::vector<Run> split_chunks(const Lowering& l, const GroupChunks& g) {
 }
 
 Status lower_group_norm(Lowering& l, const Node& node) {
+  if (node.inputs.size() > 3 && node.inputs[3] != kNoValue)
+    return l.fail(node, "group_norm with given statistics runs as norm_act (passes/fuse_norm_act)");
   const ValueId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs[2], y = node.outputs[0];
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, y}));
   const Shape& xs = l.shape(x);

@@ -1,4 +1,10 @@
-// lower_norm_act: norm_act -> kernels/norm_act_*.comp.
+// lower_norm_act: norm_act and group_moments -> kernels/norm_act_*.comp.
+//
+// norm_act with a statistics operand (given (mean, rstd) per group, ir/ops.h) runs the
+// apply pass alone, reading the operand where it would read the reduce's scratch.
+// group_moments is the statistics pass alone with one chunk per row (P = W), writing
+// its partials (mean, M2) straight to the result [G, R, 2]: slot g·R + r is the
+// partial slot of (group g, chunk r). Its band_rows windows are whole rows.
 //
 //   norm = "group"  three passes with exact statistics, like group_norm: per-chunk
 //                   (mean, M2) to scratch, group_norm_reduce (Chan merge per (image,
@@ -110,7 +116,131 @@ bool vector_param(const Lowering& l, ValueId v) {
   return v == kNoValue || (l.storage(v) == DType::f32 && l.location(v).offset % 16 == 0);
 }
 
+// Which statistics kernel and chunk size a group norm's statistics use: the vector one
+// (all groups of a chunk of positions per workgroup) when x is readable in vectors and
+// the groups fit it, else the scalar one. chunk_positions > 0 fixes P (group_moments:
+// one row); else P ≈ kVecChunkValues / R (vector) or kChunkValues / cg (scalar).
+struct StatsPlan {
+  bool vec = false;
+  int64_t per_chunk = 1;  // P
+};
+StatsPlan stats_plan(int64_t real, int64_t groups, bool x_vec, int64_t chunk_positions) {
+  const int64_t cg = real / groups;
+  StatsPlan p;
+  p.vec = x_vec && cg > 0 && real / 8 <= int64_t{kVecStatsWg} && (cg % 8 == 0 || 8 % cg == 0);
+  p.per_chunk = chunk_positions > 0 ? chunk_positions
+                : p.vec            ? std::max<int64_t>(1, kVecChunkValues / real)
+                                   : std::max<int64_t>(1, kChunkValues / cg);
+  return p;
+}
+
+// One statistics pass's operands: x (its first `real` channels in `groups` groups),
+// the bias added on read, the plan, in_scale, and the band (positions per window; 0:
+// one window over everything).
+struct StatsPass {
+  ValueId x, bias;
+  int64_t real, groups;
+  StatsPlan plan;
+  float in_scale;
+  int64_t band_positions;
+};
+
+// Dispatches norm_act_stats{,_vec}.comp: (mean, M2) per (image, group, chunk) to
+// `partial` (slot (n·G + g)·⌈S/P⌉ + chunk). Windows of whole chunks, about one band
+// each (at least one chunk), so a window never splits a chunk and banded statistics
+// are those of one dispatch.
+Status dispatch_group_stats(Lowering& l, const Node& node, const StatsPass& s, runtime::BindingDesc partial) {
+  const ValueId x = s.x, bias = s.bias;
+  const Shape& xs = l.shape(x);
+  const int64_t spatial = l.type(x).elements() / (xs[0] * xs[1]);
+  const int64_t groups = s.groups, cg = s.real / groups, per_chunk = s.plan.per_chunk;
+  const int64_t per_seg = (spatial + per_chunk - 1) / per_chunk;
+  const bool banded = s.band_positions > 0, x16 = l.storage(x) == DType::f16;
+  if (static_cast<uint64_t>(spatial * cg) > UINT32_MAX)
+    return l.fail(node, fmt::format("{} values per group exceed the kernels' 32-bit indexing", spatial * cg));
+  STRATA_ASSIGN_OR_RETURN(ImageStrides sx, image_strides(l, node, x));
+  Defines defines = {{"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
+  if (bias != kNoValue) add_type_define(defines, "BI_T", l.storage(bias));
+  if (s.plan.vec) {
+    defines["CG"] = std::to_string(cg);
+    defines["U"] = std::to_string(kVecStatsRows);
+    defines["X16"] = x16 ? "1" : "0";
+    if (x16) defines["F16"] = "1";
+  } else {
+    defines["CH_FAST"] = sx.c == 1 ? "1" : "0";
+    add_type_define(defines, "X_T", l.storage(x));
+  }
+  const uint32_t wg = s.plan.vec ? kVecStatsWg : kStatsWg;
+  KernelKey key;
+  key.file = s.plan.vec ? "norm_act_stats_vec.comp" : "norm_act_stats.comp";
+  key.defines = std::move(defines);
+  key.defines["WG"] = std::to_string(wg);
+  key.bindings = 2 + (bias != kNoValue);
+  key.push_constant_bytes = (s.plan.vec ? 14 : 13) * 4;
+  key.workgroup_size = {wg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+
+  const int64_t parts_per_window = banded ? std::max<int64_t>(1, s.band_positions / per_chunk) : per_seg;
+  const uint32_t cols = static_cast<uint32_t>(s.real / 8), lanes = s.plan.vec ? kVecStatsWg / cols : 0;
+  for (int64_t part0 = 0, i = 0, n = (per_seg + parts_per_window - 1) / parts_per_window; part0 < per_seg;
+       part0 += parts_per_window, ++i) {
+    const int64_t parts = std::min(parts_per_window, per_seg - part0);
+    // Workgroups: one per (image, chunk) in the vector pass, per (image, group, chunk)
+    // in the scalar one.
+    const int64_t window_chunks = (banded ? 1 : xs[0]) * (s.plan.vec ? 1 : groups) * (banded ? parts : per_seg);
+    Lowering::ElementWindow xw{l.bind(x, Access::read), 0};
+    if (banded) {
+      const uint64_t ps = static_cast<uint64_t>(l.strides(x).back());
+      const int64_t first = part0 * per_chunk, last = std::min(spatial, (part0 + parts) * per_chunk);
+      xw = l.element_window(x, static_cast<uint64_t>(first) * ps, static_cast<uint64_t>(last - first) * ps,
+                            Access::read);
+    }
+    PushConstants sp;
+    if (s.plan.vec) {
+      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(per_chunk)).u32(static_cast<uint32_t>(per_seg));
+      sp.u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
+      sp.u32(cols).u32(lanes).u32(tree_stride(lanes)).u32(sx.n).u32(sx.s);
+    } else {
+      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
+      sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
+      push(sp, sx);
+    }
+    sp.f32(s.in_scale);
+    sp.u32(static_cast<uint32_t>(part0)).u32(static_cast<uint32_t>(banded ? parts : per_seg)).u32(xw.base);
+    std::vector<runtime::BindingDesc> sb = {xw.binding};
+    if (bias != kNoValue) sb.push_back(l.bind(bias, Access::read));
+    sb.push_back(partial);
+    const std::string step = n == 1 ? std::string("stats") : fmt::format("stats {}/{}", i + 1, n);
+    STRATA_RETURN_IF_ERROR(l.check_ranges(node, sb, step));
+    l.dispatch(pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(window_chunks) * wg, wg), node, step);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Status lower_group_moments(Lowering& l, const Node& node) {
+  if (node.op != Op::group_moments) return l.fail(node, "lower_group_moments handles group_moments only");
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {y}));
+  const Shape& xs = l.shape(x);
+  const int64_t c = xs[1], rows = xs[2], width = xs[3], groups = node.attrs.get_int("groups");
+  STRATA_ASSIGN_OR_RETURN(ImageStrides sx, image_strides(l, node, x));
+  const bool x_vec = c % 8 == 0 && vector_layout(l, x, sx);
+  const int64_t band = Lowering::band_rows(node, rows);
+  if (band < rows && !l.rows_contiguous(x))
+    return l.fail(node, fmt::format("band_rows needs row-contiguous x; x is {} {}", shape_str(xs),
+                                    layout_str(l.type(x).layout)));
+  if (band < rows) l.record_bands(node, rows, band);
+  // One chunk per row: partial slot g·R + r is y[g, r].
+  const StatsPass pass{x,      kNoValue,
+                       c,      groups,
+                       stats_plan(c, groups, x_vec, width),
+                       static_cast<float>(node.attrs.get_float("in_scale", 1.0)),
+                       band < rows ? band * width : 0};
+  return dispatch_group_stats(l, node, pass, l.bind(y, Access::write));
+}
+
 
 Status lower_norm_act(Lowering& l, const Node& node) {
   if (node.op != Op::norm_act) return l.fail(node, "lower_norm_act handles norm_act only");
@@ -243,37 +373,15 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   // Chunks of P positions per (image, group) segment: × cg channels in the scalar
   // statistics pass, × all R channels (all groups at once) in the vector pass.
   const int64_t groups = a.get_int("groups"), cg = real / groups;
-  const bool stats_vec =
-      x_vec && cg > 0 && real / 8 <= int64_t{kVecStatsWg} && (cg % 8 == 0 || 8 % cg == 0);
-  const int64_t per_chunk =
-      stats_vec ? std::max<int64_t>(1, kVecChunkValues / real) : std::max<int64_t>(1, kChunkValues / cg);
+  const bool given = node.inputs.size() > 4 && node.inputs[4] != kNoValue;  // stats operand
+  const StatsPlan sp = stats_plan(real, groups, x_vec, 0);
+  const int64_t per_chunk = sp.per_chunk;
   const int64_t per_seg = (spatial + per_chunk - 1) / per_chunk, segments = xs[0] * groups;
-  const int64_t chunks = segments * per_seg;
   if (static_cast<uint64_t>(spatial * cg) > UINT32_MAX)
     return l.fail(node, fmt::format("{} values per group exceed the kernels' 32-bit indexing", spatial * cg));
-  const Location partial = l.scratch(node, static_cast<uint64_t>(chunks) * 8);  // (mean, M2) per chunk
-  const Location stats = l.scratch(node, static_cast<uint64_t>(segments) * 8);  // (mean, rstd) per segment
-  const bool ch_fast_x = sx.c == 1, ch_fast_y = sy.c == 1;
-
-  Defines stats_defines = {{"HAS_BIAS", bias == kNoValue ? "0" : "1"}};
-  if (bias != kNoValue) add_type_define(stats_defines, "BI_T", l.storage(bias));
-  if (stats_vec) {
-    stats_defines["CG"] = std::to_string(cg);
-    stats_defines["U"] = std::to_string(kVecStatsRows);
-    stats_defines["X16"] = x16 ? "1" : "0";
-    if (x16) stats_defines["F16"] = "1";
-  } else {
-    stats_defines["CH_FAST"] = ch_fast_x ? "1" : "0";
-    add_type_define(stats_defines, "X_T", l.storage(x));
-  }
+  const Location stats = given ? Location{} : l.scratch(node, static_cast<uint64_t>(segments) * 8);  // (mean, rstd)
+  const bool ch_fast_y = sy.c == 1;
   out_defines["CH_FAST"] = ch_fast_y ? "1" : "0";
-  const uint32_t stats_wg = stats_vec ? kVecStatsWg : kStatsWg;
-  STRATA_ASSIGN_OR_RETURN(uint32_t stats_pipe,
-                          l.pipeline(key_for(stats_vec ? "norm_act_stats_vec.comp" : "norm_act_stats.comp", stats_wg,
-                                             2 + (bias != kNoValue), stats_vec ? 14 : 13, stats_defines)));
-  STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe,
-                          l.pipeline(key_for("group_norm_reduce.comp", kStatsWg, 2, 4,
-                                             {{"CHUNK", std::to_string(per_chunk * cg)}})));
   Defines vec_apply = vec_out;
   vec_apply["CG"] = std::to_string(cg);
   vec_apply["U"] = std::to_string(kVecApplyVectors);
@@ -285,48 +393,21 @@ Status lower_norm_act(Lowering& l, const Node& node) {
   const KernelKey apply_key = out_vec ? key_for("norm_act_apply_vec.comp", kVecApplyWg, 4 + optional, 11, vec_apply)
                                       : key_for("norm_act_apply.comp", kApplyWg, 4 + optional, 15, out_defines);
   STRATA_ASSIGN_OR_RETURN(uint32_t apply_pipe, l.pipeline(apply_key));
+  const uint32_t cols = static_cast<uint32_t>(real / 8);
 
-  // Statistics windows: whole chunks, about one band of positions each (at least one
-  // chunk), so a window never splits a chunk.
-  const int64_t parts_per_window = banded ? std::max<int64_t>(1, band_positions / per_chunk) : per_seg;
-  const uint32_t cols = static_cast<uint32_t>(real / 8), lanes = stats_vec ? kVecStatsWg / cols : 0;
-  for (int64_t part0 = 0, i = 0, n = (per_seg + parts_per_window - 1) / parts_per_window; part0 < per_seg;
-       part0 += parts_per_window, ++i) {
-    const int64_t parts = std::min(parts_per_window, per_seg - part0);
-    // Workgroups: one per (image, chunk) in the vector pass, per (image, group, chunk)
-    // in the scalar one.
-    const int64_t window_chunks = (banded ? 1 : xs[0]) * (stats_vec ? 1 : groups) * (banded ? parts : per_seg);
-    Lowering::ElementWindow xw{l.bind(x, Access::read), 0};
-    if (banded) {
-      const int64_t first = part0 * per_chunk, last = std::min(spatial, (part0 + parts) * per_chunk);
-      xw = position_window(x, PositionWindow{first, last - first}, Access::read);
-    }
-    PushConstants sp;
-    if (stats_vec) {
-      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(per_chunk)).u32(static_cast<uint32_t>(per_seg));
-      sp.u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
-      sp.u32(cols).u32(lanes).u32(tree_stride(lanes)).u32(sx.n).u32(sx.s);
-    } else {
-      sp.u32(static_cast<uint32_t>(spatial)).u32(static_cast<uint32_t>(cg)).u32(static_cast<uint32_t>(per_chunk));
-      sp.u32(static_cast<uint32_t>(per_seg)).u32(static_cast<uint32_t>(window_chunks)).u32(static_cast<uint32_t>(groups));
-      push(sp, sx);
-    }
-    sp.f32(in_scale);
-    sp.u32(static_cast<uint32_t>(part0)).u32(static_cast<uint32_t>(banded ? parts : per_seg)).u32(xw.base);
-    std::vector<runtime::BindingDesc> sb = {xw.binding};
-    if (bias != kNoValue) sb.push_back(l.bind(bias, Access::read));
-    sb.push_back(Lowering::bind_scratch(partial, Access::write));
-    const std::string step = n == 1 ? std::string("stats") : fmt::format("stats {}/{}", i + 1, n);
-    STRATA_RETURN_IF_ERROR(l.check_ranges(node, sb, step));
-    l.dispatch(stats_pipe, std::move(sb), sp, l.grid_1d(static_cast<uint64_t>(window_chunks) * stats_wg, stats_wg),
-               node, step);
+  if (!given) {
+    const Location partial = l.scratch(node, static_cast<uint64_t>(xs[0] * groups * per_seg) * 8);  // (mean, M2)
+    STRATA_RETURN_IF_ERROR(dispatch_group_stats(l, node, {x, bias, real, groups, sp, in_scale, banded ? band_positions : 0},
+                                                Lowering::bind_scratch(partial, Access::write)));
+    STRATA_ASSIGN_OR_RETURN(uint32_t reduce_pipe,
+                            l.pipeline(key_for("group_norm_reduce.comp", kStatsWg, 2, 4,
+                                               {{"CHUNK", std::to_string(per_chunk * cg)}})));
+    PushConstants rp;
+    rp.u32(static_cast<uint32_t>(segments)).u32(static_cast<uint32_t>(spatial * cg));
+    rp.u32(static_cast<uint32_t>(per_seg)).f32(static_cast<float>(a.get_float("eps")));
+    l.dispatch(reduce_pipe, {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)},
+               rp, l.grid_1d(static_cast<uint64_t>(segments) * kStatsWg, kStatsWg), node, "reduce");
   }
-
-  PushConstants rp;
-  rp.u32(static_cast<uint32_t>(segments)).u32(static_cast<uint32_t>(spatial * cg));
-  rp.u32(static_cast<uint32_t>(per_seg)).f32(static_cast<float>(a.get_float("eps")));
-  l.dispatch(reduce_pipe, {Lowering::bind_scratch(partial, Access::read), Lowering::bind_scratch(stats, Access::write)},
-             rp, l.grid_1d(static_cast<uint64_t>(segments) * kStatsWg, kStatsWg), node, "reduce");
 
   for (size_t i = 0; i < windows.size(); ++i) {
     const int64_t per_image = banded ? windows[i].count : spatial;
@@ -344,7 +425,8 @@ Status lower_norm_act(Lowering& l, const Node& node) {
     }
     ap.f32(in_scale);
     ap.u32(xw.base).u32(yw.base);
-    std::vector<runtime::BindingDesc> ab = {xw.binding, Lowering::bind_scratch(stats, Access::read)};
+    std::vector<runtime::BindingDesc> ab = {
+        xw.binding, given ? l.bind(node.inputs[4], Access::read) : Lowering::bind_scratch(stats, Access::read)};
     params(ab);
     ab.push_back(yw.binding);
     const std::string step = step_name("apply", i);

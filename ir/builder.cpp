@@ -139,10 +139,14 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
 
 ValueId Builder::matmul(ValueId a, ValueId b) { return op(Op::matmul, {a, b}, {}); }
 
-ValueId Builder::group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps) {
+ValueId Builder::group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps, ValueId stats) {
   if (!ok()) return kNoValue;
-  return make_node(Op::group_norm, {x, gamma, beta}, {{"groups", groups}, {"eps", eps}},
-                   name_from_weight(gamma, "group_norm"));
+  std::vector<ValueId> in{x, gamma, beta};
+  if (stats != kNoValue) in.push_back(stats);
+  return make_node(Op::group_norm, in, {{"groups", groups}, {"eps", eps}}, name_from_weight(gamma, "group_norm"));
+}
+ValueId Builder::group_moments(ValueId x, int64_t groups) {
+  return op(Op::group_moments, {x}, {{"groups", groups}});
 }
 ValueId Builder::rms_norm(ValueId x, ValueId gamma, ValueId beta, double eps) {
   if (!ok()) return kNoValue;

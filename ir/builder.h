@@ -71,7 +71,9 @@ public:
   ValueId conv3d(ValueId x, ValueId w, ValueId bias, Conv3dOptions o = {});
   ValueId linear(ValueId x, ValueId w, ValueId bias = kNoValue);
   ValueId matmul(ValueId a, ValueId b);
-  ValueId group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps);
+  // stats: optional f32 [N·G, 2] (mean, rstd) computed elsewhere (ir/ops.h).
+  ValueId group_norm(ValueId x, ValueId gamma, ValueId beta, int64_t groups, double eps, ValueId stats = kNoValue);
+  ValueId group_moments(ValueId x, int64_t groups);
   ValueId rms_norm(ValueId x, ValueId gamma, ValueId beta = kNoValue, double eps = 1e-12);
   ValueId layer_norm(ValueId x, ValueId gamma, ValueId beta, double eps);
   ValueId token_rms_norm(ValueId x, ValueId gamma, double eps);

@@ -148,6 +148,25 @@ Expected<std::vector<TensorType>> infer_matmul(const Types& in) {
   return std::vector{like(*a, s)};
 }
 
+// A norm's given statistics: f32 [N·G, 2], (mean, rstd) per (n, group).
+Status need_stats(const TensorType* t, int64_t segments, std::string_view what) {
+  if (t->dtype != DType::f32 || t->shape != Shape{segments, 2})
+    return error("{} statistics must be f32 [{}, 2] (mean, rstd per sample and group), got {} {}", what, segments,
+                 dtype_name(t->dtype), shape_str(t->shape));
+  return Status::ok();
+}
+
+// group_moments(x[1, C, R, W]) -> f32 [G, R, 2].
+Expected<std::vector<TensorType>> infer_group_moments(const Attrs& a, const Types& in) {
+  const TensorType* x = in[0];
+  STRATA_RETURN_IF_ERROR(need_rank(x, 4, "group_moments input"));
+  if (x->shape[0] != 1) return error("group_moments needs batch 1, got {}", shape_str(x->shape));
+  const int64_t groups = a.get_int("groups");
+  if (groups < 1 || x->shape[1] % groups != 0)
+    return error("group_moments: {} channels do not split into {} groups", x->shape[1], groups);
+  return std::vector{TensorType{{groups, x->shape[2], 2}, DType::f32, {}}};
+}
+
 Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types& in) {
   const TensorType* x = in[0];
   if (op == Op::layer_norm) {
@@ -161,6 +180,7 @@ Expected<std::vector<TensorType>> infer_norm(Op op, const Attrs& a, const Types&
   if (op == Op::group_norm) {
     int64_t groups = a.get_int("groups");
     if (groups < 1 || c % groups != 0) return error("group_norm: {} channels do not split into {} groups", c, groups);
+    if (in.size() > 3 && in[3]) STRATA_RETURN_IF_ERROR(need_stats(in[3], x->shape[0] * groups, "group_norm"));
   }
   STRATA_RETURN_IF_ERROR(need_vector(in[1], c, fmt::format("{} gamma", op_name(op))));
   STRATA_RETURN_IF_ERROR(need_vector(in.size() > 2 ? in[2] : nullptr, c, fmt::format("{} beta", op_name(op))));
@@ -306,8 +326,12 @@ Expected<std::vector<TensorType>> infer_norm_act(const Attrs& a, const Types& in
     return error("norm_act norm '{}' is not group or rms", norm);
   }
   STRATA_RETURN_IF_ERROR(need_vector(in[1], c, "norm_act gamma"));
-  for (size_t i = 2; i < in.size(); ++i)
+  for (size_t i = 2; i < in.size() && i < 4; ++i)
     STRATA_RETURN_IF_ERROR(need_vector(in[i], c, i == 2 ? "norm_act beta" : "norm_act bias"));
+  if (in.size() > 4 && in[4]) {
+    if (norm != "group") return error("norm_act statistics need norm = group");
+    STRATA_RETURN_IF_ERROR(need_stats(in[4], x->shape[0] * a.get_int("groups"), "norm_act"));
+  }
   STRATA_ASSIGN_OR_RETURN(TensorType out, out_type(a, *x, x->shape));
   return std::vector{out};
 }
@@ -397,6 +421,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::slice: return infer_slice(attrs, inputs);
     case Op::concat: return infer_concat(attrs, inputs);
     case Op::norm_act: return infer_norm_act(attrs, inputs);
+    case Op::group_moments: return infer_group_moments(attrs, inputs);
     case Op::conv_gemm: return infer_conv_gemm(attrs, inputs);
     case Op::cast: {
       STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));

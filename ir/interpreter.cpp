@@ -170,7 +170,8 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
     case Op::linear: return interp::linear(*in[0], *in[1], opt(2), par);
     case Op::matmul: return interp::matmul(*in[0], *in[1], par);
     case Op::group_norm:
-      return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par);
+      return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par, opt(3));
+    case Op::group_moments: return interp::group_moments(*in[0], a.get_int("groups"), a.get_float("in_scale", 1.0), par);
     case Op::rms_norm: return interp::rms_norm(*in[0], *in[1], opt(2), a.get_float("eps", 1e-12), par);
     case Op::layer_norm: return interp::layer_norm(*in[0], opt(1), opt(2), a.get_float("eps", 1e-5), par);
     case Op::token_rms_norm: return interp::token_rms_norm(*in[0], opt(1), a.get_float("eps"), par);
@@ -200,6 +201,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       p.silu = a.get_int("silu", 0) != 0;
       p.in_scale = a.get_float("in_scale", 1.0);
       p.channels = a.get_int("channels", 0);
+      p.stats = opt(4);
       return interp::norm_act(*in[0], *in[1], opt(2), opt(3), p, par);
     }
     case Op::conv_gemm: {

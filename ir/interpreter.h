@@ -107,8 +107,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
                  int64_t frame_tokens = 0);  // > 0: frame-causal keys (ir/ops.h)
 
+// stats (optional): f32 [N·G, 2] (mean, rstd) per (n, group), used instead of computing them.
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t groups, double eps,
-                  const Parallel& par);
+                  const Parallel& par, const Tensor* stats = nullptr);
+// [G, R, 2]: (mean, M2) of t = x · in_scale over group g's channels × row r's W
+// positions of x[1, C, R, W], f64 in two passes (mean, then Σ (t − mean)², positions
+// then channels in index order), rounded to f32 once.
+Tensor group_moments(const Tensor& x, int64_t groups, double in_scale, const Parallel& par);
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, double eps, const Parallel& par);
 Tensor softmax(const Tensor& x, const Parallel& par);
@@ -133,6 +138,7 @@ struct NormActParams {
   bool silu = false;
   double in_scale = 1.0;
   int64_t channels = 0;   // real channels; 0: all
+  const Tensor* stats = nullptr;  // group norm: given (mean, rstd) per (n, group)
 };
 Tensor norm_act(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor* bias,
                 const NormActParams& p, const Parallel& par);

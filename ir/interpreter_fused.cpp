@@ -61,8 +61,15 @@ void group_variant(const Tensor& x, const Tensor& gamma, const Tensor* beta, con
       const int64_t first = (sample * c + g * cg) * spatial;
       for (int64_t i = 0; i < block; ++i)
         t[static_cast<size_t>(i)] = read(x.data[static_cast<size_t>(first + i)], g * cg + i / spatial);
-      const Moments m = moments(t.data(), block);
-      const double inv = 1.0 / std::sqrt(m.var + p.eps);
+      Moments m{};
+      double inv = 0.0;
+      if (p.stats) {
+        m.mean = p.stats->data[static_cast<size_t>(2 * u)];
+        inv = p.stats->data[static_cast<size_t>(2 * u + 1)];
+      } else {
+        m = moments(t.data(), block);
+        inv = 1.0 / std::sqrt(m.var + p.eps);
+      }
       for (int64_t ch = 0; ch < cg; ++ch) {
         const int64_t channel = g * cg + ch;
         const double gm = gamma.data[static_cast<size_t>(channel)];

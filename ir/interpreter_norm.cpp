@@ -34,7 +34,7 @@ constexpr int64_t kRmsBlock = 4096;
 }  // namespace
 
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t groups, double eps,
-                  const Parallel& par) {
+                  const Parallel& par, const Tensor* stats) {
   // x[N, C, spatial...]: group g of sample n is the contiguous block of channels
   // [g·C/G, (g+1)·C/G) × all positions. One unit = one (n, g).
   const int64_t n = x.shape[0], c = x.shape[1];
@@ -46,17 +46,47 @@ Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int6
                  for (int64_t u = begin; u < end; ++u) {
                    const float* in = x.data.data() + u * block;
                    float* out = y.data.data() + u * block;
-                   const Moments m = moments(in, block);
-                   const double inv = 1.0 / std::sqrt(m.var + eps);
+                   double mean = 0.0, inv = 0.0;
+                   if (stats) {
+                     mean = stats->data[static_cast<size_t>(2 * u)];
+                     inv = stats->data[static_cast<size_t>(2 * u + 1)];
+                   } else {
+                     const Moments m = moments(in, block);
+                     mean = m.mean;
+                     inv = 1.0 / std::sqrt(m.var + eps);
+                   }
                    for (int64_t ch = 0; ch < cg; ++ch) {
                      const int64_t channel = (u % groups) * cg + ch;
                      const double g = gamma.data[static_cast<size_t>(channel)];
                      const double b = beta.data[static_cast<size_t>(channel)];
                      for (int64_t s = ch * spatial; s < (ch + 1) * spatial; ++s)
-                       out[s] = static_cast<float>((in[s] - m.mean) * inv * g + b);
+                       out[s] = static_cast<float>((in[s] - mean) * inv * g + b);
                    }
                  }
                });
+  return y;
+}
+
+Tensor group_moments(const Tensor& x, int64_t groups, double in_scale, const Parallel& par) {
+  const int64_t c = x.shape[1], rows = x.shape[2], w = x.shape[3], cg = c / groups, plane = rows * w;
+  Tensor y({groups, rows, 2});
+  parallel_for(groups * rows, par, 2 * cg * w, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t g = u / rows, r = u % rows;
+      auto at = [&](int64_t ch, int64_t s) {
+        return double(x.data[static_cast<size_t>((g * cg + ch) * plane + r * w + s)]) * in_scale;
+      };
+      double sum = 0.0;
+      for (int64_t ch = 0; ch < cg; ++ch)
+        for (int64_t s = 0; s < w; ++s) sum += at(ch, s);
+      const double mean = sum / double(cg * w);
+      double m2 = 0.0;
+      for (int64_t ch = 0; ch < cg; ++ch)
+        for (int64_t s = 0; s < w; ++s) m2 += (at(ch, s) - mean) * (at(ch, s) - mean);
+      y.data[static_cast<size_t>(2 * u)] = static_cast<float>(mean);
+      y.data[static_cast<size_t>(2 * u + 1)] = static_cast<float>(m2);
+    }
+  });
   return y;
 }
 

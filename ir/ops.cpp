@@ -15,6 +15,8 @@ constexpr AttrSpec kConv2d[] = {{"pad", K::ints, false},
                                 {"frame_shift", K::int_, false},   {"frame_taps", K::int_, false}};
 constexpr AttrSpec kConv3d[] = {{"pad", K::ints, false}};
 constexpr AttrSpec kGroupNorm[] = {{"groups", K::int_, true}, {"eps", K::float_, true}};
+constexpr AttrSpec kGroupMoments[] = {{"groups", K::int_, true}, {"in_scale", K::float_, false},
+                                      {"band_rows", K::int_, false}};
 constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
 constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
 // token_rms_norm: eps, and the result's storage dtype (lower_precision; default x's).
@@ -49,7 +51,8 @@ constexpr std::array kOps = {
     OpInfo{Op::conv3d, "conv3d", 2, 3, 1, kConv3d},
     OpInfo{Op::linear, "linear", 2, 3, 1, kLinear},
     OpInfo{Op::matmul, "matmul", 2, 2, 1, {}},
-    OpInfo{Op::group_norm, "group_norm", 3, 3, 1, kGroupNorm},
+    OpInfo{Op::group_norm, "group_norm", 3, 4, 1, kGroupNorm},
+    OpInfo{Op::group_moments, "group_moments", 1, 1, 1, kGroupMoments},
     OpInfo{Op::rms_norm, "rms_norm", 2, 3, 1, kEps},
     OpInfo{Op::layer_norm, "layer_norm", 1, 3, 1, kEps},
     OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 2, 1, kTokenRmsNorm},
@@ -70,7 +73,7 @@ constexpr std::array kOps = {
     OpInfo{Op::slice, "slice", 1, 1, 1, kSlice},
     OpInfo{Op::concat, "concat", 1, -1, 1, kConcat},
     OpInfo{Op::cast, "cast", 1, 1, 1, kCast},
-    OpInfo{Op::norm_act, "norm_act", 2, 4, 1, kNormAct},
+    OpInfo{Op::norm_act, "norm_act", 2, 5, 1, kNormAct},
     OpInfo{Op::conv_gemm, "conv_gemm", 2, 4, 1, kConvGemm},
 };
 

@@ -21,7 +21,13 @@
 //   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias; optional dtype: the result's
 //       storage ("f16" from lower_precision; default x's)
 //   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
-//   group_norm(x[N,C,...], gamma[C], beta[C])      groups, eps; statistics in f64
+//   group_norm(x[N,C,...], gamma[C], beta[C], stats[N·G,2]?)  groups, eps; statistics
+//       in f64; with `stats` (f32 (mean, rstd) per (n, group), computed elsewhere:
+//       a clip streamed in frame slabs, models/hunyuan_stream.h) they are used as given
+//   group_moments(x[1,C,R,W])  groups; in_scale (default 1) → [G, R, 2] f32: the
+//       (mean, M2 = Σ (t − mean)²) of t = x · in_scale over the group's C/G channels
+//       × the W positions of row r. Rows are the chunks: partials of any row range
+//       are those of the whole tensor, so slabs and bands merge to the same statistics
 //   rms_norm(x[N,C,...], gamma[numel C], beta?)    Wan RMS_norm: per position, over the
 //       channel dim: x / max(‖x‖₂, eps) · √C · gamma (+ beta); eps default 1e-12
 //   layer_norm(x[...,C], gamma[C]?, beta[C]?)      over the last dim, eps
@@ -45,12 +51,14 @@
 //
 // Fused ops (introduced by passes/, see DESIGN.md; ordinary ops for the printer,
 // verifier and interpreter):
-//   norm_act(x[N,C,...], gamma[numel C], beta[C]?, bias[C]?)
+//   norm_act(x[N,C,...], gamma[numel C], beta[C]?, bias[C]?, stats[N·G,2]?)
 //       norm = "group" (groups, eps) or "rms" (eps, Wan style as rms_norm);
 //       t = x · in_scale + bias  (the producing conv's bias, added on read; in_scale
 //       undoes a range guard), y = norm(t) · γ (+ β), then SiLU if silu = 1.
 //       Only the first `channels` channels are real (default: all): statistics use
 //       them alone (RMS: √channels) and padded channels come out exactly 0.
+//       With `stats` (norm = "group"): (mean, rstd) per (n, group) as given, no
+//       statistics pass (group_norm's stats operand, carried by fuse_norm_act).
 //   conv_gemm(x[N,Ci,H,W], w, bias[Co]?, residual[N,Co,Ho,Wo]?)
 //       A 2-D convolution as an implicit GEMM with an epilogue. kernel=[kh,kw],
 //       pad=[ph,pw] zeros, stride=[sh,sw]; weight_layout "oihw" (w[Co,Ci,kh,kw], as
@@ -80,6 +88,7 @@ enum class Op {
   linear,
   matmul,
   group_norm,
+  group_moments,
   rms_norm,
   layer_norm,
   token_rms_norm,

@@ -1,21 +1,10 @@
 // The HunyuanVideo decoder over frame stacks (models/hunyuan_decoder.h says why and
-// how). One decoder call, as HunyuanVideoDecoder3D.forward:
-//
-//   z / scaling_factor → post_quant_conv (1×1×1) → conv_in (causal 3×3×3)
-//   mid block: resnet, attention (GroupNorm, one head over all tokens, frame-causal),
-//              resnet
-//   up blocks i = 0..n−1 (channels reversed(block_out_channels)): layers_per_block + 1
-//     resnets, then the upsampler where diffusers adds one: spatial 2× for
-//     i < log2(spatial_compression_ratio), temporal for n−3 ≤ i < n−1 (ratio 4); its
-//     causal 3×3×3 conv runs on the upsampled frames
-//   GroupNorm + SiLU → conv_out (causal 3×3×3, to RGB)
-//
-// Resnet: GN + SiLU → conv1 → GN + SiLU → conv2, plus the input (conv_shortcut, a
-// 1×1×1 causal conv, where channels change). All GroupNorms use eps 1e-6.
+// how; the graph itself is models/hunyuan_builder.h), and diffusers' frame-wise window
+// schedule around it.
 #include "models/hunyuan_decoder.h"
 
-#include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "models/hunyuan_builder.h"
 #include "models/weights.h"
 
 #include <algorithm>
@@ -24,144 +13,7 @@
 #include <thread>
 
 namespace strata {
-namespace {
 
-constexpr double kEps = 1e-6;
-
-struct HunyuanBuilder {
-  const HunyuanVaeConfig& c;
-  ModelWeights& w;
-  Builder& b;
-  int64_t frames;  // frames in the current stack
-
-  int64_t channels(ValueId x) const { return b.shape(x)[1]; }
-  int64_t frame_rows(ValueId x) const { return b.shape(x)[2] / frames; }
-
-  // Tap kt of a 3-D conv weight [co, ci, kt, kh, kw] as a 2-D conv weight.
-  ValueId tap(const std::string& name, const Shape& w5, int64_t kt) {
-    const int64_t ci = w5[1], nt = w5[2], hw = w5[3] * w5[4];
-    return w.derive(b, name, w5, ParamKind::conv_weight, "[t=" + std::to_string(kt) + "]", {w5[0], ci, w5[3], w5[4]},
-                    [=](int64_t i) {
-                      const int64_t o = i / (ci * hw), rest = i % (ci * hw), cin = rest / hw, k = rest % hw;
-                      return ((o * ci + cin) * nt + kt) * hw + k;
-                    });
-  }
-
-  // HunyuanVideoCausalConv3d (weights "<name>.conv.*") with kernel k over the stack:
-  // tap kt reads frame f − (k − 1 − kt), clamped at frame 0 (replicate padding in
-  // front), and every frame is padded by replicate in H and W. The newest tap carries
-  // the bias; each older tap adds the sum so far as its residual (fuse_residual), and
-  // `plus` (a resnet's shortcut) joins the first.
-  ValueId causal_conv(const std::string& name, ValueId x, int64_t cout, int64_t k, ValueId plus = kNoValue) {
-    if (!b.ok()) return kNoValue;
-    const Shape w5{cout, channels(x), k, k, k};
-    ValueId bias = w.get(b, name + ".conv.bias", {cout}, ParamKind::bias);
-    if (k == 1) {
-      ValueId y = b.conv2d(x, tap(name + ".conv.weight", w5, 0), bias);
-      return plus == kNoValue ? y : b.add(y, plus);
-    }
-    const int64_t rows = frame_rows(x);
-    ValueId y = plus;
-    for (int64_t kt = k - 1; kt >= 0; --kt) {
-      ValueId term = b.conv2d(x, tap(name + ".conv.weight", w5, kt), kt == k - 1 ? bias : kNoValue,
-                              {.pad = k / 2, .frames = {.rows = rows, .shift = k - 1 - kt}});
-      y = y == kNoValue ? term : b.add(term, y);
-    }
-    return y;
-  }
-
-  ValueId norm(const std::string& name, ValueId x) {
-    if (!b.ok()) return kNoValue;
-    const int64_t ch = channels(x);
-    ValueId gamma = w.get(b, name + ".weight", {ch}, ParamKind::norm_gamma);
-    ValueId beta = w.get(b, name + ".bias", {ch}, ParamKind::norm_beta);
-    return b.group_norm(x, gamma, beta, c.norm_num_groups, kEps);
-  }
-
-  ValueId resnet(const std::string& name, ValueId x, int64_t cout) {
-    if (!b.ok()) return kNoValue;
-    auto scope = b.scope(name);
-    ValueId shortcut = channels(x) == cout ? x : causal_conv(name + ".conv_shortcut", x, cout, 1);
-    ValueId h = causal_conv(name + ".conv1", b.silu(norm(name + ".norm1", x)), cout, 3);
-    return causal_conv(name + ".conv2", b.silu(norm(name + ".norm2", h)), cout, 3, shortcut);
-  }
-
-  ValueId linear(const std::string& name, ValueId x, int64_t dim) {
-    if (!b.ok()) return kNoValue;
-    ValueId weight = w.get(b, name + ".weight", {dim, dim}, ParamKind::conv_weight);
-    ValueId bias = w.get(b, name + ".bias", {dim}, ParamKind::bias);
-    return b.linear(x, weight, bias);
-  }
-
-  // diffusers Attention (one head, GroupNorm, residual) over all tokens of the stack,
-  // frame-major as diffusers flattens (t, h, w); a token sees its frame and earlier.
-  ValueId attention(const std::string& name, ValueId x) {
-    if (!b.ok()) return kNoValue;
-    const Shape s = b.shape(x);
-    const int64_t ch = s[1], tokens = s[2] * s[3], per_frame = frame_rows(x) * s[3];
-    ValueId h = norm(name + ".group_norm", x);
-    auto scope = b.scope(name);
-    h = b.permute(b.reshape(h, {ch, tokens}), {1, 0});  // [tokens, C]
-    ValueId q = linear(name + ".to_q", h, ch);
-    ValueId k = linear(name + ".to_k", h, ch);
-    ValueId v = linear(name + ".to_v", h, ch);
-    h = b.attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(ch)), per_frame);
-    h = linear(name + ".to_out.0", h, ch);
-    h = b.reshape(b.permute(h, {1, 0}), s);
-    return b.add(h, x);
-  }
-
-  // HunyuanVideoUpsampleCausal3D: frame g of the temporal upsample is frame ⌈g / 2⌉
-  // (a nearest 2× along frames, its first frame dropped); then 2× in H and W.
-  ValueId upsample(const std::string& name, ValueId x, bool spatial, bool temporal) {
-    if (!b.ok()) return kNoValue;
-    auto scope = b.scope(name);
-    const Shape s = b.shape(x);
-    const int64_t rows = frame_rows(x);
-    if (temporal) {
-      ValueId t = b.reshape(x, {1, s[1], frames, rows * s[3]});
-      t = b.slice(b.upsample_nearest(t, {2, 1}), 2, 1, 2 * frames);
-      frames = 2 * frames - 1;
-      x = b.reshape(t, {1, s[1], frames * rows, s[3]});
-    }
-    if (spatial) x = b.upsample_nearest(x, {2, 2});
-    return causal_conv(name + ".conv", x, s[1], 3);
-  }
-
-  ValueId decode(ValueId z) {
-    const auto& ch = c.block_out_channels;
-    const int64_t blocks = static_cast<int64_t>(ch.size()), top = ch.back();
-    ValueId x;
-    {
-      auto s = b.scope("denormalize");
-      x = b.scale(z, 1.0 / c.scaling_factor);
-    }
-    {  // a plain nn.Conv3d with kernel 1: one tap, no padding
-      const int64_t zc = c.latent_channels;
-      ValueId bq = w.get(b, "post_quant_conv.bias", {zc}, ParamKind::bias);
-      x = b.conv2d(x, tap("post_quant_conv.weight", {zc, zc, 1, 1, 1}, 0), bq);
-    }
-    x = causal_conv("decoder.conv_in", x, top, 3);
-    x = resnet("decoder.mid_block.resnets.0", x, top);
-    if (c.mid_block_add_attention) x = attention("decoder.mid_block.attentions.0", x);
-    x = resnet("decoder.mid_block.resnets.1", x, top);
-    int64_t spatial_ups = 0;
-    while ((int64_t{1} << spatial_ups) < c.spatial_compression_ratio) ++spatial_ups;
-    const int64_t temporal_ups = 2;  // log2(temporal_compression_ratio = 4)
-    for (int64_t i = 0; i < blocks; ++i) {
-      const std::string block = "decoder.up_blocks." + std::to_string(i);
-      const int64_t cout = ch[static_cast<size_t>(blocks - 1 - i)];
-      for (int64_t j = 0; j <= c.layers_per_block; ++j) x = resnet(block + ".resnets." + std::to_string(j), x, cout);
-      const bool spatial = i < spatial_ups, temporal = i >= blocks - 1 - temporal_ups && i != blocks - 1;
-      if (spatial || temporal) x = upsample(block + ".upsamplers.0", x, spatial, temporal);
-    }
-    auto scope = b.scope("decoder.conv_norm_out");
-    x = b.silu(norm("decoder.conv_norm_out", x));
-    return causal_conv("decoder.conv_out", x, c.out_channels, 3);
-  }
-};
-
-}  // namespace
 
 int64_t hunyuan_output_frames(const HunyuanVaeConfig& c, int64_t latent_frames) {
   return latent_frames < 1 ? 0 : 1 + (latent_frames - 1) * c.temporal_compression_ratio;
@@ -187,7 +39,7 @@ Expected<Graph> build_hunyuan_decoder(const HunyuanVaeConfig& c, ModelWeights& w
   Graph g;
   g.name = hunyuan_plan_name(frames);
   Builder b(g, &w.store());
-  HunyuanBuilder hb{c, w, b, frames};
+  HunyuanBuilder hb{c, w, b, frames, nullptr, {}};
   ValueId z = b.input("latent", {1, c.latent_channels, frames * latent_h, latent_w});
   ValueId video = hb.decode(z);
   if (b.ok()) b.output(video);

@@ -3,7 +3,8 @@
 // the next conv's input once.
 //
 // Rewrites each group_norm / rms_norm N into norm_act {norm = "group" | "rms", groups,
-// eps, silu} at N's place, with operands (x, γ, β?, bias?):
+// eps, silu} at N's place, with operands (x, γ, β?, bias?, stats?) — stats: a
+// group_norm's given statistics operand, carried over:
 //   - when N's result is read only by a silu S (and is not a graph output), S is
 //     absorbed: silu = 1 and the norm_act writes S's result; otherwise silu = 0;
 //   - when x is the result of a conv_gemm C that has a bias, no residual and no scale
@@ -76,7 +77,8 @@ Status run_fuse_norm_act(Graph& g, PassContext& ctx) {
     }
     const ValueId x = n.inputs[0];
     const ValueId beta = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
-    f.inputs = {x, n.inputs[1], beta, kNoValue};
+    const ValueId stats = n.inputs.size() > 3 ? n.inputs[3] : kNoValue;
+    f.inputs = {x, n.inputs[1], beta, kNoValue, stats};
     const ValueId bias = take_conv_bias(g, uses, producers, x, i);
     if (bias != kNoValue) {
       f.inputs[3] = bias;

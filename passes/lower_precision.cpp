@@ -35,7 +35,7 @@
 //     need real values (Qwen's to_qkv, read by attention's q and k): that is a
 //     projection of normalised values, not a stream. Every reader scales back in
 //     f32: conv_gemm acc_scale (its input) and residual_scale (its residual), norm_act
-//     in_scale. The
+//     in_scale, group_moments in_scale. The
 //     guard exponent travels with the value through reshape / permute / slice /
 //     upsample / cast; scale and clamp fold it into their attributes (add · 2^-k,
 //     bounds · 2^-k); mul adds exponents; add and concat bring operands to the largest
@@ -121,6 +121,7 @@ std::set<size_t> unguarded_convs(const Graph& g) {
     switch (n.op) {
       case Op::conv_gemm:
       case Op::norm_act:
+      case Op::group_moments:
       case Op::add:
       case Op::mul:
       case Op::concat:
@@ -278,7 +279,8 @@ private:
         }
         return emit(n, guard ? k_ : 0);
       }
-      case Op::norm_act: scale_attr(n.attrs, "in_scale", pow2(e(x))); return emit(n, 0);
+      case Op::norm_act:
+      case Op::group_moments: scale_attr(n.attrs, "in_scale", pow2(e(x))); return emit(n, 0);
       case Op::reshape:
       case Op::permute:
       case Op::slice:

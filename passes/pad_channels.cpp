@@ -8,8 +8,9 @@
 // "<orig>[pad 96x64x3x3->128x64x3x3]" (input channels are padded to what the input
 // value holds, so a padded input meets zero weight columns). Padding then flows
 // through every op that keeps padded channels exactly zero:
-//   - norm_act: γ, β, bias zero-padded; `channels` = the real count (statistics use
-//     the real channels, padded ones come out 0);
+//   - norm_act: γ, β, bias zero-padded (given statistics are per group, untouched);
+//     `channels` = the real count (statistics use the real channels, padded ones
+//     come out 0);
 //   - silu, gelu, cast; scale with add = 0; clamp whose range holds 0;
 //   - add / mul of two equally padded operands; with a constant broadcast per channel
 //     (the Qwen latents_std / mean) the constant is zero-padded; mul by a constant
@@ -284,9 +285,11 @@ private:
     if (info(x).padded() && info(x).axis != 1) x = unpad(x);
     Pad p = info(x);
     if (!p.padded()) return emit(n, {});
-    for (size_t i = 1; i < n.inputs.size(); ++i)
+    // Operand 4 (given statistics, per group) is not per channel: it stays as it is.
+    const size_t per_channel = std::min<size_t>(n.inputs.size(), 4);
+    for (size_t i = 1; i < per_channel; ++i)
       if (n.inputs[i] != kNoValue && !is_constant(n.inputs[i])) return unpad_all(n);
-    for (size_t i = 1; i < n.inputs.size(); ++i)
+    for (size_t i = 1; i < per_channel; ++i)
       if (n.inputs[i] != kNoValue) {
         STRATA_ASSIGN_OR_RETURN(n.inputs[i], pad_constant(n.inputs[i], {shape(x)[1]}));
       }

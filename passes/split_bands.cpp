@@ -1,7 +1,8 @@
 // split_bands: the band height of every conv_gemm and norm_act node, against the
 // largest storage-buffer binding (CompileOptions::binding_limit).
 //
-// Rewrites: sets the int attribute band_rows = R on a conv_gemm or norm_act node whose
+// Rewrites: sets the int attribute band_rows = R on a conv_gemm, norm_act or
+// group_moments node whose
 // whole-frame bindings do not fit; codegen (lower_conv_gemm, lower_norm_act) then runs
 // it in bands of R output rows ([0,R), [R,2R), ..., the last smaller), each dispatch
 // binding one window of rows per activation operand:
@@ -9,6 +10,8 @@
 //              ops = {upsample 2 if gather = "upsample2x", conv kernel[0] pad[0]
 //              stride[0]} (ir/band_math.h), i.e. the rows the band reads, halos included.
 //   norm_act   x and y: the band's rows.
+//   group_moments  x: the band's rows (one statistics chunk per row, so a band is whole
+//              chunks); its result, a few floats per row, is bound whole.
 // R is the largest height for which every band's windows each fit in binding_limit −
 // kWindowSlack bytes (a window may start that much before its first row, to meet the
 // offset alignment). A node that fits whole gets no attribute (an old one is removed).
@@ -126,13 +129,14 @@ Expected<Banding> banding_of(const Graph& g, const Node& n) {
                          frames.taps);
     b.operands.push_back({"x", n.inputs[0], true});
     if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) b.operands.push_back({"residual", n.inputs[3], false});
-  } else if (n.op == Op::norm_act) {
+  } else if (n.op == Op::norm_act || n.op == Op::group_moments) {
     b.ops.push_back(RowOp::make_pointwise());
     b.operands.push_back({"x", n.inputs[0], true});
   } else {
-    return error("only conv_gemm and norm_act run in bands");
+    return error("only conv_gemm, norm_act and group_moments run in bands");
   }
-  b.operands.push_back({"y", n.outputs[0], false});
+  // group_moments' result (two floats per group and row) is bound whole.
+  if (n.op != Op::group_moments) b.operands.push_back({"y", n.outputs[0], false});
   for (const Operand& o : b.operands) {
     const TensorType& t = g.value(o.value).type;
     if (t.rank() != 4) return error("{} is rank {}, not [N, C, H, W]", o.role, t.rank());
@@ -140,7 +144,7 @@ Expected<Banding> banding_of(const Graph& g, const Node& n) {
     if (t.layout.kind != LayoutKind::nhwc) return error("{} is not nhwc", o.role);
   }
   b.in_rows = g.value(n.inputs[0]).type.shape[2];
-  b.out_rows = g.value(n.outputs[0]).type.shape[2];
+  b.out_rows = n.op == Op::group_moments ? b.in_rows : g.value(n.outputs[0]).type.shape[2];
   if (stage_frame_rows(b.ops, b.in_rows).back() != b.out_rows)
     return error("{} input rows give {} output rows, y has {}", b.in_rows,
                  stage_frame_rows(b.ops, b.in_rows).back(), b.out_rows);
@@ -252,7 +256,8 @@ Status run_split_bands(Graph& g, PassContext& ctx) {
   for (Node& n : g.nodes()) {
     switch (n.op) {
       case Op::conv_gemm:
-      case Op::norm_act: {
+      case Op::norm_act:
+      case Op::group_moments: {
         STRATA_ASSIGN_OR_RETURN(int64_t bands, band_node(g, n, sizes, limit));
         banded += bands > 1 ? 1 : 0;
         most_bands = std::max(most_bands, bands);
@@ -285,7 +290,7 @@ std::string explain_bands(const Graph& g, uint64_t limit) {
   int64_t banded = 0, whole = 0, bands_total = 0, over = 0;
   uint64_t largest = 0;
   for (const Node& n : g.nodes()) {
-    if (n.op != Op::conv_gemm && n.op != Op::norm_act) continue;
+    if (n.op != Op::conv_gemm && n.op != Op::norm_act && n.op != Op::group_moments) continue;
     const int64_t r = n.attrs.get_int("band_rows", 0);
     auto b = banding_of(g, n);
     if (!b || r < 1 || r >= b->out_rows) {
