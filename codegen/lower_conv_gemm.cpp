@@ -353,14 +353,19 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
     std::vector<runtime::BindingDesc> bindings;
     uint32_t x_off = 0, y_base = 0, r_base = 0;
-    if (bands == 1) {
+    // One band still binds only the rows of x it reads when they are fewer than all
+    // (a frame-stack tap that reads only early frames: split_bands counted that window).
+    RowRange in = needed_rows(row_ops, xs[2], RowRange{row0, row0 + rows});
+    if (in.empty()) in = RowRange{0, 1};  // every tap in the padding: bind a row, read none
+    const bool narrower = in.begin > 0 || in.end < xs[2];
+    const bool windowed = bands > 1 || (narrower && xs[0] == 1 && l.rows_contiguous(x) && l.rows_contiguous(y) &&
+                                        (res == kNoValue || l.rows_contiguous(res)));
+    if (!windowed) {
       bindings = {l.bind(x, runtime::Access::read), l.bind(w, runtime::Access::read)};
       if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
       if (res != kNoValue) bindings.push_back(l.bind(res, runtime::Access::read));
       bindings.push_back(l.bind(y, runtime::Access::write));
     } else {
-      RowRange in = needed_rows(row_ops, xs[2], RowRange{row0, row0 + rows});
-      if (in.empty()) in = RowRange{0, 1};  // every tap in the padding: bind a row, read none
       const Lowering::ElementWindow xw = l.row_window(x, in.begin, in.end, runtime::Access::read);
       const Lowering::ElementWindow yw = l.row_window(y, row0, row0 + rows, runtime::Access::write);
       // Wraps modulo 2^32 on purpose (see the kernel).

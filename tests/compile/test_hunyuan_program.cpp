@@ -6,6 +6,7 @@
 #include "compile/compile.h"
 #include "ir/npy.h"
 #include "models/hunyuan_decoder.h"
+#include "models/hunyuan_stream.h"
 #include "models/vae.h"
 #include "models/weights.h"
 #include "tests/cases.h"
@@ -63,6 +64,46 @@ Expected<Tensor> decode_on_device(const Tensor& latent, bool whole, Precision pr
   STRATA_RETURN_IF_ERROR(decode_hunyuan_video(
       config, latent, whole,
       [&](const std::string& plan, const std::vector<Tensor>& in) { return loaded->run(single ? "" : plan, in); },
+      [&](int64_t index, const Tensor& frame) {
+        Tensor one = frame;
+        one.shape.insert(one.shape.begin(), 1);
+        return place_frames(video, one, index);
+      }));
+  return video;
+}
+
+// The slab-streamed whole clip (models/hunyuan_stream.h) on the device, in slabs of
+// `slab_frames` latent frames. `tail` (optional) counts the tail's statistics nodes
+// (group_moments, and norm_act with given statistics) over all plans, and those of them
+// that split_bands left whole.
+Expected<Tensor> decode_streamed_on_device(const Tensor& latent, int64_t slab_frames, Precision precision,
+                                           std::optional<uint64_t> limit, std::string& log_out,
+                                           NormCount* tail = nullptr) {
+  STRATA_ASSIGN_OR_RETURN(Vae vae, load_vae_dir(test_cases::case_file("hunyuan_small", "vae")));
+  const auto config = std::get<HunyuanVaeConfig>(vae.config);
+  STRATA_ASSIGN_OR_RETURN(VideoLatentShape s, check_video_latent_shape(vae.config, latent.shape));
+  ModelWeights weights(vae.weights);
+  HunyuanStream schedule;
+  STRATA_ASSIGN_OR_RETURN(ProgramGraph graph, build_hunyuan_stream_program(config, weights, s.frames, s.height,
+                                                                           s.width, slab_frames, schedule));
+  STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device());
+  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit}));
+  std::ostringstream log;
+  CompilerOptions options;
+  options.on_pass = [&](const std::string&, const std::string& pass, const Graph& g) {
+    if (pass != "split_bands" || !tail) return;
+    for (const Node& n : g.nodes())
+      if (n.op == Op::group_moments || (n.op == Op::norm_act && n.inputs.size() > 4))
+        ++tail->total, tail->whole += n.attrs.has("band_rows") ? 0 : 1;
+  };
+  auto program = compile(graph, vae.weights, target, options, log);
+  log_out = log.str();
+  if (!program) return program.status();
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, LoadedProgram::load(std::move(*program), {}, log));
+  const int64_t scale = config.spatial_compression_ratio;
+  Tensor video({3, hunyuan_output_frames(config, s.frames), s.height * scale, s.width * scale});
+  STRATA_RETURN_IF_ERROR(decode_hunyuan_streamed(
+      schedule, latent, [&](const std::string& plan, const std::vector<Tensor>& in) { return loaded->run(plan, in); },
       [&](int64_t index, const Tensor& frame) {
         Tensor one = frame;
         one.shape.insert(one.shape.begin(), 1);
@@ -142,6 +183,50 @@ TEST(HunyuanOnDevice, WholeClipMatchesDiffusersAndIsBitIdenticalAcrossBandSplits
   EXPECT_EQ(log_small.find(" 0 nodes banded"), std::string::npos) << log_small;
   EXPECT_EQ(whole->data, mid->data);
   EXPECT_EQ(whole->data, small->data);
+}
+
+// The whole clip streamed in slabs equals diffusers' whole-clip decode, and gives the
+// same bytes for every slab split and binding limit: one slab of all 6 latent frames
+// unbanded; slabs of 1 latent frame (6 slabs) under 256 KiB; slabs of 2 under 66 KiB,
+// which bands every GroupNorm of the tail, statistics (group_moments) and application
+// alike (the smallest tail input, one first slab at up block 2, is 3 frames of 48 KiB),
+// and the head's as the whole-clip test above does.
+TEST(HunyuanOnDevice, StreamedWholeClipMatchesDiffusersAndIsBitIdenticalAcrossSlabsAndBands) {
+  STRATA_REQUIRE_CASE("hunyuan_small");
+  auto latent = read_npy(test_cases::case_file("hunyuan_small", "latent_6x6x8.npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  auto expected = read_npy(test_cases::case_file("hunyuan_small", "expected_whole_6x6x8.npy"));
+  ASSERT_TRUE(expected) << expected.message();
+  std::string log_one, log_mid, log_small;
+  NormCount one_tail, mid_tail, small_tail;
+  auto one = decode_streamed_on_device(*latent, 6, Precision::f32, std::nullopt, log_one, &one_tail);
+  ASSERT_TRUE(one) << one.message() << "\n" << log_one;
+  EXPECT_LE(max_abs_diff(*one, *expected), 1e-4);
+  auto mid = decode_streamed_on_device(*latent, 1, Precision::f32, 256 * 1024, log_mid, &mid_tail);
+  ASSERT_TRUE(mid) << mid.message() << "\n" << log_mid;
+  auto small = decode_streamed_on_device(*latent, 2, Precision::f32, 66 * 1024, log_small, &small_tail);
+  ASSERT_TRUE(small) << small.message() << "\n" << log_small;
+  // One slab: one plan per pass, 14 passes, each with one group_moments or applied norm
+  // at least.
+  EXPECT_EQ(one_tail.whole, one_tail.total);
+  EXPECT_GE(one_tail.total, 14);
+  EXPECT_LT(mid_tail.whole, mid_tail.total);
+  EXPECT_GT(small_tail.total, 0);
+  EXPECT_EQ(small_tail.whole, 0) << "of " << small_tail.total;
+  EXPECT_EQ(one->data, mid->data);
+  EXPECT_EQ(one->data, small->data);
+}
+
+TEST(HunyuanOnDevice, StreamedWholeClipInF16Within55dB) {
+  STRATA_REQUIRE_CASE("hunyuan_small");
+  auto latent = read_npy(test_cases::case_file("hunyuan_small", "latent_6x6x8.npy"));
+  ASSERT_TRUE(latent) << latent.message();
+  auto expected = read_npy(test_cases::case_file("hunyuan_small", "expected_whole_6x6x8.npy"));
+  ASSERT_TRUE(expected) << expected.message();
+  std::string log;
+  auto video = decode_streamed_on_device(*latent, 2, Precision::f16, std::nullopt, log);
+  ASSERT_TRUE(video) << video.message() << "\n" << log;
+  EXPECT_GE(psnr_range2(*video, *expected), 55.0);
 }
 
 }  // namespace
