@@ -272,5 +272,99 @@ TEST(CodegenNormAct, VectorPathBandsAreBitIdentical) {
   expect_bands_identical(c, 4, "norm_act_rms_vec.comp");
 }
 
+// group_moments: one statistics chunk per row, straight to its result [G, R, 2] — the
+// vector kernel on nhwc f16 and f32, the scalar one on NCHW (or groups that straddle
+// vectors unevenly); within 1e-5 of the interpreter's f64 (mean relative, M2 against
+// its scale), and bit-identical when banded.
+struct MomentsCase {
+  int64_t c = 32, h = 9, w = 13, groups = 8;
+  DType dtype = DType::f16;
+  Layout layout = nhwc();
+  double in_scale = 1.0;
+  std::string kernel = "norm_act_stats_vec.comp";
+};
+
+void check_moments(const MomentsCase& m) {
+  SCOPED_TRACE(fmt::format("group_moments x[1,{},{},{}]{} {} groups {} in_scale {}", m.c, m.h, m.w,
+                           layout_str(m.layout), dtype_name(m.dtype), m.groups, m.in_scale));
+  Graph g;
+  WeightStore weights;
+  Builder b(g, &weights);
+  const Shape shape = {1, m.c, m.h, m.w};
+  std::vector<Tensor> inputs = {random_tensor(shape, 21, 1.0f, 5.0f)};
+  if (m.dtype == DType::f16)  // the interpreter reads the f16 values the device stores
+    for (float& v : inputs[0].data) v = static_cast<float>(static_cast<_Float16>(v));
+  ValueId x = b.input("x", shape, m.dtype);
+  g.value(x).type.layout = m.layout;
+  Attrs a = {{"groups", m.groups}};
+  if (m.in_scale != 1.0) a.set("in_scale", m.in_scale);
+  ValueId y = b.op(Op::group_moments, {x}, a);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  b.output(y);
+  expect_kernels(g, weights, {m.kernel}, {});
+  testing::BothResults r = testing::run_both(g, weights, inputs);
+  ASSERT_EQ(r.vulkan.size(), 1u);
+  ASSERT_EQ(r.vulkan[0].shape, (Shape{m.groups, m.h, 2}));
+  for (size_t i = 0; i < r.vulkan[0].data.size(); i += 2) {
+    const double mean = r.interpreter[0].data[i], m2 = r.interpreter[0].data[i + 1];
+    EXPECT_NEAR(r.vulkan[0].data[i], mean, 1e-5 * std::fabs(mean) + 1e-6) << "mean " << i / 2;
+    EXPECT_NEAR(r.vulkan[0].data[i + 1], m2, 1e-5 * m2 + 1e-5) << "M2 " << i / 2;
+  }
+  const codegen::Target target = device_target();
+  auto whole = testing::run_for_target_graph(g, weights, inputs, target);
+  ASSERT_TRUE(whole) << whole.message();
+  g.nodes().back().attrs.set("band_rows", int64_t{2});
+  auto banded = testing::run_for_target_graph(g, weights, inputs, target);
+  if (m.layout.kind != LayoutKind::nhwc) {  // rows of NCHW are not one run: no bands
+    ASSERT_FALSE(banded);
+    EXPECT_NE(banded.message().find("band_rows needs row-contiguous x"), std::string::npos) << banded.message();
+    return;
+  }
+  ASSERT_TRUE(banded) << banded.message();
+  testing::expect_identical((*banded)[0], (*whole)[0]);
+}
+
+TEST(CodegenNormAct, GroupMomentsPerRow) {
+  check_moments({});  // group size 4: vector statistics
+  check_moments({.c = 64, .h = 7, .w = 40, .groups = 8, .dtype = DType::f32, .in_scale = 0.25,
+                 .kernel = "norm_act_stats_vec.comp"});
+  check_moments({.c = 16, .h = 5, .w = 9, .groups = 4, .dtype = DType::f32, .layout = Layout{},
+                 .kernel = "norm_act_stats.comp"});  // NCHW: channels not contiguous
+  check_moments({.c = 24, .h = 6, .w = 11, .groups = 8, .kernel = "norm_act_stats.comp"});  // group size 3
+}
+
+// norm_act with a statistics operand: the apply pass alone, reading the given (mean,
+// rstd); the interpreter does the same, so the two agree as an applied norm does.
+TEST(CodegenNormAct, GivenStatisticsSkipTheStatisticsPasses) {
+  for (bool vec : {true, false}) {
+    SCOPED_TRACE(vec ? "vector apply" : "scalar apply");
+    Graph g;
+    WeightStore weights;
+    Builder b(g, &weights);
+    const int64_t c = 32, groups = 8;
+    const Shape shape = {1, c, 6, 10};
+    auto weight = [&](const std::string& name, uint64_t seed) {
+      Tensor v = random_tensor({c}, seed, 0.5f, 1.5f);
+      EXPECT_TRUE(weights.add_owned(name, {c}, std::move(v.data)));
+      return b.constant(name, TensorType{{c}, DType::f32, {}});
+    };
+    std::vector<Tensor> inputs = {random_tensor(shape, 31, -2.0f, 4.0f), random_tensor({groups, 2}, 32, 0.5f, 2.0f)};
+    ValueId x = b.input("x", shape, DType::f16);
+    g.value(x).type.layout = vec ? nhwc() : Layout{};
+    ValueId stats = b.input("stats", {groups, 2});
+    ValueId y = b.op(Op::norm_act, {x, weight("gamma", 33), weight("beta", 34), kNoValue, stats},
+                     {{"norm", std::string("group")}, {"groups", groups}, {"eps", 1e-6}, {"silu", int64_t{1}}});
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    g.value(y).type.layout = vec ? nhwc() : Layout{};
+    b.output(y);
+    expect_kernels(g, weights, {vec ? "norm_act_apply_vec.comp" : "norm_act_apply.comp"},
+                   {"norm_act_stats.comp", "norm_act_stats_vec.comp", "group_norm_reduce.comp"});
+    for (float& v : inputs[0].data) v = static_cast<float>(static_cast<_Float16>(v));
+    testing::BothResults r = testing::run_both(g, weights, inputs);
+    ASSERT_EQ(r.vulkan.size(), 1u);
+    testing::expect_close(r.vulkan[0], r.interpreter[0], 1e-5, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace strata

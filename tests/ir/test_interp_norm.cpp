@@ -37,6 +37,36 @@ TEST(InterpNorm, GroupNormIsPerSample) {
   expect_exact(y, {2, 1, 2}, {-1, 1, -1, 1});
 }
 
+TEST(InterpNorm, GroupMomentsPerGroupAndRow) {
+  // x[1, 4, 2, 2], 2 groups of 2 channels, in_scale 0.5.
+  //   group 0, row 0: channels 0, 1 of row 0 = (2, 6, 10, 14)·0.5 = (1, 3, 5, 7):
+  //     mean 4, M2 = 9 + 1 + 1 + 9 = 20;
+  //   group 0, row 1: (0, 0, 4, 4)·0.5 = (0, 0, 2, 2): mean 1, M2 = 4;
+  //   group 1, row 0: (8, 8, 8, 8)·0.5: mean 4, M2 0; row 1: (-2, 2, -2, 2)·0.5: mean 0, M2 4·1 = 4.
+  InterpGraph t;
+  ValueId x = t.b.input("x", {1, 4, 2, 2});
+  t.b.output(t.b.op(Op::group_moments, {x}, {{"groups", int64_t{2}}, {"in_scale", 0.5}}));
+  // x[c][r][w]
+  Tensor y = t.run1({Tensor({1, 4, 2, 2}, {2, 6, 0, 0,     // c0: row 0 (2, 6), row 1 (0, 0)
+                                           10, 14, 4, 4,   // c1
+                                           8, 8, -2, 2,    // c2
+                                           8, 8, -2, 2})});  // c3
+  expect_exact(y, {2, 2, 2}, {4, 20, 1, 4, 4, 0, 0, 4});
+}
+
+TEST(InterpNorm, GroupNormWithGivenStatistics) {
+  // The statistics operand replaces the computed ones: group 0 (mean 1, rstd 2),
+  // group 1 (mean -1, rstd 0.5); x = (1, 2 | 3, 5) in channels 0 | 1 of 2 groups of 1.
+  //   ch 0: (x − 1)·2 = (0, 2); ch 1: (x + 1)·0.5 = (2, 3); γ = (1, 2), β = (0, 1):
+  //   ch 0 (0, 2); ch 1 (2·2 + 1, 3·2 + 1) = (5, 7).
+  InterpGraph t;
+  ValueId x = t.b.input("x", {1, 2, 1, 2});
+  ValueId stats = t.b.input("stats", {2, 2});
+  t.b.output(t.b.group_norm(x, t.weight("gamma", {2}, {1, 2}), t.weight("beta", {2}, {0, 1}), 2, 1e-6, stats));
+  Tensor y = t.run1({Tensor({1, 2, 1, 2}, {1, 2, 3, 5}), Tensor({2, 2}, {1, 2, -1, 0.5f})});
+  expect_exact(y, {1, 2, 1, 2}, {0, 2, 5, 7});
+}
+
 TEST(InterpNorm, RmsNormPerPixel) {
   // x[1, 2, 1, 2]: pixel 0 = (3, 4): ‖x‖ = 5 → (3/5, 4/5)·√2·γ (+β);
   // pixel 1 = (0, 0): divided by max(0, eps), so 0, plus β.

@@ -69,6 +69,12 @@ const std::map<Op, OpCase>& op_cases() {
       {Op::group_norm, [](Builder& b, ValueId x, ValueId, ValueId) {
          return b.group_norm(x, b.constant("gn.weight", f32({8})), b.constant("gn.bias", f32({8})), 4, 1e-6);
        }},
+      {Op::group_moments, [](Builder& b, ValueId x, ValueId, ValueId) {
+         // [4, 4, 2] moments, then a norm applying given statistics (its stats operand).
+         ValueId m = b.group_moments(x, 4);
+         ValueId stats = b.reshape(b.slice(m, 1, 0, 1), {4, 2});
+         return b.group_norm(x, b.constant("gm.weight", f32({8})), b.constant("gm.bias", f32({8})), 4, 1e-6, stats);
+       }},
       {Op::rms_norm, [](Builder& b, ValueId, ValueId v, ValueId) {
          return b.rms_norm(v, b.constant("rms.gamma", f32({8, 1, 1, 1})));
        }},

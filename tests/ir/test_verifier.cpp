@@ -101,6 +101,26 @@ TEST(VerifierTest, ShapesThatDoNotFit) {
   expect_error(g, "node 'conv_out' (conv2d, #3): conv2d input channels 8 != weight's 4 (weight [8,4,1,1])");
 }
 
+TEST(VerifierTest, GivenNormStatisticsAndMomentsShapes) {
+  Graph g;
+  g.name = "stats";
+  Builder b(g, nullptr);
+  ValueId x = b.input("x", {1, 8, 4, 4});
+  ValueId stats = b.input("stats", {3, 2});  // 4 groups need [4, 2]
+  b.output(b.group_norm(x, b.constant("gn.weight", f32({8})), b.constant("gn.bias", f32({8})), 4, 1e-6, stats));
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("group_norm statistics must be f32 [4, 2] (mean, rstd per sample and group), "
+                                      "got f32 [3,2]"),
+            std::string::npos)
+      << b.status().message();
+  Graph g2;
+  Builder b2(g2, nullptr);
+  b2.group_moments(b2.input("v", {2, 8, 4, 4}), 4);
+  EXPECT_FALSE(b2.ok());
+  EXPECT_NE(b2.status().message().find("group_moments needs batch 1, got [2,8,4,4]"), std::string::npos)
+      << b2.status().message();
+}
+
 TEST(VerifierTest, UndefinedOperand) {
   Graph g = block();
   ValueId ghost = g.add_value("ghost", f32({1, 8, 4, 4}));
