@@ -56,8 +56,9 @@ std::string structure_of(const Graph& g) {
 bool load_cached(const std::vector<const Graph*>& graphs, const WeightStore& weights, const Target& target,
                  const CompilerOptions& options, Program& out, std::ostream& log) {
   const auto key_start = std::chrono::steady_clock::now();
-  const CacheKeyParts parts = cache_key_parts(graphs, weights, pass_options(target, options), target.device,
-                                              codegen_options_text(options.codegen, target));
+  const CacheKeyParts parts =
+      cache_key_parts(graphs, weights, pass_options(target, options), target.device,
+                      codegen_options_text(options.codegen, target) + (options.shared_io_slots ? " shared_io_slots" : ""));
   out.cache_key = plan_cache_key(parts);
   out.cache_dir = options.cache_dir;
   log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", out.cache_key,
@@ -220,7 +221,8 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
     out.graphs.push_back(std::move(g));
   }
   if (needs_link(program)) {
-    STRATA_ASSIGN_OR_RETURN(out.plan, link_program(parts, codegen::placement_alignment(target.codegen)));
+    STRATA_ASSIGN_OR_RETURN(out.plan, link_program(parts, codegen::placement_alignment(target.codegen),
+                                                   LinkOptions{.shared_io_slots = options.shared_io_slots}));
   } else {
     out.plan = std::move(parts[0].plan);
   }

@@ -52,6 +52,11 @@ struct CompilerOptions {
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;
   bool explain_bands = false;  // log explain_bands() of each plan after the passes
+  // A program's plans share their input and output slots (link_program's
+  // LinkOptions::shared_io_slots): right for callers that hand every run its inputs and
+  // read its outputs before the next run (a slab-streamed decode: models/hunyuan_stream.h,
+  // whose per-plan slots would otherwise add up to more than the activations).
+  bool shared_io_slots = false;
   // Codegen choices (tiles, kernel defines, per-dispatch timestamps).
   codegen::CodegenOptions codegen;
   // The plan cache's directory; "" keeps the cache out. Compiles that must see the

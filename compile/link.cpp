@@ -78,7 +78,8 @@ bool same_pipeline(const runtime::PipelineDesc& a, const runtime::PipelineDesc& 
 
 }  // namespace
 
-Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_t alignment) {
+Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_t alignment,
+                                     const LinkOptions& options) {
   runtime::Plan out;
   if (parts.empty()) return error("linking a program with no plans");
   out.compiler_version = parts[0].plan.compiler_version;
@@ -213,14 +214,18 @@ Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_
       written_in_place[b.index] = true;
     }
     // The other slots: each after the earlier ones in the linked input or output buffer
-    // (an output listed twice has one slot).
+    // (an output listed twice has one slot); with shared_io_slots, after this plan's
+    // earlier ones only.
+    std::map<uint32_t, uint64_t> plan_end;  // linked buffer -> end of this plan's slots in it
     auto place_slot = [&](const runtime::TensorIO& io, BufferUsage usage) {
       if (p.buffers[io.buffer].usage != usage) return;
       BufferMap& m = maps[io.buffer];
       for (const Piece& q : m.pieces)
         if (q.offset == io.offset) return;
-      const uint64_t at = out.buffers[m.to_buffer].size_bytes;
+      uint64_t& end = plan_end[m.to_buffer];
+      const uint64_t at = options.shared_io_slots ? end : out.buffers[m.to_buffer].size_bytes;
       m.pieces.push_back(Piece{io.offset, io.bytes, m.to_buffer, at});
+      end = (at + io.bytes + alignment - 1) / alignment * alignment;
       grow(m.to_buffer, at + io.bytes);
     };
     for (size_t i = 0; i < p.inputs.size(); ++i)

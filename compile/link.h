@@ -37,11 +37,20 @@ struct LinkPart {
   std::vector<StateBinding> writes;  // Graph::state_writes(): indices into plan.outputs
 };
 
+struct LinkOptions {
+  // Every plan's input (and output) slots start at the same offset of the linked input
+  // (output) buffer, which is as large as the largest plan's: a run's inputs and
+  // outputs last only until the next run. Default: each plan's slots after the earlier
+  // plans', so a plan's inputs stay in place for a replay.
+  bool shared_io_slots = false;
+};
+
 // Links `parts` in order (plan i's dispatches follow plan i-1's). Offsets in the
 // merged buffers are multiples of `alignment` (the target's binding alignment).
 // Errors: a state whose shape or dtype differs between two plans (naming both), a
 // state binding out of range, a binding of a weights or state input buffer that does
 // not lie within one upload or slot (naming the dispatch).
-Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_t alignment);
+Expected<runtime::Plan> link_program(const std::vector<LinkPart>& parts, uint64_t alignment,
+                                     const LinkOptions& options = {});
 
 }  // namespace strata

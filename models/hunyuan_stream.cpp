@@ -123,6 +123,27 @@ std::vector<std::pair<int64_t, int64_t>> hunyuan_slabs(int64_t latent_frames, in
   return out;
 }
 
+int64_t hunyuan_stream_slab_frames(const HunyuanVaeConfig& c, int64_t latent_frames, int64_t latent_h,
+                                   int64_t latent_w, uint64_t budget) {
+  // Walk the up blocks as the decoder does: resolution, level and channels per resnet.
+  const auto& ch = c.block_out_channels;
+  const int64_t blocks = static_cast<int64_t>(ch.size());
+  int64_t spatial_ups = 0;
+  while ((int64_t{1} << spatial_ups) < c.spatial_compression_ratio) ++spatial_ups;
+  double pixels = static_cast<double>(latent_h * latent_w), frames = 1, worst = 0;
+  int64_t cin = ch.back();
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t cout = ch[static_cast<size_t>(blocks - 1 - i)];
+    worst = std::max(worst, frames * pixels * static_cast<double>(6 * cin + 8 * cout));
+    cin = cout;
+    if (i < spatial_ups) pixels *= 4;
+    if (i >= blocks - 3 && i != blocks - 1) frames *= 2;
+    worst = std::max(worst, frames * pixels * static_cast<double>(6 * cin + 8 * cout));
+  }
+  const double fit = 0.6 * static_cast<double>(budget) / std::max(worst, 1.0);
+  return std::clamp<int64_t>(static_cast<int64_t>(fit), 1, std::max<int64_t>(latent_frames, 1));
+}
+
 Expected<ProgramGraph> build_hunyuan_stream_program(const HunyuanVaeConfig& c, ModelWeights& w, int64_t latent_frames,
                                                     int64_t latent_h, int64_t latent_w, int64_t slab_frames,
                                                     HunyuanStream& schedule) {

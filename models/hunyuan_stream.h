@@ -84,6 +84,15 @@ Expected<ProgramGraph> build_hunyuan_stream_program(const HunyuanVaeConfig& c, M
                                                     int64_t latent_h, int64_t latent_w, int64_t slab_frames,
                                                     HunyuanStream& schedule);
 
+// Latent frames per slab for a device memory budget of `budget` bytes: about 60 % of
+// the budget over an estimate of one latent frame's activations in the largest pass
+// (per tail resnet: 2^level frames × pixels × (6·C_in + 8·C_out) bytes — three f16
+// tensors of its input's width, two of its output's and its f32 output slot); at least
+// 1, at most the clip. An estimate: plan_buffers still spills to host memory whatever
+// exceeds the budget (passes/plan_buffers.cpp), so the output does not depend on it.
+int64_t hunyuan_stream_slab_frames(const HunyuanVaeConfig& c, int64_t latent_frames, int64_t latent_h,
+                                   int64_t latent_w, uint64_t budget);
+
 // Runs the schedule on a latent [C, T, h, w] (or [1, C, T, h, w]) and hands every
 // output frame [3, H, W] to `sink` in order. The program's states need no reset: every
 // pass starts with a "first" plan, which writes its caches before any plan reads them.

@@ -198,16 +198,19 @@ Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightSt
 }
 
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
-                                     std::ostream& log) {
+                                     std::ostream& log, bool shared_io_slots) {
   STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
-  return compile(p, weights, target, compiler_options(r, log), log);
+  CompilerOptions options = compiler_options(r, log);
+  options.shared_io_slots = shared_io_slots;
+  return compile(p, weights, target, options, log);
 }
 
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
-                                                        const RunSettings& r, std::ostream& log) {
-  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log));
-  return LoadedProgram::load(std::move(program), {.profile = r.profile, .pipeline_statistics = r.pipeline_stats},
-                             log);
+                                                        const RunSettings& r, std::ostream& log, bool shared_io_slots) {
+  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log, shared_io_slots));
+  return LoadedProgram::load(
+      std::move(program),
+      {.profile = r.profile, .pipeline_statistics = r.pipeline_stats, .pipeline_threads = r.pipeline_threads}, log);
 }
 
 std::string buffer_summary(const runtime::Plan& plan) {

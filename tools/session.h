@@ -68,11 +68,13 @@ Expected<Program> compile_for_device(const Graph& g, WeightStore& weights, const
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                                         std::ostream& log);
 
-// The same for a program of plans (ir/program.h).
+// The same for a program of plans (ir/program.h). `shared_io_slots`:
+// CompilerOptions::shared_io_slots (a slab-streamed decode).
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
-                                     std::ostream& log);
+                                     std::ostream& log, bool shared_io_slots = false);
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
-                                                        const RunSettings& r, std::ostream& log);
+                                                        const RunSettings& r, std::ostream& log,
+                                                        bool shared_io_slots = false);
 
 // The passes alone, with no device (`strata compile --backend cpu`): the settings'
 // precision (default f16), --binding-limit, --memory-budget and the portable

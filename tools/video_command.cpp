@@ -3,6 +3,7 @@
 #include "ir/npy.h"
 #include "ir/program_interpreter.h"
 #include "models/hunyuan_decoder.h"
+#include "models/hunyuan_stream.h"
 #include "models/minimax_decoder.h"
 #include "models/video_frames.h"
 #include "models/wan_decoder.h"
@@ -14,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <sys/resource.h>
 
 namespace strata {
 namespace {
@@ -45,6 +47,7 @@ struct VideoRunner {
   std::unique_ptr<LoadedProgram> device;
   std::unique_ptr<ProgramInterpreter> cpu;
   PlanRunner run;
+  std::optional<HunyuanStream> stream;  // a HunyuanVideo whole clip streamed in slabs
 };
 
 // The decode's shape: output frames and the spatial factor, by decoder class.
@@ -62,11 +65,22 @@ Expected<VideoGeometry> video_geometry(const VaeConfig& config, const VideoLaten
   return VideoGeometry{wan_output_frames(std::get<WanVaeConfig>(config), latent_frames), 16};
 }
 
+// `slab_frames` > 0: a HunyuanVideo whole clip streamed in slabs of that many latent
+// frames (models/hunyuan_stream.h).
 Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whole, const RunSettings& r,
-                                  std::ostream& log, int64_t tile_batch = 0) {
+                                  std::ostream& log, int64_t tile_batch = 0, int64_t slab_frames = 0) {
   ModelWeights weights = vae.seed ? ModelWeights(vae.weights, *vae.seed) : ModelWeights(vae.weights);
   ProgramGraph program;
-  if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config)) {
+  VideoRunner out;
+  if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config); h && slab_frames > 0) {
+    HunyuanStream schedule;
+    STRATA_ASSIGN_OR_RETURN(program, build_hunyuan_stream_program(*h, weights, s.frames, s.height, s.width,
+                                                                  slab_frames, schedule));
+    log << fmt::format("streaming the whole clip: slabs of {} latent frames ({} slabs), {} passes, {} plans\n",
+                       slab_frames, hunyuan_slabs(s.frames, slab_frames).size(), schedule.passes.size(),
+                       program.plans.size());
+    out.stream = std::move(schedule);
+  } else if (h) {
     STRATA_ASSIGN_OR_RETURN(program, build_hunyuan_program(*h, weights, s.frames, s.height, s.width, whole));
   } else if (const auto* m = std::get_if<MiniMaxVaeConfig>(&vae.config)) {
     // The plan's precision decides the matrix weights' dtype (f16 plans: f16 weights).
@@ -81,14 +95,13 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whol
     STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
   }
   const bool single = program.plans.size() == 1 && !program.plans[0].has_state();
-  VideoRunner out;
   if (r.backend == "cpu") {
     STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
     out.cpu = std::make_unique<ProgramInterpreter>(std::move(pi));
     ProgramInterpreter* p = out.cpu.get();
     out.run = [p](const std::string& plan, const std::vector<Tensor>& in) { return p->run(plan, in); };
   } else {
-    STRATA_ASSIGN_OR_RETURN(out.device, load_on_device(program, vae.weights, r, log));
+    STRATA_ASSIGN_OR_RETURN(out.device, load_on_device(program, vae.weights, r, log, out.stream.has_value()));
     LoadedProgram* p = out.device.get();
     out.run = [p, single](const std::string& plan, const std::vector<Tensor>& in) {
       return p->run(single ? std::string() : plan, in);
@@ -107,6 +120,24 @@ Expected<bool> parse_whole(const ParsedArgs& a, const VaeConfig& config) {
     return error("--frames whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",
                  vae_class_name(config));
   return true;
+}
+
+// --slab-frames N (HunyuanVideo, one decoder call over all frames): latent frames per
+// slab of the streamed decode. Absent: under --memory-budget, slabs sized to the budget
+// (hunyuan_stream_slab_frames); else 0, one plan over all frames.
+Expected<int64_t> parse_slab_frames(const ParsedArgs& a, const VaeConfig& config, bool whole,
+                                    const VideoLatentShape& s, const RunSettings& r) {
+  const auto v = a.get("slab-frames");
+  const auto* h = std::get_if<HunyuanVaeConfig>(&config);
+  if (v && (!h || !whole))
+    return error("--slab-frames streams a HunyuanVideo clip decoded in one call (--frames whole / bench --whole)");
+  if (!v) {
+    if (!h || !whole || !r.memory_budget) return int64_t{0};
+    return hunyuan_stream_slab_frames(*h, s.frames, s.height, s.width, *r.memory_budget);
+  }
+  STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("slab-frames", *v));
+  if (n < 1) return error("--slab-frames {}: give a positive number of latent frames", n);
+  return n;
 }
 
 // --tile-batch N (MiniMax-H3): tiles per plan run; absent or 0: all tiles of a clip.
@@ -139,6 +170,10 @@ const std::vector<OptionSpec>& video_option_specs() {
        "'whole': decode a HunyuanVideo latent in one decoder call over all frames (default: diffusers' "
        "frame-wise windows of 5 latent frames, cross-faded)"},
       {"whole", false, "bench: decode a HunyuanVideo clip in one decoder call (default: diffusers' windows)"},
+      {"slab-frames", true,
+       "with one decoder call over all frames: stream the clip through slabs of N latent frames, exact "
+       "GroupNorm statistics merged across them (default: one plan over all frames; under --memory-budget, "
+       "slabs sized to the budget)"},
       {"tile-batch", true,
        "MiniMax-H3: spatial tiles per plan run (default: all tiles of a clip; less memory, same output)"},
   };
@@ -166,7 +201,8 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                              .width = shape->width * scale,
                                              .fps = fps}));
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch));
+  STRATA_ASSIGN_OR_RETURN(int64_t slab_frames, parse_slab_frames(a, vae.config, whole, *shape, r));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch, slab_frames));
   progress.stage("decoding frames");
   const auto start = std::chrono::steady_clock::now();
   // MiniMax-H3 decodes ImageNet-normalized RGB: .npy keeps decode()'s values, images
@@ -183,7 +219,8 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
       rgb.data[i] = static_cast<float>(2.0 * (rgb.data[i] * kStd[i / plane] + kMean[i / plane]) - 1.0);
     return writer->write_frame(rgb);
   };
-  Status s = std::holds_alternative<HunyuanVaeConfig>(vae.config)
+  Status s = runner.stream ? decode_hunyuan_streamed(*runner.stream, latent, runner.run, sink)
+             : std::holds_alternative<HunyuanVaeConfig>(vae.config)
                  ? decode_hunyuan_video(std::get<HunyuanVaeConfig>(vae.config), latent, whole, runner.run, sink)
              : std::holds_alternative<MiniMaxVaeConfig>(vae.config)
                  ? decode_minimax_video(std::get<MiniMaxVaeConfig>(vae.config), latent, runner.run, sink, tile_batch)
@@ -235,6 +272,54 @@ Expected<std::vector<double>> replay_plan(LoadedProgram& program, const std::str
   return replays;
 }
 
+// The process's peak resident memory (getrusage), in GiB.
+double peak_rss_gib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / (1 << 20);  // ru_maxrss is in KiB on Linux
+}
+
+// bench for a HunyuanVideo whole clip streamed in slabs: wall time per clip and per
+// pass (each pass's slabs uploaded, run and read back, the statistics merged), device
+// memory and the process's peak memory (the host keeps the stored activations).
+Status bench_streamed(Vae& vae, const HunyuanStream& schedule, VideoRunner& runner, const Tensor& latent,
+                      int64_t frames, const Shape& size, int64_t reps, int64_t warmup, std::ostream& out,
+                      Progress& progress) {
+  std::vector<double> times;
+  std::vector<std::pair<std::string, double>> passes;  // of the last decode
+  for (int64_t i = 0; i < warmup + reps; ++i) {
+    progress.stage(i < warmup ? "warm-up decode" : fmt::format("timed decode {}/{}", i - warmup + 1, reps));
+    passes.clear();
+    const auto start = std::chrono::steady_clock::now();
+    auto mark = start;
+    STRATA_RETURN_IF_ERROR(decode_hunyuan_streamed(
+        schedule, latent, runner.run,
+        [&](int64_t index, const Tensor&) {
+          progress.step(index + 1, frames);
+          return Status::ok();
+        },
+        [&](size_t, const std::string& name) {
+          passes.emplace_back(name, ms_since(mark));
+          mark = std::chrono::steady_clock::now();
+        }));
+    if (i >= warmup) times.push_back(ms_since(start));
+  }
+  progress.done();
+  std::sort(times.begin(), times.end());
+  out << "the last decode, pass by pass (the first includes the head plan):\n";
+  for (const auto& [name, ms] : passes) out << fmt::format("  {:<44} {:9.1f} ms\n", name, ms);
+  out << fmt::format("{} {} frames of {}x{} (latent {}, one decoder call streamed in {} slabs of up to {} latent "
+                     "frames): median {:.1f} ms per clip, min {:.1f} ms over {} decodes\n",
+                     vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent.shape),
+                     hunyuan_slabs(schedule.latent_frames, schedule.slab_frames).size(), schedule.slab_frames,
+                     times[times.size() / 2], times.front(), times.size());
+  out << fmt::format("memory held by the decoder: device {:.3f} GiB (weights, activations, inputs, outputs, states), "
+                     "host {:.3f} GiB; process peak resident {:.2f} GiB (stored activations on the host)\n",
+                     static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
+                     static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30), peak_rss_gib());
+  return Status::ok();
+}
+
 // bench for HunyuanVideo: the clip decoded as decode does (windows, or one call with
 // --whole) from a seeded latent, wall time per clip, device memory.
 Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, const RunSettings& r, int64_t reps,
@@ -251,10 +336,12 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
   const VideoLatentShape s{1 + (frames - 1) / step, size[0] / scale, size[1] / scale};
   const Shape latent_shape{c.latent_channels, s.frames, s.height, s.width};
   Tensor latent(latent_shape, seeded_normal(1, "bench.latent", num_elements(latent_shape), 0.0, 1.0));
+  STRATA_ASSIGN_OR_RETURN(int64_t slab_frames, parse_slab_frames(a, vae.config, whole, s, r));
   progress.stage("compiling and loading");
   auto load_start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, whole, r, out));
+  STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, s, whole, r, out, 0, slab_frames));
   out << fmt::format("loaded in {:.0f} ms\n", ms_since(load_start));
+  if (runner.stream) return bench_streamed(vae, *runner.stream, runner, latent, frames, size, reps, warmup, out, progress);
   std::vector<double> times;
   double in_runs_ms = 0;  // of the last decode: inside the plan runs (upload, GPU, readback)
   const PlanRunner timed = [&](const std::string& plan, const std::vector<Tensor>& in) {

@@ -90,6 +90,7 @@ Expected<Tensor> decode_streamed_on_device(const Tensor& latent, int64_t slab_fr
   STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit}));
   std::ostringstream log;
   CompilerOptions options;
+  options.shared_io_slots = true;  // as the CLI compiles a streamed decode
   options.on_pass = [&](const std::string&, const std::string& pass, const Graph& g) {
     if (pass != "split_bands" || !tail) return;
     for (const Node& n : g.nodes())

@@ -85,6 +85,23 @@ TEST(Link, SharesWeightsAndActivationsPlacesSlotsSideBySideAndBindsStates) {
 // A plan that reads and writes a state computes the new value in its output slot and
 // copies it into the state at the end (its reads see the old value); a plan that only
 // writes it computes it in place.
+TEST(Link, SharedIoSlotsOverlapAcrossPlans) {
+  // Three plans, each with one input and one output slot of 256 bytes: side by side by
+  // default (768 bytes each), at the same offsets with shared_io_slots (256).
+  std::vector<LinkPart> parts = {{"a", part("k", 1024, 0, false), {}, {}},
+                                 {"b", part("k", 1024, 0, false), {}, {}},
+                                 {"c", part("k", 1024, 0, false), {}, {}}};
+  for (bool shared : {false, true}) {
+    auto linked = link_program(parts, 256, LinkOptions{.shared_io_slots = shared});
+    ASSERT_TRUE(linked) << linked.message();
+    for (const BufferDesc& b : linked->buffers)
+      if (b.usage == BufferUsage::input || b.usage == BufferUsage::output)
+        EXPECT_EQ(b.size_bytes, shared ? 256u : 768u) << b.name;
+    // The third plan's input binding (its dispatch's second binding) lands at 0 or 512.
+    EXPECT_EQ(linked->dispatches[2].bindings[1].offset, shared ? 0u : 512u);
+  }
+}
+
 TEST(Link, AStateReadAndWrittenByOnePlanIsCopiedAtItsEnd) {
   LinkPart init{"init", part("k", 1024, 0, true), {}, {StateBinding{"s", 0}}};
   LinkPart step{"step", part("k", 1024, 0, true), {StateBinding{"s", 0}}, {StateBinding{"s", 0}}};
