@@ -85,20 +85,31 @@ Expected<PassGraph> build_pass(const HunyuanVaeConfig& c, ModelWeights& w, const
   return out;
 }
 
-// Frames [f0, f1) of a stack [1, C, F·R, W] as [1, C, (f1 − f0)·R, W].
-Tensor stack_frames(const Tensor& t, int64_t frame_rows, int64_t f0, int64_t f1) {
+// The host's cores, for copies of slabs (hundreds of MB each at released sizes).
+const interp::Parallel& host_cores() {
+  static const interp::Parallel p{static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), 1 << 20};
+  return p;
+}
+
+// Frames [f0, f1) of a stack [1, C, F·R, W] into `out` [1, C, (f1 − f0)·R, W], whose
+// buffer is reused when it has the size already (no page faults per slab).
+void stack_frames(const Tensor& t, int64_t frame_rows, int64_t f0, int64_t f1, Tensor& out) {
   const int64_t c = t.shape[1], rows = t.shape[2], wd = t.shape[3];
   const int64_t from = f0 * frame_rows * wd, count = (f1 - f0) * frame_rows * wd;
-  Tensor out({1, c, (f1 - f0) * frame_rows, wd});
-  for (int64_t ch = 0; ch < c; ++ch)
-    std::copy_n(t.data.begin() + ch * rows * wd + from, count, out.data.begin() + ch * count);
-  return out;
+  const Shape shape{1, c, (f1 - f0) * frame_rows, wd};
+  if (out.shape != shape) out = Tensor(shape);
+  interp::parallel_for(c, host_cores(), count, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch)
+      std::copy_n(t.data.begin() + ch * rows * wd + from, count, out.data.begin() + ch * count);
+  });
 }
 // Writes `part` [1, C, n, W] into rows [row, row + n) of the stack `t`.
 void put_rows(Tensor& t, const Tensor& part, int64_t row) {
   const int64_t c = t.shape[1], rows = t.shape[2], wd = t.shape[3], count = part.shape[2] * wd;
-  for (int64_t ch = 0; ch < c; ++ch)
-    std::copy_n(part.data.begin() + ch * count, count, t.data.begin() + (ch * rows + row) * wd);
+  interp::parallel_for(c, host_cores(), count, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch)
+      std::copy_n(part.data.begin() + ch * count, count, t.data.begin() + (ch * rows + row) * wd);
+  });
 }
 
 // Chan's merge of (mean, M2) partials of `values` values each, in order, in f64.
@@ -285,16 +296,18 @@ Status decode_hunyuan_streamed(const HunyuanStream& schedule, const Tensor& late
     }
     Tensor& target = in_place ? source : data[static_cast<size_t>(pass.output >= 0 ? pass.output : pass.input)];
     std::vector<Moments> moments(static_cast<size_t>(schedule.groups));
+    std::vector<Tensor> inputs(1 + pass.stats.size());
+    for (size_t j = 0; j < pass.stats.size(); ++j) {
+      auto it = stats.find(pass.stats[j]);
+      if (it == stats.end())
+        return error("pass '{}' needs the statistics of '{}', which no pass computed", pass.name, pass.stats[j]);
+      inputs[1 + j] = it->second;
+    }
     for (size_t k = 0; k < slabs.size(); ++k) {
       const auto [a, n] = slabs[k];
       const std::string plan = pass.name + (k == 0 ? ".first" : ".next");
       const auto [f0, f1] = level_range(in.level, a, n);
-      std::vector<Tensor> inputs{stack_frames(source, in.frame_rows, f0, f1)};
-      for (const std::string& norm : pass.stats) {
-        auto it = stats.find(norm);
-        if (it == stats.end()) return error("pass '{}' needs the statistics of '{}', which no pass computed", pass.name, norm);
-        inputs.push_back(it->second);
-      }
+      stack_frames(source, in.frame_rows, f0, f1, inputs[0]);
       auto out = run(plan, inputs);
       if (!out)
         return out.status().with_context(
@@ -341,6 +354,12 @@ Status decode_hunyuan_streamed(const HunyuanStream& schedule, const Tensor& late
       stats[pass.moments] = std::move(st);
     }
     if (in_place) data[static_cast<size_t>(pass.output)] = std::move(source);
+    // A store no later pass reads is freed (at released sizes, tens of GB).
+    for (size_t st = 0; st < data.size(); ++st)
+      if (std::none_of(schedule.passes.begin() + static_cast<std::ptrdiff_t>(pi) + 1, schedule.passes.end(),
+                       [&](const auto& q) { return q.input == static_cast<int64_t>(st); }) &&
+          !(pass.output == static_cast<int64_t>(st)))
+        data[st] = Tensor{};
     if (progress) progress(pi, pass.name);
   }
   const int64_t total = level_frames(schedule.passes.back().level, t, true);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 
 namespace strata::runtime {
 
@@ -106,16 +107,25 @@ Status Executor::Impl::create_buffers() {
                                                  b.name));
     buffers.push_back(std::move(buf));
   }
+  // Slots at the same place of the same buffer (plans linked with shared I/O slots,
+  // compile/link.h) share their staging as well.
   auto place = [&](const std::vector<TensorIO>& ios, std::vector<IoSlot>& slots) {
     uint64_t staged_bytes = 0;
+    std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> staged_at;  // (buffer, offset) -> (at, bytes)
     for (const TensorIO& io : ios) {
       IoSlot s;
       if (uint8_t* m = host_view(buffers[io.buffer])) {
         s.host = m + io.offset;
       } else {
         s.staged = true;
-        s.staging_offset = staged_bytes;
-        staged_bytes += (io.bytes + 15) / 16 * 16;  // keep each slot 16-byte aligned
+        auto it = staged_at.find({io.buffer, io.offset});
+        if (it != staged_at.end() && it->second.second >= io.bytes) {
+          s.staging_offset = it->second.first;
+        } else {
+          s.staging_offset = staged_bytes;
+          staged_at[{io.buffer, io.offset}] = {staged_bytes, io.bytes};
+          staged_bytes += (io.bytes + 15) / 16 * 16;  // keep each slot 16-byte aligned
+        }
       }
       slots.push_back(s);
     }
