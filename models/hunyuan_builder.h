@@ -19,10 +19,14 @@
 // Slab mode (`slab` set): the graph computes a run of frames of the clip, not all of
 // it (models/hunyuan_stream.h). Then
 //   - a causal 3×3×3 conv runs over its input with the two frames before the slab in
-//     front (state "<slab.states><conv>.cache", read on later slabs; on the clip's
+//     front (a state, read on later slabs; on the clip's
 //     first slab two copies of frame 0, which is replicate padding) and drops the
 //     first two frames of its result; it writes the last two frames of that extended
-//     input back to the state. First and later slabs run the same arithmetic per
+//     input back to the state. The state is named by the conv's place among the
+//     graph's caches and its shape ("stream.cache<k>.<C>x<rows>x<W>"), so the passes of
+//     a streamed clip, which run one after another and each write their caches on their
+//     first slab before reading them, share the state memory. First and later slabs run
+//     the same arithmetic per
 //     frame, so where the slabs are cut does not change a bit;
 //   - a GroupNorm takes its statistics as plan input "<norm>.stats" (f32 [G, 2]:
 //     mean, rstd), computed over the whole clip by the host from group_moments;
@@ -43,7 +47,7 @@ inline constexpr double kHunyuanNormEps = 1e-6;
 
 struct HunyuanSlab {
   bool first = true;    // the slab holds the clip's frame 0
-  std::string states;   // prefix of this graph's cache state names
+  int64_t caches = 0;   // cache states made so far in this graph
 };
 
 struct HunyuanBuilder {
@@ -51,7 +55,7 @@ struct HunyuanBuilder {
   ModelWeights& w;
   Builder& b;
   int64_t frames;                      // frames in the current stack
-  const HunyuanSlab* slab = nullptr;   // slab mode (see the header); null: a whole decoder call
+  HunyuanSlab* slab = nullptr;         // slab mode (see the header); null: a whole decoder call
   std::vector<std::string> stats_inputs;  // slab mode: "<norm>.stats" inputs made, in order
 
   int64_t channels(ValueId x) const { return b.shape(x)[1]; }
@@ -90,7 +94,8 @@ struct HunyuanBuilder {
   ValueId with_history(const std::string& conv, ValueId x) {
     const Shape s = b.shape(x);
     const int64_t rows = s[2] / frames;
-    const std::string state = slab->states + conv + ".cache";
+    const std::string state =
+        fmt::format("stream.cache{}.{}x{}x{}", slab->caches++, s[1], 2 * rows, s[3]);
     ValueId before;
     if (slab->first) {
       ValueId f0 = b.slice(x, 2, 0, rows);

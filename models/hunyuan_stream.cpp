@@ -53,7 +53,7 @@ Expected<PassGraph> build_pass(const HunyuanVaeConfig& c, ModelWeights& w, const
   Graph& g = out.graph;
   g.name = name + (first ? ".first" : ".next");
   Builder b(g, &w.store());
-  HunyuanSlab slab{first, name + "."};
+  HunyuanSlab slab{first, 0};
   const int64_t frames = level_frames(in.level, n, first);
   HunyuanBuilder hb{c, w, b, frames, &slab, {}};
   const int64_t groups = c.norm_num_groups;
