@@ -95,13 +95,32 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whol
     STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
   }
   const bool single = program.plans.size() == 1 && !program.plans[0].has_state();
+  // --memory-budget bounds each plan, and a program's states come on top of every plan:
+  // a streamed clip's plans get the budget less its cache states (f16 or f32 as the
+  // plans store them), so that the program as a whole stays within it.
+  RunSettings plan_settings = r;
+  if (out.stream && r.memory_budget && r.backend != "cpu") {
+    STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
+    STRATA_ASSIGN_OR_RETURN(auto states, program_states(program));
+    uint64_t state_bytes = 0;
+    for (const auto& [name, type] : states)
+      state_bytes += static_cast<uint64_t>(type.elements()) * (target.precision == Precision::f16 ? 2 : 4);
+    if (state_bytes >= *r.memory_budget)
+      return error("--memory-budget {} bytes: the streamed clip's cache states alone take {} bytes", *r.memory_budget,
+                   state_bytes);
+    plan_settings.memory_budget = *r.memory_budget - state_bytes;
+    log << fmt::format("streaming: {:.2f} GiB of cache states; each plan gets {:.2f} GiB of the budget\n",
+                       static_cast<double>(state_bytes) / (1ull << 30),
+                       static_cast<double>(*plan_settings.memory_budget) / (1ull << 30));
+  }
   if (r.backend == "cpu") {
     STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));
     out.cpu = std::make_unique<ProgramInterpreter>(std::move(pi));
     ProgramInterpreter* p = out.cpu.get();
     out.run = [p](const std::string& plan, const std::vector<Tensor>& in) { return p->run(plan, in); };
   } else {
-    STRATA_ASSIGN_OR_RETURN(out.device, load_on_device(program, vae.weights, r, log, out.stream.has_value()));
+    STRATA_ASSIGN_OR_RETURN(out.device,
+                            load_on_device(program, vae.weights, plan_settings, log, out.stream.has_value()));
     LoadedProgram* p = out.device.get();
     out.run = [p, single](const std::string& plan, const std::vector<Tensor>& in) {
       return p->run(single ? std::string() : plan, in);
