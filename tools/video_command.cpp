@@ -209,6 +209,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
   STRATA_ASSIGN_OR_RETURN(bool whole, parse_whole(a, vae.config));
   STRATA_ASSIGN_OR_RETURN(int64_t tile_batch, parse_tile_batch(a, vae.config));
+  STRATA_ASSIGN_OR_RETURN(int64_t slab_frames, parse_slab_frames(a, vae.config, whole, *shape, r));
   auto geometry = video_geometry(vae.config, *shape);
   if (!geometry) return geometry.status().with_context(fmt::format("'{}'", latent_path));
   const auto [frames, scale] = *geometry;
@@ -220,7 +221,6 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                              .width = shape->width * scale,
                                              .fps = fps}));
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
-  STRATA_ASSIGN_OR_RETURN(int64_t slab_frames, parse_slab_frames(a, vae.config, whole, *shape, r));
   STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch, slab_frames));
   progress.stage("decoding frames");
   const auto start = std::chrono::steady_clock::now();

@@ -68,6 +68,23 @@ TEST(HunyuanCli, FramesWholeWritesTheWholeClipDecode) {
   fs::remove(out);
 }
 
+// --slab-frames streams the whole clip: the same decode, here through 3 slabs.
+TEST(HunyuanCli, SlabFramesStreamTheWholeClipDecode) {
+  STRATA_REQUIRE_CASE("hunyuan_small");
+  const std::string out = temp_path("s.npy");
+  Result r = run({"decode", "--backend", "cpu", "--frames", "whole", "--slab-frames", "2", "--vae",
+                  case_file("hunyuan_small", "vae"), "--latent", case_file("hunyuan_small", "latent_6x6x8.npy"),
+                  "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("slabs of 2 latent frames (3 slabs), 14 passes"), std::string::npos) << r.out;
+  auto got = read_npy(out);
+  auto whole = read_npy(case_file("hunyuan_small", "expected_whole_6x6x8.npy"));
+  ASSERT_TRUE(got && whole);
+  ASSERT_EQ(got->shape, whole->shape);
+  EXPECT_LE(max_abs_diff(*got, *whole), 1e-4);
+  fs::remove(out);
+}
+
 // Each bad input: exit 1, one line naming the problem, no output file.
 TEST(HunyuanCli, BadInputFailsBeforeDecodingAndLeavesNothing) {
   STRATA_REQUIRE_CASE("hunyuan_small");
@@ -88,6 +105,10 @@ TEST(HunyuanCli, BadInputFailsBeforeDecodingAndLeavesNothing) {
       {"non-finite values", nan_latent, temp_path("c.npy"), {}, "2 non-finite values"},
       {"unwritable output", Tensor({16, 2, 4, 6}), "/nonexistent-strata-dir/h.mp4", {}, "cannot write"},
       {"unknown --frames", Tensor({16, 2, 4, 6}), temp_path("d.npy"), {"--frames", "7"}, "--frames whole"},
+      {"slabs without --frames whole", Tensor({16, 2, 4, 6}), temp_path("e.npy"), {"--slab-frames", "2"},
+       "--slab-frames streams a HunyuanVideo clip decoded in one call"},
+      {"no frames per slab", Tensor({16, 2, 4, 6}), temp_path("f.npy"), {"--frames", "whole", "--slab-frames", "0"},
+       "--slab-frames 0: give a positive number"},
   };
   for (const Bad& b : bads) {
     SCOPED_TRACE(b.what);
