@@ -241,7 +241,6 @@ Status lower_group_moments(Lowering& l, const Node& node) {
   return dispatch_group_stats(l, node, pass, l.bind(y, Access::write));
 }
 
-
 Status lower_norm_act(Lowering& l, const Node& node) {
   if (node.op != Op::norm_act) return l.fail(node, "lower_norm_act handles norm_act only");
   auto operand = [&](size_t i) { return node.inputs.size() > i ? node.inputs[i] : kNoValue; };

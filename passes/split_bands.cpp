@@ -1,11 +1,10 @@
-// split_bands: the band height of every conv_gemm and norm_act node, against the
-// largest storage-buffer binding (CompileOptions::binding_limit).
+// split_bands: the band height of every conv_gemm, norm_act and group_moments node,
+// against the largest storage-buffer binding (CompileOptions::binding_limit).
 //
 // Rewrites: sets the int attribute band_rows = R on a conv_gemm, norm_act or
-// group_moments node whose
-// whole-frame bindings do not fit; codegen (lower_conv_gemm, lower_norm_act) then runs
-// it in bands of R output rows ([0,R), [R,2R), ..., the last smaller), each dispatch
-// binding one window of rows per activation operand:
+// group_moments node whose whole-frame bindings do not fit; codegen (lower_conv_gemm,
+// lower_norm_act) then runs it in bands of R output rows ([0,R), [R,2R), ..., the last
+// smaller), each dispatch binding one window of rows per activation operand:
 //   conv_gemm  y and residual: the band's rows; x: needed_rows(ops, H_in, band) with
 //              ops = {upsample 2 if gather = "upsample2x", conv kernel[0] pad[0]
 //              stride[0]} (ir/band_math.h), i.e. the rows the band reads, halos included.
