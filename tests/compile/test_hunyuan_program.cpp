@@ -46,7 +46,7 @@ Expected<Tensor> decode_on_device(const Tensor& latent, bool whole, Precision pr
   STRATA_ASSIGN_OR_RETURN(ProgramGraph graph,
                           build_hunyuan_program(config, weights, s.frames, s.height, s.width, whole));
   STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device());
-  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit}));
+  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit, .memory_budget = {}}));
   const bool single = graph.plans.size() == 1;  // compiled as a lone plan: run it unnamed
   std::ostringstream log;
   CompilerOptions options;
@@ -87,7 +87,7 @@ Expected<Tensor> decode_streamed_on_device(const Tensor& latent, int64_t slab_fr
   STRATA_ASSIGN_OR_RETURN(ProgramGraph graph, build_hunyuan_stream_program(config, weights, s.frames, s.height,
                                                                            s.width, slab_frames, schedule));
   STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device());
-  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit}));
+  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit, .memory_budget = {}}));
   std::ostringstream log;
   CompilerOptions options;
   options.shared_io_slots = true;  // as the CLI compiles a streamed decode

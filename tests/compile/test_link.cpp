@@ -94,9 +94,11 @@ TEST(Link, SharedIoSlotsOverlapAcrossPlans) {
   for (bool shared : {false, true}) {
     auto linked = link_program(parts, 256, LinkOptions{.shared_io_slots = shared});
     ASSERT_TRUE(linked) << linked.message();
-    for (const BufferDesc& b : linked->buffers)
-      if (b.usage == BufferUsage::input || b.usage == BufferUsage::output)
+    for (const BufferDesc& b : linked->buffers) {
+      if (b.usage == BufferUsage::input || b.usage == BufferUsage::output) {
         EXPECT_EQ(b.size_bytes, shared ? 256u : 768u) << b.name;
+      }
+    }
     // The third plan's input binding (its dispatch's second binding) lands at 0 or 512.
     EXPECT_EQ(linked->dispatches[2].bindings[1].offset, shared ? 0u : 512u);
   }
