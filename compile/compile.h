@@ -57,6 +57,9 @@ struct CompilerOptions {
   // read its outputs before the next run (a slab-streamed decode: models/hunyuan_stream.h,
   // whose per-plan slots would otherwise add up to more than the activations).
   bool shared_io_slots = false;
+  // The target's memory budget bounds each plan's activation arena alone: the caller
+  // accounts for weights, slots and states program-wide (passes/pass.h).
+  bool memory_budget_activations_only = false;
   // Codegen choices (tiles, kernel defines, per-dispatch timestamps).
   codegen::CodegenOptions codegen;
   // The plan cache's directory; "" keeps the cache out. Compiles that must see the

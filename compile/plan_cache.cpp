@@ -214,8 +214,9 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
                           options.precision == Precision::f16 ? "f16" : "f32", options.channel_tile,
                           options.range_guard_log2 ? std::to_string(*options.range_guard_log2) : "default",
                           options.binding_limit, options.memory_budget, options.stop_after);
-  k.options += fmt::format(" f16_conv_weights {} write_in_place {} fuse_frame_taps {}", options.f16_conv_weights,
-                           options.write_in_place, options.fuse_frame_taps);
+  k.options += fmt::format(" f16_conv_weights {} write_in_place {} fuse_frame_taps {} budget_activations_only {}",
+                           options.f16_conv_weights, options.write_in_place, options.fuse_frame_taps,
+                           options.memory_budget_activations_only);
   k.options += " codegen '" + codegen_options + "'";
   const codegen::Target t = codegen::target_for(device);
   k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {} tensor_cores {}{}",

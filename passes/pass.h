@@ -58,6 +58,10 @@ struct CompileOptions {
   // arena (memory the device reads over the bus), and fails when even that is not
   // enough.
   uint64_t memory_budget = 0;
+  // The budget bounds the activation arena alone: the caller accounts for the weights
+  // and the input and output slots (a program whose plans share their slots and
+  // weights: tools/video_command.cpp's streamed clip).
+  bool memory_budget_activations_only = false;
   // plan_buffers lets a node write its result over an operand whose life ends there
   // (passes/memory_plan.h, may_run_in_place: a norm_act over its x), and schedule
   // orders nodes so that such operands die early (codegen/placement.cpp accepts these

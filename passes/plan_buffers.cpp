@@ -25,7 +25,8 @@
 // what is left, one value alive at the point of the schedule with the most live
 // bytes moves to the "host" arena — the smallest whose bytes cover the excess, else
 // the largest (ties: the longer life, then the lower id) — and both arenas are
-// planned again. An error names the budget and what the fixed
+// planned again. With memory_budget_activations_only the "act" arena alone must fit
+// (the caller counts the rest). An error names the budget and what the fixed
 // parts take when even an empty "act" does not fit. Moving values changes where they
 // live, never what is computed: results are bit-identical.
 //
@@ -162,7 +163,8 @@ Status run_plan_buffers(Graph& g, PassContext& ctx) {
 
   int64_t moved = 0;
   if (const uint64_t budget = ctx.options.memory_budget) {
-    const uint64_t fixed = weight_bytes(g) + in_bytes + out_bytes;
+    const uint64_t fixed =
+        ctx.options.memory_budget_activations_only ? 0 : weight_bytes(g) + in_bytes + out_bytes;
     if (fixed > budget)
       return error("memory budget {} bytes ({}): the weights, inputs and outputs alone take {} bytes ({})", budget,
                    gib(budget), fixed, gib(fixed));

@@ -198,16 +198,17 @@ Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightSt
 }
 
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
-                                     std::ostream& log, bool shared_io_slots) {
+                                     std::ostream& log, bool streamed) {
   STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
   CompilerOptions options = compiler_options(r, log);
-  options.shared_io_slots = shared_io_slots;
+  options.shared_io_slots = streamed;
+  options.memory_budget_activations_only = streamed;
   return compile(p, weights, target, options, log);
 }
 
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
-                                                        const RunSettings& r, std::ostream& log, bool shared_io_slots) {
-  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log, shared_io_slots));
+                                                        const RunSettings& r, std::ostream& log, bool streamed) {
+  STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log, streamed));
   return LoadedProgram::load(
       std::move(program),
       {.profile = r.profile, .pipeline_statistics = r.pipeline_stats, .pipeline_threads = r.pipeline_threads}, log);

@@ -68,13 +68,15 @@ Expected<Program> compile_for_device(const Graph& g, WeightStore& weights, const
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightStore& weights, const RunSettings& r,
                                                         std::ostream& log);
 
-// The same for a program of plans (ir/program.h). `shared_io_slots`:
-// CompilerOptions::shared_io_slots (a slab-streamed decode).
+// The same for a program of plans (ir/program.h). `streamed`: a slab-streamed decode,
+// whose plans share their input and output slots and whose budget bounds each plan's
+// activation arena alone (CompilerOptions::shared_io_slots and
+// memory_budget_activations_only; the caller accounts for weights, slots and states).
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
-                                     std::ostream& log, bool shared_io_slots = false);
+                                     std::ostream& log, bool streamed = false);
 Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, WeightStore& weights,
                                                         const RunSettings& r, std::ostream& log,
-                                                        bool shared_io_slots = false);
+                                                        bool streamed = false);
 
 // The passes alone, with no device (`strata compile --backend cpu`): the settings'
 // precision (default f16), --binding-limit, --memory-budget and the portable

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <sys/resource.h>
 
 namespace strata {
@@ -95,19 +96,24 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whol
     STRATA_ASSIGN_OR_RETURN(program, build_wan_decoder(std::get<WanVaeConfig>(vae.config), weights, s.height, s.width));
   }
   const bool single = program.plans.size() == 1 && !program.plans[0].has_state();
-  // --memory-budget bounds each plan; a streamed clip's program adds, to whichever
-  // plan's activations are largest, its cache states and the largest input and output
-  // slots of any plan (linked with shared I/O slots). So each plan gets the budget less
-  // those (states stored f16 or f32 as the plans store them; slots f32): a bound on
-  // the program's device memory, conservative by one plan's own slots.
+  // --memory-budget bounds the program: a streamed clip holds its weights, its cache
+  // states, the largest input and output slots of any plan (linked with shared I/O
+  // slots) and one activation arena, the largest plan's. So each plan's activation
+  // arena gets the budget less the rest (memory_budget_activations_only; states stored
+  // f16 or f32 as the plans store them, slots f32, weights counted at 4 bytes, as
+  // uploaded or more).
   RunSettings plan_settings = r;
   if (out.stream && r.memory_budget && r.backend != "cpu") {
     STRATA_ASSIGN_OR_RETURN(Target target, target_for_settings(r));
     STRATA_ASSIGN_OR_RETURN(auto states, program_states(program));
-    uint64_t state_bytes = 0, in_max = 0, out_max = 0;
+    uint64_t state_bytes = 0, in_max = 0, out_max = 0, weight_bytes = 0;
     for (const auto& [name, type] : states)
       state_bytes += static_cast<uint64_t>(type.elements()) * (target.precision == Precision::f16 ? 2 : 4);
+    std::set<std::string> weights_seen;
     for (const Graph& g : program.plans) {
+      for (ValueId v : g.constants())
+        if (weights_seen.insert(g.value(v).weight).second)
+          weight_bytes += static_cast<uint64_t>(g.value(v).type.elements()) * 4;
       uint64_t in = 0, outs = 0;
       for (size_t i = 0; i < g.inputs().size(); ++i)
         if (!g.input_state(i)) in += static_cast<uint64_t>(g.value(g.inputs()[i]).type.elements()) * 4;
@@ -116,17 +122,18 @@ Expected<VideoRunner> open_runner(Vae& vae, const VideoLatentShape& s, bool whol
       in_max = std::max(in_max, in);
       out_max = std::max(out_max, outs);
     }
-    const uint64_t reserved = state_bytes + in_max + out_max;
+    const uint64_t reserved = state_bytes + in_max + out_max + weight_bytes;
     if (reserved >= *r.memory_budget)
-      return error("--memory-budget {} bytes: the streamed clip's cache states ({} bytes) and largest input and "
-                   "output slots ({} bytes) alone take more; give a larger budget or smaller --slab-frames",
-                   *r.memory_budget, state_bytes, in_max + out_max);
+      return error("--memory-budget {} bytes: the streamed clip's cache states ({} bytes), largest input and "
+                   "output slots ({} bytes) and weights ({} bytes) alone take more; give a larger budget or "
+                   "smaller --slab-frames",
+                   *r.memory_budget, state_bytes, in_max + out_max, weight_bytes);
     plan_settings.memory_budget = *r.memory_budget - reserved;
-    log << fmt::format("streaming: {:.2f} GiB of cache states, {:.2f} GiB of input and output slots; each plan "
-                       "gets {:.2f} GiB of the budget\n",
-                       static_cast<double>(state_bytes) / (1ull << 30),
-                       static_cast<double>(in_max + out_max) / (1ull << 30),
-                       static_cast<double>(*plan_settings.memory_budget) / (1ull << 30));
+    const auto gib = [](uint64_t b) { return static_cast<double>(b) / (1ull << 30); };
+    log << fmt::format("streaming: {:.2f} GiB of cache states, {:.2f} GiB of input and output slots, {:.2f} GiB "
+                       "of weights; each plan's activations get {:.2f} GiB of the budget\n",
+                       gib(state_bytes), gib(in_max + out_max), gib(weight_bytes),
+                       gib(*plan_settings.memory_budget));
   }
   if (r.backend == "cpu") {
     STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), vae.weights));

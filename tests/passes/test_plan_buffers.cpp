@@ -9,6 +9,8 @@
 #include "passes/decoder_like.h"
 #include "passes/passes.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 namespace strata {
@@ -133,6 +135,30 @@ Graph compiled_decoder_like(WeightStore& store, int64_t channels, Precision p, s
   EXPECT_TRUE(verify(g).is_ok()) << verify(g).message();
   if (log) *log = ctx.log;
   return g;
+}
+
+// A budget that bounds the activation arena alone (a streamed program counts its shared
+// slots and weights itself): kBefore's 9216-byte arena fits a 9216-byte budget
+// unchanged, while the same budget counting the graph's 1024 input and 4608 output
+// bytes too sends values to host memory.
+TEST(PlanBuffersTest, BudgetForActivationsOnlyLeavesSlotsToTheCaller) {
+  for (bool activations_only : {true, false}) {
+    WeightStore store;
+    Graph g = testing::parse_with_weights(kBefore, store);
+    CompileOptions options;
+    options.memory_budget = 9216;
+    options.memory_budget_activations_only = activations_only;
+    PassContext ctx{options, store, {}};
+    ASSERT_TRUE(run_plan_buffers(g, ctx).is_ok());
+    const std::string log = fmt::format("{}", fmt::join(ctx.log, "\n"));
+    if (activations_only) {
+      EXPECT_EQ(print_graph(g), kAfter);
+      EXPECT_EQ(log.find("arena host"), std::string::npos) << log;
+    } else {
+      EXPECT_NE(log.find("values moved to arena host"), std::string::npos) << log;
+      EXPECT_NE(print_graph(g).find("@host+"), std::string::npos);
+    }
+  }
 }
 
 TEST(PlanBuffersTest, NoOverlapAndAliasesShare) {
