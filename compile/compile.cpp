@@ -261,8 +261,19 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
     upload_weights = capturing(program.weights, captured);
     store_weights = replaying(program.weights, captured);
   }
-  STRATA_ASSIGN_OR_RETURN(out->executor_, runtime::Executor::create(std::move(device), program.plan, upload_weights,
-                                                                    executor_options));
+  if (options.ranks.ranks > 1) {
+    if (!options.exchange) return error("{} ranks but no way to exchange rows between them", options.ranks.ranks);
+    STRATA_ASSIGN_OR_RETURN(RankPlan split, split_plan_for_rank(program.plan, options.ranks));
+    log << fmt::format("ranks: rank {} of {}: {} nodes split ({} band dispatches shared), {} of {} dispatches here\n",
+                       options.ranks.rank, options.ranks.ranks, split.split_nodes, split.shared_dispatches,
+                       split.kept_dispatches, program.plan.dispatches.size());
+    out->rank_plan_ = std::move(split);
+    out->exchange_ = options.exchange;
+  }
+  STRATA_ASSIGN_OR_RETURN(out->executor_,
+                          runtime::Executor::create(std::move(device),
+                                                    out->rank_plan_ ? out->rank_plan_->plan : program.plan,
+                                                    upload_weights, executor_options));
   upload_weights = nullptr;
   out->load_ms_ = program.compile_ms + elapsed_ms(start);
   const size_t dispatches = program.plan.dispatches.size();
@@ -309,9 +320,15 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
   return out;
 }
 
+Status LoadedProgram::replay(std::string_view plan) {
+  if (rank_plan_) return error("replay: a plan split across {} ranks runs only through run()", rank_plan_->layout.ranks);
+  return executor_->replay(plan);
+}
+
 Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, const std::vector<Tensor>& inputs) {
   const runtime::Plan& p = plan();
-  const auto& entries = executor_->entries();
+  // With ranks the executor's entries are segments; the caller names the compiled ones.
+  const std::vector<runtime::EntryDesc> entries = rank_plan_ ? runtime::entry_list(program_.plan) : executor_->entries();
   const runtime::EntryDesc* entry = nullptr;
   std::string names;
   for (const runtime::EntryDesc& e : entries) {
@@ -335,7 +352,18 @@ Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, con
   for (uint32_t o : entry->outputs) outputs.emplace_back(p.outputs[o].shape);
   std::vector<std::span<std::byte>> out;
   for (Tensor& t : outputs) out.push_back(std::as_writable_bytes(std::span(t.data)));
-  STRATA_RETURN_IF_ERROR(executor_->run(entry->name, in, out));
+  if (!rank_plan_) {
+    STRATA_RETURN_IF_ERROR(executor_->run(entry->name, in, out));
+    return outputs;
+  }
+  const RankPlan::Entry& split = rank_plan_->entries[static_cast<size_t>(entry - entries.data())];
+  for (size_t k = 0; k < split.segments.size(); ++k) {
+    const bool first = k == 0, last = k + 1 == split.segments.size();
+    STRATA_RETURN_IF_ERROR(executor_->run(rank_plan_->plan.entries[split.segments[k]].name,
+                                          first ? in : std::vector<std::span<const std::byte>>{},
+                                          last ? out : std::vector<std::span<std::byte>>{}));
+    if (!last) STRATA_RETURN_IF_ERROR(exchange_split(*executor_, split.splits[k], rank_plan_->layout, *exchange_));
+  }
   return outputs;
 }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "compile/plan_cache.h"
+#include "compile/rank_split.h"
 #include "compile/target.h"
 #include "codegen/codegen.h"
 #include "ir/graph.h"
@@ -107,6 +108,12 @@ struct LoadOptions {
   bool profile = false;              // timestamps per dispatch (needs codegen.profile too)
   bool pipeline_statistics = false;  // the driver's statistics per pipeline
   uint32_t pipeline_threads = 0;     // runtime::ExecutorOptions::pipeline_threads (0: all cores)
+  // Ranks sharing every run (compile/rank_split.h): with ranks > 1 the loaded plan is
+  // this rank's split of the compiled one (the plan cache keeps the compiled plan,
+  // which every layout splits the same way), and `exchange` carries the rows between
+  // the ranks; it must outlive the LoadedProgram.
+  RankLayout ranks;
+  RankExchange* exchange = nullptr;
 };
 
 // A Program on its device: weights uploaded, every plan recorded once.
@@ -122,8 +129,9 @@ public:
   // in order. States it writes take their new values when it ends.
   Expected<std::vector<Tensor>> run(std::string_view plan, const std::vector<Tensor>& inputs);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) { return run("", inputs); }
-  // The plan's last run again on the device alone (runtime::Executor::replay).
-  Status replay(std::string_view plan = "") { return executor_->replay(plan); }
+  // The plan's last run again on the device alone (runtime::Executor::replay). Not
+  // with ranks (a run there is several submits with exchanges between them).
+  Status replay(std::string_view plan = "");
   // A state's current value, and setting it (shape checked).
   Expected<Tensor> state(std::string_view name);
   Status set_state(std::string_view name, const Tensor& value);
@@ -131,6 +139,8 @@ public:
   Status reset_states() { return executor_->reset_states(); }
 
   const Program& program() const { return program_; }
+  // This rank's split (LoadOptions::ranks > 1), else none.
+  const std::optional<RankPlan>& rank_plan() const { return rank_plan_; }
   const runtime::Plan& plan() const { return executor_->plan(); }
   runtime::Executor& executor() { return *executor_; }
   double load_ms() const { return load_ms_; }  // compile (or cache read) and load
@@ -139,6 +149,8 @@ private:
   LoadedProgram() = default;
   Program program_;
   std::unique_ptr<runtime::Executor> executor_;
+  std::optional<RankPlan> rank_plan_;
+  RankExchange* exchange_ = nullptr;
   double load_ms_ = 0;
 };
 

@@ -290,26 +290,51 @@ Expected<size_t> Executor::Impl::find_state(std::string_view name, const char* w
 
 Status Executor::Impl::copy_state(size_t state, std::span<std::byte> to_host, std::span<const std::byte> from_host) {
   const StateDesc& st = plan.states[state];
-  const DeviceBuffer& b = buffers[st.buffer];
+  return copy_window(st.buffer, st.offset, st.bytes, to_host, from_host, fmt::format("state '{}'", st.name));
+}
+
+Status Executor::Impl::copy_window(uint32_t buffer, uint64_t offset, uint64_t bytes, std::span<std::byte> to_host,
+                                   std::span<const std::byte> from_host, const std::string& what) {
+  const DeviceBuffer& b = buffers[buffer];
   if (uint8_t* m = host_view(b)) {  // the device is idle between runs
-    if (!to_host.empty()) std::memcpy(to_host.data(), m + st.offset, st.bytes);
-    else std::memcpy(m + st.offset, from_host.data(), st.bytes);
+    if (!to_host.empty()) std::memcpy(to_host.data(), m + offset, bytes);
+    else std::memcpy(m + offset, from_host.data(), bytes);
     return Status::ok();
   }
   const bool reading = !to_host.empty();
   STRATA_ASSIGN_OR_RETURN(DeviceBuffer staging,
-                          DeviceBuffer::create(*device, st.bytes, reading ? MemoryUse::readback : MemoryUse::upload,
-                                               "state staging"));
-  if (!reading) std::memcpy(staging.mapped(), from_host.data(), st.bytes);
+                          DeviceBuffer::create(*device, bytes, reading ? MemoryUse::readback : MemoryUse::upload,
+                                               "window staging"));
+  if (!reading) std::memcpy(staging.mapped(), from_host.data(), bytes);
   STRATA_RETURN_IF_ERROR(submit_once(
       [&](VkCommandBuffer cb) {
-        VkBufferCopy region{reading ? st.offset : 0, reading ? 0 : st.offset, st.bytes};
+        VkBufferCopy region{reading ? offset : 0, reading ? 0 : offset, bytes};
         if (reading) vkCmdCopyBuffer(cb, b.handle(), staging.handle(), 1, &region);
         else vkCmdCopyBuffer(cb, staging.handle(), b.handle(), 1, &region);
       },
-      fmt::format("{} state '{}'", reading ? "reading" : "writing", st.name)));
-  if (reading) std::memcpy(to_host.data(), staging.mapped(), st.bytes);
+      fmt::format("{} {}", reading ? "reading" : "writing", what)));
+  if (reading) std::memcpy(to_host.data(), staging.mapped(), bytes);
   return Status::ok();
+}
+
+Status Executor::read_window(uint32_t buffer, uint64_t offset, std::span<std::byte> out) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("read_window: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (buffer >= m.plan.buffers.size() || offset > m.plan.buffers[buffer].size_bytes ||
+      out.size() > m.plan.buffers[buffer].size_bytes - offset)
+    return error("read_window: {} bytes at buffer {} + {} are outside the plan's buffers", out.size(), buffer, offset);
+  if (out.empty()) return Status::ok();
+  return m.copy_window(buffer, offset, out.size(), out, {}, fmt::format("buffer {} + {}", buffer, offset));
+}
+
+Status Executor::write_window(uint32_t buffer, uint64_t offset, std::span<const std::byte> in) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("write_window: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (buffer >= m.plan.buffers.size() || offset > m.plan.buffers[buffer].size_bytes ||
+      in.size() > m.plan.buffers[buffer].size_bytes - offset)
+    return error("write_window: {} bytes at buffer {} + {} are outside the plan's buffers", in.size(), buffer, offset);
+  if (in.empty()) return Status::ok();
+  return m.copy_window(buffer, offset, in.size(), {}, in, fmt::format("buffer {} + {}", buffer, offset));
 }
 
 Status Executor::reset_states() {

@@ -218,6 +218,12 @@ public:
   // than the state's, a lost device.
   Status read_state(std::string_view name, std::span<std::byte> out);
   Status write_state(std::string_view name, std::span<const std::byte> in);
+  // The same for any `out.size()` / `in.size()` bytes at (buffer, offset) of the
+  // plan's buffers, between runs: how ranks that split a plan's bands exchange the
+  // rows each computed (compile/rank_split.h). Errors: a window outside the buffers,
+  // a lost device.
+  Status read_window(uint32_t buffer, uint64_t offset, std::span<std::byte> out);
+  Status write_window(uint32_t buffer, uint64_t offset, std::span<const std::byte> in);
   // Sets every state to zeros (the value a fresh executor starts with), so a program
   // can start over — a video decoder's first frame — without reloading
   // (vkCmdFillBuffer over each state buffer, one submit). Errors: a lost device.

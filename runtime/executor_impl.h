@@ -77,6 +77,10 @@ struct Executor::Impl {
   // Copies between a state's window and the host, through a staging buffer when the
   // state buffer is not host-visible.
   Status copy_state(size_t state, std::span<std::byte> to_host, std::span<const std::byte> from_host);
+  // `bytes` at (buffer, offset) to the host or from it (the device idle): mapped
+  // memory directly, else through a one-time staging buffer; `what` names it in errors.
+  Status copy_window(uint32_t buffer, uint64_t offset, uint64_t bytes, std::span<std::byte> to_host,
+                     std::span<const std::byte> from_host, const std::string& what);
   // executor_pipelines.cpp
   Status create_pipeline_cache();
   // Builds every pipeline; `meanwhile` runs on the calling thread while other

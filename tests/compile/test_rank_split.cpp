@@ -1,0 +1,239 @@
+// Bands split across ranks (compile/rank_split.h), without MPI: R ranks run as R
+// threads in this process, each with its own device and LoadedProgram, exchanging
+// rows through an in-process allgather. Checked: every band dispatch runs on exactly
+// one rank and every other dispatch on all; the output of 2, 3 and 4 ranks is
+// bit-identical to one rank's on seeded Flux- and Qwen-Image-style decoders banded
+// under a small binding limit (GroupNorms over windows included); a failed exchange
+// stops the run with an error naming the node; bad layouts are errors.
+#include "compile/compile.h"
+#include "compile/rank_split.h"
+#include "models/vae.h"
+
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace strata {
+namespace {
+
+// An allgather among `ranks` threads: each writes its bytes into its slot, all wait,
+// each copies every slot out, all wait again before the slots are reused.
+class ThreadExchange {
+public:
+  explicit ThreadExchange(int ranks) : slots_(static_cast<size_t>(ranks)), sync_(ranks) {}
+
+  class Rank : public RankExchange {
+  public:
+    Rank(ThreadExchange& shared, int rank) : shared_(shared), rank_(rank) {}
+    Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
+                     std::span<std::byte> all) override {
+      shared_.slots_[static_cast<size_t>(rank_)].assign(mine.begin(), mine.end());
+      shared_.sync_.arrive_and_wait();
+      uint64_t at = 0;
+      for (size_t r = 0; r < counts.size(); ++r) {
+        if (shared_.slots_[r].size() != counts[r]) return error("rank {} sent {} bytes, not {}", r, shared_.slots_[r].size(), counts[r]);
+        std::memcpy(all.data() + at, shared_.slots_[r].data(), counts[r]);
+        at += counts[r];
+      }
+      shared_.sync_.arrive_and_wait();
+      ++exchanges;
+      return Status::ok();
+    }
+    int exchanges = 0;
+
+  private:
+    ThreadExchange& shared_;
+    int rank_;
+  };
+
+private:
+  std::vector<std::vector<std::byte>> slots_;
+  std::barrier<> sync_;
+};
+
+// A rank whose peer is gone: every exchange fails.
+class BrokenExchange : public RankExchange {
+public:
+  Status allgather(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>) override {
+    return error("rank 1 exited");
+  }
+};
+
+Tensor test_latent(int64_t h, int64_t w) {
+  Tensor z({1, 16, h, w});
+  for (size_t i = 0; i < z.data.size(); ++i) z.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 2.0);
+  return z;
+}
+
+// The seeded decoder compiled for the test device under `limit` (bands). The program
+// reads its weights from `vae` when loaded: keep it alive.
+Expected<Program> compile_decoder(Vae& vae, const Tensor& latent, Precision precision, uint64_t limit) {
+  STRATA_ASSIGN_OR_RETURN(Graph g, build_decoder(vae, {.latent_h = latent.shape[2], .latent_w = latent.shape[3]}));
+  STRATA_ASSIGN_OR_RETURN(runtime::DeviceInfo device, find_device());
+  STRATA_ASSIGN_OR_RETURN(Target target, make_target(device, {.precision = precision, .binding_limit = limit, .memory_budget = {}}));
+  std::ostringstream log;
+  return compile(g, vae.weights, target, CompilerOptions{}, log);
+}
+
+// `ranks` threads, each loading `program` as its rank and decoding `latent`; every
+// rank's output.
+std::vector<Expected<Tensor>> decode_on_ranks(const Program& program, const Tensor& latent, int ranks,
+                                              std::vector<int>* exchanges = nullptr) {
+  ThreadExchange shared(ranks);
+  std::vector<Expected<Tensor>> out(static_cast<size_t>(ranks), error("not run"));
+  std::vector<int> counts(static_cast<size_t>(ranks), 0);
+  std::vector<std::thread> threads;
+  std::mutex loading;  // one load at a time: they read the same WeightStore
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ThreadExchange::Rank exchange(shared, r);
+      std::ostringstream log;
+      LoadOptions options;
+      options.pipeline_threads = 1;
+      options.ranks = {ranks, r};
+      options.exchange = &exchange;
+      auto loaded = [&] {
+        std::lock_guard lock(loading);
+        return LoadedProgram::load(program, options, log);
+      }();
+      if (!loaded) {
+        out[static_cast<size_t>(r)] = loaded.status();
+        return;
+      }
+      auto result = (*loaded)->run({latent});
+      out[static_cast<size_t>(r)] = result ? Expected<Tensor>(std::move((*result)[0])) : Expected<Tensor>(result.status());
+      counts[static_cast<size_t>(r)] = exchange.exchanges;
+    });
+  for (std::thread& t : threads) t.join();
+  if (exchanges) *exchanges = counts;
+  return out;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
+}
+
+TEST(RankSplit, EveryBandOnOneRankEverythingElseOnAll) {
+  Vae vae = seeded_vae(flux_small_config(), 7);
+  auto program = compile_decoder(vae, test_latent(20, 12), Precision::f16, 160 << 10);
+  ASSERT_TRUE(program) << program.message();
+  const runtime::Plan& plan = program->plan;
+  int64_t band_dispatches = 0;
+  for (const runtime::DispatchDesc& d : plan.dispatches)
+    band_dispatches += d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos;
+  ASSERT_GT(band_dispatches, 0) << "the limit must band the decoder";
+  for (int ranks : {2, 3, 4}) {
+    SCOPED_TRACE(ranks);
+    std::map<std::string, int> runs;  // label -> ranks running it
+    int64_t kept = 0;
+    for (int r = 0; r < ranks; ++r) {
+      auto split = split_plan_for_rank(plan, {ranks, r});
+      ASSERT_TRUE(split) << split.message();
+      EXPECT_EQ(split->shared_dispatches, band_dispatches);
+      ASSERT_EQ(split->entries.size(), 1u);
+      EXPECT_EQ(split->entries[0].segments.size(), split->entries[0].splits.size() + 1);
+      EXPECT_EQ(static_cast<int64_t>(split->entries[0].splits.size()), split->split_nodes);
+      for (const runtime::DispatchDesc& d : split->plan.dispatches) ++runs[d.label];
+      kept += split->kept_dispatches;
+      // Shares of a node tile one run of bytes, in band order, owners non-decreasing.
+      for (const SplitNode& n : split->entries[0].splits)
+        for (size_t j = 1; j < n.shares.size(); ++j) {
+          EXPECT_EQ(n.shares[j].offset, n.shares[j - 1].offset + n.shares[j - 1].bytes) << n.node;
+          EXPECT_GE(n.shares[j].owner, n.shares[j - 1].owner) << n.node;
+        }
+    }
+    const int64_t others = static_cast<int64_t>(plan.dispatches.size()) - band_dispatches;
+    EXPECT_EQ(kept, band_dispatches + others * ranks);
+    for (const runtime::DispatchDesc& d : plan.dispatches) {
+      const bool band = d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos;
+      EXPECT_EQ(runs[d.label], band ? 1 : ranks) << d.label;
+    }
+  }
+  // One rank: the plan unchanged but for its single entry's name.
+  auto one = split_plan_for_rank(plan, {1, 0});
+  ASSERT_TRUE(one) << one.message();
+  EXPECT_EQ(one->split_nodes, 0);
+  EXPECT_EQ(one->plan.dispatches.size(), plan.dispatches.size());
+}
+
+struct Param {
+  std::string arch;
+  Precision precision;
+  int64_t h, w;
+};
+
+class RankDecode : public ::testing::TestWithParam<Param> {};
+
+TEST_P(RankDecode, BitIdenticalToOneRank) {
+  const Param& p = GetParam();
+  Vae vae = p.arch == "flux_small" ? seeded_vae(flux_small_config(), 7) : seeded_vae(qwen_small_config(), 7);
+  const Tensor latent = test_latent(p.h, p.w);
+  auto program = compile_decoder(vae, latent, p.precision, 160 << 10);
+  ASSERT_TRUE(program) << program.message();
+  auto one = decode_on_ranks(*program, latent, 1);
+  ASSERT_TRUE(one[0]) << one[0].message();
+  for (int ranks : {2, 4}) {
+    SCOPED_TRACE(ranks);
+    std::vector<int> exchanges;
+    auto many = decode_on_ranks(*program, latent, ranks, &exchanges);
+    auto split = split_plan_for_rank(program->plan, {ranks, 0});
+    ASSERT_TRUE(split);
+    ASSERT_GT(split->split_nodes, 0);
+    for (int r = 0; r < ranks; ++r) {
+      ASSERT_TRUE(many[static_cast<size_t>(r)]) << many[static_cast<size_t>(r)].message();
+      EXPECT_TRUE(same_bytes(*many[static_cast<size_t>(r)], *one[0])) << "rank " << r << " of " << ranks;
+      EXPECT_EQ(exchanges[static_cast<size_t>(r)], split->split_nodes) << "one exchange per split node";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeded, RankDecode,
+                         ::testing::Values(Param{"flux_small", Precision::f16, 20, 12},
+                                           Param{"flux_small", Precision::f32, 12, 12},
+                                           Param{"qwen_small", Precision::f16, 24, 16}),
+                         [](const auto& info) {
+                           return info.param.arch + (info.param.precision == Precision::f16 ? "_f16" : "_f32");
+                         });
+
+TEST(RankSplit, FailedExchangeStopsTheRunNamingTheNode) {
+  Vae vae = seeded_vae(flux_small_config(), 7);
+  const Tensor latent = test_latent(20, 12);
+  auto program = compile_decoder(vae, latent, Precision::f16, 160 << 10);
+  ASSERT_TRUE(program) << program.message();
+  BrokenExchange broken;
+  std::ostringstream log;
+  LoadOptions options;
+  options.ranks = {2, 0};
+  options.exchange = &broken;
+  auto loaded = LoadedProgram::load(*program, options, log);
+  ASSERT_TRUE(loaded) << loaded.message();
+  auto result = (*loaded)->run({latent});
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.message().find("exchanging the rows of '"), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find("rank 1 exited"), std::string::npos) << result.message();
+  EXPECT_FALSE((*loaded)->replay().is_ok()) << "replay cannot exchange rows";
+}
+
+TEST(RankSplit, BadLayoutsAreErrors) {
+  runtime::Plan empty;
+  for (RankLayout bad : {RankLayout{0, 0}, RankLayout{2, 2}, RankLayout{2, -1}}) {
+    auto split = split_plan_for_rank(empty, bad);
+    ASSERT_FALSE(split);
+    EXPECT_NE(split.message().find("0 <= rank < ranks"), std::string::npos) << split.message();
+  }
+  EXPECT_EQ(band_owner(0, 5, 2), 0);
+  EXPECT_EQ(band_owner(2, 5, 2), 0);
+  EXPECT_EQ(band_owner(3, 5, 2), 1);
+  EXPECT_EQ(band_owner(4, 5, 4), 3);
+  EXPECT_EQ(band_owner(0, 2, 4), 0);
+  EXPECT_EQ(band_owner(1, 2, 4), 2);
+}
+
+}  // namespace
+}  // namespace strata
