@@ -23,6 +23,7 @@
 #include "passes/lower_precision.h"
 #include "tools/png_writer.h"
 #include "tools/profile_report.h"
+#include "tools/ranks.h"
 #include "tools/progress.h"
 #include "tools/session.h"
 #include "tools/video_command.h"
@@ -232,6 +233,9 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
       {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w]); a video VAE's [C, T, h, w]"},
       {"out", true, "output .png or .npy (float32 [3, H, W]); video: .npy [3, F, H, W], a folder of PNGs, .mp4"},
       {"demo", false, "decode a seeded latent with a small seeded decoder"},
+      {"ranks", true,
+       "split the decode's bands across N processes started by `mpirun -np N` (tools/ranks.h); rank 0 writes "
+       "the output"},
   });
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   specs.push_back(video_option_specs()[0]);  // --fps
@@ -241,17 +245,43 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
   if (!settings) return usage_error(err, "decode: " + settings.message());
+  // --ranks N: this process is one of N; only rank 0 logs and writes the output. An
+  // error on any rank is one line naming the rank, then the whole job stops.
+  std::unique_ptr<MpiRanks> mpi;
+  std::ostringstream silent;
+  if (auto text = a->get("ranks")) {
+    auto n = parse_integer("ranks", *text);
+    if (!n || *n < 1 || *n > 4096) return usage_error(err, fmt::format("decode: --ranks '{}' must be 1 to 4096", *text));
+    if (*n > 1 && settings->backend == "cpu")
+      return usage_error(err, "decode: --ranks splits the device plan's bands; the cpu backend has none");
+    if (*n > 1) {
+      auto started = MpiRanks::start(static_cast<int>(*n));
+      if (!started) return fail(err, started.status());
+      mpi = std::move(*started);
+      settings->ranks = mpi->layout();
+      settings->exchange = mpi.get();
+    }
+  }
+  const bool writes = !mpi || mpi->layout().rank == 0;
+  std::ostream& log = writes ? static_cast<std::ostream&>(out) : silent;
+  auto failed = [&](const Status& s) {
+    if (!mpi) return fail(err, s);
+    err << fmt::format("strata: rank {} of {}: error: {}\n", mpi->layout().rank, mpi->layout().ranks, s.message());
+    err.flush();
+    mpi->abort(1);
+  };
 
   if (a->has("demo")) {
     // A small Flux-layout decoder and latent, both from a seed: works with no model.
     progress.stage("loading the model");
     Vae vae = seeded_vae(flux_small_config(), kDemoSeed);
     Tensor latent({16, 16, 16}, seeded_normal(kDemoSeed, "demo.latent", 16 * 16 * 16, 0.0, 1.0));
-    auto image = decode(vae, std::move(latent), *settings, out, progress);
-    if (!image) return fail(err, image.status());
+    auto image = decode(vae, std::move(latent), *settings, log, progress);
+    if (!image) return failed(image.status());
     std::string path = a->get_or("out", "demo.png");
+    if (!writes) return 0;
     progress.stage("writing the image");
-    if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+    if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return failed(s);
     progress.done();
     out << "wrote " << path << "\n";
     return 0;
@@ -259,18 +289,19 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   if (!a->has("latent") || !a->has("out")) return usage_error(err, "decode needs --latent and --out (or --demo)");
   progress.stage("loading the model");
   auto vae = open_model(*a);
-  if (!vae) return fail(err, vae.status());
+  if (!vae) return failed(vae.status());
   if (is_video_vae(vae->config)) {
-    if (Status s = decode_video_command(*vae, *a, *settings, out, progress); !s.is_ok()) return fail(err, s);
+    if (Status s = decode_video_command(*vae, *a, *settings, log, progress, writes); !s.is_ok()) return failed(s);
     return 0;
   }
   auto latent = read_npy(*a->get("latent"));
-  if (!latent) return fail(err, latent.status());
-  auto image = decode(*vae, std::move(*latent), *settings, out, progress);
-  if (!image) return fail(err, image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
+  if (!latent) return failed(latent.status());
+  auto image = decode(*vae, std::move(*latent), *settings, log, progress);
+  if (!image) return failed(image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
   std::string path = *a->get("out");
+  if (!writes) return 0;
   progress.stage("writing the image");
-  if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return fail(err, s);
+  if (Status s = write_output(path, std::move(*image)); !s.is_ok()) return failed(s);
   progress.done();
   out << "wrote " << path << "\n";
   return 0;

@@ -194,7 +194,12 @@ Expected<std::unique_ptr<LoadedProgram>> load_on_device(const Graph& g, WeightSt
   STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(g, weights, r, log));
   return LoadedProgram::load(
       std::move(program),
-      {.profile = r.profile, .pipeline_statistics = r.pipeline_stats, .pipeline_threads = r.pipeline_threads}, log);
+      {.profile = r.profile,
+       .pipeline_statistics = r.pipeline_stats,
+       .pipeline_threads = r.pipeline_threads,
+       .ranks = r.ranks,
+       .exchange = r.exchange},
+      log);
 }
 
 Expected<Program> compile_for_device(const ProgramGraph& p, WeightStore& weights, const RunSettings& r,
@@ -211,7 +216,12 @@ Expected<std::unique_ptr<LoadedProgram>> load_on_device(const ProgramGraph& p, W
   STRATA_ASSIGN_OR_RETURN(Program program, compile_for_device(p, weights, r, log, streamed));
   return LoadedProgram::load(
       std::move(program),
-      {.profile = r.profile, .pipeline_statistics = r.pipeline_stats, .pipeline_threads = r.pipeline_threads}, log);
+      {.profile = r.profile,
+       .pipeline_statistics = r.pipeline_stats,
+       .pipeline_threads = r.pipeline_threads,
+       .ranks = r.ranks,
+       .exchange = r.exchange},
+      log);
 }
 
 std::string buffer_summary(const runtime::Plan& plan) {

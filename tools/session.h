@@ -44,6 +44,10 @@ struct RunSettings {
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
   uint32_t pipeline_threads = 0;       // --pipeline-threads (runtime::ExecutorOptions; 0: all cores)
+  // decode --ranks (tools/ranks.h): this process's rank and how rows reach the others
+  // (LoadOptions::ranks, exchange); set by the command once MPI has started.
+  RankLayout ranks;
+  RankExchange* exchange = nullptr;
 };
 
 // The options behind RunSettings, for commands to list.

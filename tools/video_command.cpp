@@ -222,7 +222,7 @@ const std::vector<OptionSpec>& video_option_specs() {
 }
 
 Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, std::ostream& out,
-                            Progress& progress) {
+                            Progress& progress, bool write_output) {
   const std::string latent_path = *a.get("latent"), out_path = *a.get("out");
   STRATA_ASSIGN_OR_RETURN(double fps, parse_fps(a));
   STRATA_ASSIGN_OR_RETURN(Tensor latent, read_npy(latent_path));
@@ -236,12 +236,14 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
   if (!geometry) return geometry.status().with_context(fmt::format("'{}'", latent_path));
   const auto [frames, scale] = *geometry;
   // The output opens first: an unwritable OUT fails before any work is done.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<VideoWriter> writer,
-                          VideoWriter::open({.path = out_path,
-                                             .frames = frames,
-                                             .height = shape->height * scale,
-                                             .width = shape->width * scale,
-                                             .fps = fps}));
+  std::unique_ptr<VideoWriter> writer;
+  if (write_output) {
+    STRATA_ASSIGN_OR_RETURN(writer, VideoWriter::open({.path = out_path,
+                                                       .frames = frames,
+                                                       .height = shape->height * scale,
+                                                       .width = shape->width * scale,
+                                                       .fps = fps}));
+  }
   progress.stage(r.backend == "cpu" ? "building the program" : "compiling and loading");
   STRATA_ASSIGN_OR_RETURN(VideoRunner runner, open_runner(vae, *shape, whole, r, out, tile_batch, slab_frames));
   progress.stage("decoding frames");
@@ -252,6 +254,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                         *video_format_for_path(out_path) != VideoFormat::npy;
   auto sink = [&](int64_t index, const Tensor& frame) {
     progress.step(index + 1, frames);
+    if (!writer) return Status::ok();
     if (!imagenet) return writer->write_frame(frame);
     static constexpr double kMean[3] = {0.485, 0.456, 0.406}, kStd[3] = {0.229, 0.224, 0.225};
     Tensor rgb = frame;
@@ -269,6 +272,7 @@ Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r,
                                        runner.run, sink);
   if (!s.is_ok()) return s.with_context(fmt::format("decoding '{}'", latent_path));
   const double decode_ms = ms_since(start);
+  if (!writer) return Status::ok();
   progress.stage("writing the output");
   STRATA_RETURN_IF_ERROR(writer->finish());
   progress.done();

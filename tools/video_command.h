@@ -23,8 +23,9 @@ const std::vector<OptionSpec>& video_option_specs();
 // decode --latent Z.npy --out OUT [--fps F] [--frames whole] for a video VAE. Bad input (wrong channel
 // count, T = 0, non-finite values, an output that cannot be written) fails before any
 // decoding with one line; a failure during decoding leaves no output behind.
+// `write_output` false (ranks other than 0 under --ranks): decode, write nothing.
 Status decode_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, std::ostream& out,
-                            Progress& progress);
+                            Progress& progress, bool write_output = true);
 
 // bench --frames F --size HxW for a video VAE: F output frames (1 + 4·(T − 1)) of
 // H × W pixels from a seeded latent; wall time per clip, device memory, and for Wan

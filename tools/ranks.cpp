@@ -1,0 +1,103 @@
+#include "tools/ranks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#ifdef STRATA_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace strata {
+
+#ifdef STRATA_HAVE_MPI
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<MpiRanks>> MpiRanks::start(int ranks) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return error("--ranks {}: MPI_Init failed", ranks);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::unique_ptr<MpiRanks> out(new MpiRanks());
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  out->layout_ = {size, rank};
+  if (size != ranks) {
+    MPI_Finalize();
+    return error("--ranks {}: this job has {} process{}; start it as `mpirun -np {} strata ... --ranks {}`", ranks,
+                 size, size == 1 ? "" : "es", ranks, ranks);
+  }
+  return out;
+}
+
+MpiRanks::~MpiRanks() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+Status MpiRanks::allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
+                           std::span<std::byte> all) {
+  constexpr uint64_t kRound = 1ull << 30;
+  const size_t ranks = counts.size();
+  if (static_cast<int>(ranks) != layout_.ranks || mine.size() != counts[static_cast<size_t>(layout_.rank)])
+    return error("allgather: {} counts and {} bytes here do not match rank {} of {}", ranks, mine.size(),
+                 layout_.rank, layout_.ranks);
+  std::vector<uint64_t> start(ranks, 0);
+  for (size_t r = 1; r < ranks; ++r) start[r] = start[r - 1] + counts[r - 1];
+  // Round k moves bytes [k·kRound, (k+1)·kRound) of every rank's share, into a
+  // packed buffer, then to their places in `all`.
+  const uint64_t most = *std::max_element(counts.begin(), counts.end());
+  const uint64_t rounds = std::max<uint64_t>(1, (most + kRound - 1) / kRound);
+  std::vector<std::byte> packed;
+  std::vector<int> n(ranks), displacement(ranks);
+  for (uint64_t k = 0; k < rounds; ++k) {
+    const uint64_t from = k * kRound;
+    int total = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      n[r] = static_cast<int>(std::min(kRound, counts[r] > from ? counts[r] - from : 0));
+      displacement[r] = total;
+      total += n[r];
+    }
+    packed.resize(static_cast<size_t>(total));
+    const int here = n[static_cast<size_t>(layout_.rank)];
+    const int code = MPI_Allgatherv(here ? mine.data() + from : mine.data(), here, MPI_BYTE, packed.data(), n.data(),
+                                    displacement.data(), MPI_BYTE, MPI_COMM_WORLD);
+    if (code != MPI_SUCCESS) return error("MPI_Allgatherv: {}", mpi_error_text(code));
+    for (size_t r = 0; r < ranks; ++r)
+      std::copy_n(packed.data() + displacement[r], n[r], all.data() + start[r] + from);
+  }
+  return Status::ok();
+}
+
+void MpiRanks::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; in case it does
+}
+
+#else  // built without MPI
+
+Expected<std::unique_ptr<MpiRanks>> MpiRanks::start(int ranks) {
+  return error("--ranks {}: this strata was built without MPI (install libopenmpi-dev and rebuild)", ranks);
+}
+MpiRanks::~MpiRanks() = default;
+Status MpiRanks::allgather(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>) {
+  return error("built without MPI");
+}
+void MpiRanks::abort(int code) { std::_Exit(code); }
+
+#endif
+
+}  // namespace strata

@@ -1,0 +1,41 @@
+// --ranks N: the processes `mpirun -np N` started share each decode, one rank each
+// (compile/rank_split.h: every rank computes the bands it owns and the rows are
+// exchanged with MPI_Allgatherv after each split node). Open MPI from Debian
+// (libopenmpi-dev); a build without it rejects --ranks above 1.
+//
+//   mpirun -np 2 strata decode --vae DIR --latent z.npy --out image.png --ranks 2
+//
+// Rank 0 writes the output and the log; the other ranks stay silent but for errors.
+// A rank that fails prints one line, "strata: rank R of N: error: ...", and aborts
+// the job (MPI_Abort), so no rank waits for it; the output is written only after the
+// decode, so nothing partial is left.
+#pragma once
+
+#include "compile/rank_split.h"
+
+#include <memory>
+
+namespace strata {
+
+class MpiRanks : public RankExchange {
+public:
+  // MPI_Init, errors returned rather than fatal (MPI_ERRORS_RETURN). Errors: a build
+  // without MPI; an MPI world whose size is not `ranks` (not started by
+  // `mpirun -np ranks`).
+  static Expected<std::unique_ptr<MpiRanks>> start(int ranks);
+  ~MpiRanks() override;  // MPI_Finalize
+
+  RankLayout layout() const { return layout_; }
+  // MPI_Allgatherv of the bytes, in rounds of at most 1 GiB per rank (MPI counts are
+  // int).
+  Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
+                   std::span<std::byte> all) override;
+  // Ends every rank of the job (MPI_Abort with `code`); for after an error here.
+  [[noreturn]] void abort(int code);
+
+private:
+  MpiRanks() = default;
+  RankLayout layout_;
+};
+
+}  // namespace strata
