@@ -1,5 +1,10 @@
 #include "tools/ranks.h"
 
+#include "tools/video_output.h"
+
+#include <signal.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +19,18 @@ namespace strata {
 
 #ifdef STRATA_HAVE_MPI
 namespace {
+
+// mpirun ends the job's other processes with SIGTERM when one fails or dies: say so
+// in one line, remove a half-written output, exit. Only async-signal-safe calls.
+char g_stopped_line[160];
+size_t g_stopped_length = 0;
+
+void on_terminate(int) {
+  if (g_stopped_length && ::write(2, g_stopped_line, g_stopped_length) < 0) {
+  }
+  remove_output_temporary_after_signal();
+  ::_exit(143);
+}
 
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -34,6 +51,15 @@ Expected<std::unique_ptr<MpiRanks>> MpiRanks::start(int ranks) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   out->layout_ = {size, rank};
+  const auto line = fmt::format_to_n(g_stopped_line, sizeof g_stopped_line - 1,
+                                     "strata: rank {} of {}: stopped: the job was ended (another rank failed or "
+                                     "was killed)\n",
+                                     rank, size);
+  g_stopped_length = line.size < sizeof g_stopped_line ? line.size : 0;
+  struct sigaction action = {};
+  action.sa_handler = on_terminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
   if (size != ranks) {
     MPI_Finalize();
     return error("--ranks {}: this job has {} process{}; start it as `mpirun -np {} strata ... --ranks {}`", ranks,

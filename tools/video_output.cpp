@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,14 +153,29 @@ std::string npy_f32_header(const Shape& shape) {
   return out + dict;
 }
 
+// The temporary being filled, where a fatal-signal handler can reach it without
+// allocating (remove_output_temporary_after_signal). One writer at a time registers.
+char g_temporary[4096];
+std::atomic<int> g_temporary_kind{0};  // 0: none, 1: file, 2: folder
+
+void register_temporary(const std::string& path, bool folder) {
+  if (path.size() >= sizeof g_temporary) return;  // too long to remember: left to the destructor
+  g_temporary_kind = 0;
+  std::memcpy(g_temporary, path.c_str(), path.size() + 1);
+  g_temporary_kind = folder ? 2 : 1;
+}
+
 // What all formats share: the frame count and shape checks, the temporary's life
 // and the final rename. Subclasses put one frame and complete the output.
 class WriterBase : public VideoWriter {
 public:
   WriterBase(VideoOutputOptions o, std::string tmp, bool is_folder)
-      : VideoWriter(std::move(o)), tmp_(std::move(tmp)), is_folder_(is_folder) {}
+      : VideoWriter(std::move(o)), tmp_(std::move(tmp)), is_folder_(is_folder) {
+    register_temporary(tmp_, is_folder_);
+  }
 
   ~WriterBase() override {
+    g_temporary_kind = 0;
     if (state_ != State::done) remove_temporary();
   }
 
@@ -190,6 +206,7 @@ public:
                         options_.frames));
     Status st = complete();
     if (!st) return fail(st);
+    g_temporary_kind = 0;  // from here on the temporary becomes OUT
     st = is_folder_ ? commit_folder() : commit_file();
     if (!st) return fail(st);
     state_ = State::done;
@@ -520,6 +537,21 @@ Expected<std::unique_ptr<VideoWriter>> VideoWriter::open(const VideoOutputOption
 #else
   return error("cannot write video '{}': strata was built without FFmpeg", o.path);
 #endif
+}
+
+void remove_output_temporary_after_signal() {
+  const int kind = g_temporary_kind.exchange(0);
+  if (kind == 1) ::unlink(g_temporary);
+  if (kind != 2) return;
+  // A folder of frames: rm -r in a child (fork, execv and waitpid are async-signal-safe).
+  const pid_t child = ::fork();
+  if (child == 0) {
+    char rm[] = "rm", r[] = "-rf";
+    char* argv[] = {rm, r, g_temporary, nullptr};
+    ::execv("/bin/rm", argv);
+    ::_exit(127);
+  }
+  if (child > 0) ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace strata

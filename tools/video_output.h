@@ -52,6 +52,12 @@ Expected<VideoFormat> video_format_for_path(const std::string& out);
 // Whether this build can write .mp4 (it was built with FFmpeg's libraries).
 bool video_mp4_supported();
 
+// Removes the temporary file or folder of the VideoWriter being written, if any,
+// using only async-signal-safe calls: for a handler of a fatal signal (SIGTERM from
+// mpirun when another rank of a --ranks job failed, tools/ranks.h), so no partial
+// output is left behind.
+void remove_output_temporary_after_signal();
+
 struct VideoOutputOptions {
   std::string path;
   int64_t frames = 0, height = 0, width = 0;
