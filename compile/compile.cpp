@@ -147,6 +147,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;
+  p.min_bands = options.min_bands;
   p.range_guard_log2 = options.range_guard_log2;
   p.f16_conv_weights = options.f16_conv_weights;
   p.write_in_place = options.write_in_place;

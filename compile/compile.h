@@ -61,6 +61,9 @@ struct CompilerOptions {
   // The target's memory budget bounds each plan's activation arena alone: the caller
   // accounts for weights, slots and states program-wide (passes/pass.h).
   bool memory_budget_activations_only = false;
+  // At least this many bands on every node that can be banded (passes/pass.h
+  // CompileOptions::min_bands): the number of ranks that will share the plan.
+  int64_t min_bands = 0;
   // Codegen choices (tiles, kernel defines, per-dispatch timestamps).
   codegen::CodegenOptions codegen;
   // The plan cache's directory; "" keeps the cache out. Compiles that must see the

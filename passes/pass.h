@@ -52,6 +52,11 @@ struct CompileOptions {
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.
   uint64_t binding_limit = 0;
+  // At least this many bands on every conv_gemm and norm_act that can run in bands and
+  // has that many output rows (0 or 1: only what binding_limit needs). Ranks share a
+  // plan's bands (compile/rank_split.h), so with N ranks every such node gets ≥ N
+  // bands and every rank a part of it. Bands are exact: results do not change.
+  int64_t min_bands = 0;
   // Device memory the compiled graph may take, in bytes (--memory-budget; 0: no
   // limit): weights, graph inputs and outputs and the activation arena together.
   // plan_buffers keeps the arena under what is left by moving values to the "host"

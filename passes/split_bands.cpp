@@ -13,7 +13,9 @@
 //              chunks); its result, a few floats per row, is bound whole.
 // R is the largest height for which every band's windows each fit in binding_limit −
 // kWindowSlack bytes (a window may start that much before its first row, to meet the
-// offset alignment). A node that fits whole gets no attribute (an old one is removed).
+// offset alignment), and, for conv_gemm and norm_act under CompileOptions::min_bands
+// = M > 1, at most ⌈rows / M⌉ (M bands or more, for ranks to share). A node that fits
+// whole gets no attribute (an old one is removed).
 // A node can be banded when N == 1 and its activation operands are rank-4 nhwc values
 // (rows outermost after n, so a band of rows is one contiguous run); weights, bias and
 // gamma are bound whole. A row takes W × stored channel slots × storage bytes (f16: 2;
@@ -27,7 +29,7 @@
 // op windows itself in codegen (docs/BANDS.md: elementwise, shuffle, norm, softmax,
 // linear and matmul run in windows or boxes of their operands, with an error naming
 // the node when not one element or row fits) and is left alone. binding_limit 0 (no
-// limit): the pass does nothing.
+// limit) and min_bands ≤ 1: the pass does nothing.
 //
 // Requires: final layouts and dtypes (after assign_layout and lower_precision).
 // Preserves: the graph's semantics. band_rows changes only how codegen splits the
@@ -202,7 +204,7 @@ Status check_whole(const Graph& g, const Node& n, const Sizes& sizes, uint64_t l
 }
 
 // Sets or clears n's band_rows; returns its number of bands.
-Expected<int64_t> band_node(const Graph& g, Node& n, const Sizes& sizes, uint64_t limit) {
+Expected<int64_t> band_node(const Graph& g, Node& n, const Sizes& sizes, uint64_t limit, int64_t min_bands) {
   n.attrs.erase("band_rows");
   auto b = banding_of(g, n);
   if (!b) {
@@ -212,7 +214,9 @@ Expected<int64_t> band_node(const Graph& g, Node& n, const Sizes& sizes, uint64_
   STRATA_RETURN_IF_ERROR(check_whole(g, n, sizes, limit, "weights are bound whole", true));
   if (b->out_rows == 0) return 1;  // nothing to bind
   const uint64_t room = limit - kWindowSlack;
-  const int64_t r = choose_band_rows(g, *b, room);
+  int64_t r = choose_band_rows(g, *b, room);
+  if (r > 0 && min_bands > 1 && n.op != Op::group_moments && b->out_rows >= min_bands)
+    r = std::min(r, (b->out_rows + min_bands - 1) / min_bands);
   if (r == 0) {
     const Window w = largest_window(g, *b, 1);
     return error("{}: a band of one output row binds {} rows {} of '{}' ({} bytes), above the binding limit {} "
@@ -245,8 +249,10 @@ Status check_attention(const Graph& g, const Node& n, uint64_t limit) {
 }  // namespace
 
 Status run_split_bands(Graph& g, PassContext& ctx) {
-  const uint64_t limit = ctx.options.binding_limit;
-  if (limit == 0) return Status::ok();
+  const int64_t min_bands = ctx.options.min_bands;
+  if (ctx.options.binding_limit == 0 && min_bands <= 1) return Status::ok();
+  // No limit but a band count: every window fits.
+  const uint64_t limit = ctx.options.binding_limit ? ctx.options.binding_limit : ~uint64_t{0};
   if (limit <= kWindowSlack)
     return error("binding limit {} bytes leaves no room for a window (it needs {} bytes of alignment slack)", limit,
                  kWindowSlack);
@@ -257,7 +263,7 @@ Status run_split_bands(Graph& g, PassContext& ctx) {
       case Op::conv_gemm:
       case Op::norm_act:
       case Op::group_moments: {
-        STRATA_ASSIGN_OR_RETURN(int64_t bands, band_node(g, n, sizes, limit));
+        STRATA_ASSIGN_OR_RETURN(int64_t bands, band_node(g, n, sizes, limit, min_bands));
         banded += bands > 1 ? 1 : 0;
         most_bands = std::max(most_bands, bands);
         break;
@@ -274,8 +280,10 @@ Status run_split_bands(Graph& g, PassContext& ctx) {
   uint64_t largest = 0;
   for (const Value& v : g.values())
     if (v.kind != ValueKind::constant) largest = std::max(largest, sizes(v.id));
-  ctx.log.push_back(fmt::format("split_bands: binding limit {}: {} nodes banded (up to {} bands), largest tensor {}",
-                                human_bytes(limit), banded, most_bands, human_bytes(largest)));
+  ctx.log.push_back(fmt::format("split_bands: binding limit {}{}: {} nodes banded (up to {} bands), largest tensor {}",
+                                ctx.options.binding_limit ? human_bytes(limit) : std::string("none"),
+                                min_bands > 1 ? fmt::format(", at least {} bands", min_bands) : std::string(),
+                                banded, most_bands, human_bytes(largest)));
   return Status::ok();
 }
 

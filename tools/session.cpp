@@ -149,6 +149,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
     };
   }
   o.explain_bands = r.explain_bands;
+  if (r.ranks.ranks > 1) o.min_bands = r.ranks.ranks;  // every rank gets bands of every large node
   o.codegen.profile = r.profile;
   o.codegen.conv_tile = r.conv_tile;
   o.codegen.kernel_defines = r.kernel_defines;

@@ -201,6 +201,38 @@ INSTANTIATE_TEST_SUITE_P(Seeded, RankDecode,
                            return info.param.arch + (info.param.precision == Precision::f16 ? "_f16" : "_f32");
                          });
 
+// Without a small binding limit nothing needs bands; CompilerOptions::min_bands (what
+// --ranks N sets) cuts every large node into N bands, so N ranks share them, and the
+// output is still the bytes of the plan compiled for one process.
+TEST(RankSplit, MinimumBandsGiveEveryRankWorkWithTheSameBytes) {
+  Vae vae = seeded_vae(flux_small_config(), 7);
+  const Tensor latent = test_latent(12, 12);
+  auto device = find_device();
+  ASSERT_TRUE(device) << device.message();
+  auto target = make_target(*device, {.precision = Precision::f16, .binding_limit = {}, .memory_budget = {}});
+  ASSERT_TRUE(target) << target.message();
+  auto g = build_decoder(vae, {.latent_h = 12, .latent_w = 12});
+  ASSERT_TRUE(g) << g.message();
+  std::ostringstream log;
+  auto plain = compile(*g, vae.weights, *target, CompilerOptions{}, log);
+  ASSERT_TRUE(plain) << plain.message();
+  ASSERT_EQ(split_plan_for_rank(plain->plan, {2, 0})->split_nodes, 0) << "the test needs a plan without bands";
+  CompilerOptions banded;
+  banded.min_bands = 2;
+  auto shared = compile(*g, vae.weights, *target, banded, log);
+  ASSERT_TRUE(shared) << shared.message();
+  auto split = split_plan_for_rank(shared->plan, {2, 1});
+  ASSERT_TRUE(split) << split.message();
+  EXPECT_GT(split->split_nodes, 10);
+  auto one = decode_on_ranks(*plain, latent, 1);
+  auto two = decode_on_ranks(*shared, latent, 2);
+  ASSERT_TRUE(one[0]) << one[0].message();
+  for (auto& r : two) {
+    ASSERT_TRUE(r) << r.message();
+    EXPECT_TRUE(same_bytes(*r, *one[0]));
+  }
+}
+
 TEST(RankSplit, FailedExchangeStopsTheRunNamingTheNode) {
   Vae vae = seeded_vae(flux_small_config(), 7);
   const Tensor latent = test_latent(20, 12);

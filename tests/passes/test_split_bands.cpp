@@ -45,10 +45,11 @@ Node* find_node(Graph& g, const std::string& name) {
   return nullptr;
 }
 
-Status split(Graph& g, uint64_t limit, std::vector<std::string>* log = nullptr) {
+Status split(Graph& g, uint64_t limit, std::vector<std::string>* log = nullptr, int64_t min_bands = 0) {
   WeightStore store;
   CompileOptions options;
   options.binding_limit = limit;
+  options.min_bands = min_bands;
   PassContext ctx{options, store, {}};
   Status s = run_split_bands(g, ctx);
   if (log) *log = ctx.log;
@@ -66,6 +67,30 @@ TEST(SplitBands, SmallGraphGetsThreeRowBands) {
   EXPECT_EQ(find_node(g, "n")->attrs.get_int("band_rows", 0), 3) << print_graph(g);
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0], "split_bands: binding limit 640 bytes: 2 nodes banded (up to 3 bands), largest tensor 1.0 KiB");
+}
+
+// min_bands (ranks sharing the plan): without a limit, 8 rows in at least 3 bands are
+// bands of ⌈8/3⌉ = 3 rows; under a limit that allows 3, a minimum of 2 changes
+// nothing (bands of 3 are already more than 2); a minimum above the rows leaves the
+// node whole.
+TEST(SplitBands, MinimumBandCountForRanks) {
+  Graph g = parsed(kSmall);
+  std::vector<std::string> log;
+  ASSERT_TRUE(split(g, 0, &log, 3).is_ok());
+  EXPECT_EQ(find_node(g, "c")->attrs.get_int("band_rows", 0), 3) << print_graph(g);
+  EXPECT_EQ(find_node(g, "n")->attrs.get_int("band_rows", 0), 3) << print_graph(g);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0], "split_bands: binding limit none, at least 3 bands: 2 nodes banded (up to 3 bands), largest "
+                    "tensor 1.0 KiB");
+  Graph four = parsed(kSmall);
+  ASSERT_TRUE(split(four, 0, nullptr, 4).is_ok());
+  EXPECT_EQ(find_node(four, "c")->attrs.get_int("band_rows", 0), 2);
+  Graph limited = parsed(kSmall);
+  ASSERT_TRUE(split(limited, kSmallLimit, nullptr, 2).is_ok());
+  EXPECT_EQ(find_node(limited, "c")->attrs.get_int("band_rows", 0), 3);
+  Graph too_many = parsed(kSmall);
+  ASSERT_TRUE(split(too_many, 0, nullptr, 9).is_ok());
+  EXPECT_FALSE(find_node(too_many, "c")->attrs.has("band_rows"));
 }
 
 TEST(SplitBands, WholeFrameThatFitsGetsNoAttribute) {

@@ -1,6 +1,7 @@
 // `mpirun -np N strata decode ... --ranks N` (tools/ranks.h) as a user runs it: the
 // built strata under Open MPI's mpirun, on lavapipe, with a binding limit small enough
-// that split_bands bands every model. Checked: 2 and 4 ranks write the same bytes as
+// that split_bands bands every model (and once with none: --ranks N alone gives every
+// large node N bands). Checked: 2 and 4 ranks write the same bytes as
 // one process for flux_small, qwen_small, wan22_small and hunyuan_small --frames
 // whole, with nodes actually split; a rank killed mid-run, or one that fails, ends
 // every rank (no hang) with a line saying so and leaves no output; --ranks without
@@ -98,8 +99,9 @@ TEST_P(RanksCli, TwoAndFourRanksWriteTheBytesOfOne) {
   const Model& m = GetParam();
   STRATA_REQUIRE_CASE(m.name);
   Scratch s(m.name);
-  const std::string args = fmt::format("decode --vae '{}' --latent '{}' --binding-limit {} --precision f32 {}",
-                                       case_file(m.name, "vae"), case_file(m.name, m.latent), m.limit, m.extra);
+  const std::string args = fmt::format("decode --vae '{}' --latent '{}' {} --precision f32 {}", case_file(m.name, "vae"),
+                                       case_file(m.name, m.latent),
+                                       m.limit.empty() ? std::string() : "--binding-limit " + m.limit, m.extra);
   Result one = shell(s, fmt::format("LP_NUM_THREADS=1 {} {} --out '{}'", kStrata, args, s / "one.npy"));
   ASSERT_EQ(one.code, 0) << one.err;
   const std::string expected = slurp(s / "one.npy");
@@ -123,8 +125,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, RanksCli,
                          ::testing::Values(Model{"flux_small", "latent_8x8.npy", "160KiB", ""},
                                            Model{"qwen_small", "latent_10x6.npy", "160KiB", ""},
                                            Model{"wan22_small", "latent_3x4x6.npy", "64KiB", ""},
-                                           Model{"hunyuan_small", "latent_3x8x10.npy", "64KiB", "--frames whole"}),
-                         [](const auto& info) { return info.param.name; });
+                                           Model{"hunyuan_small", "latent_3x8x10.npy", "64KiB", "--frames whole"},
+                                           // No limit: --ranks alone cuts every large node into N bands.
+                                           Model{"flux_small", "latent_6x10.npy", "", ""}),
+                         [](const auto& info) { return info.param.name + (info.param.limit.empty() ? "_no_limit" : ""); });
 
 // The pid of rank `rank` of a running job: the strata process whose environment says
 // OMPI_COMM_WORLD_RANK=rank (mpirun sets it), or 0.
