@@ -125,26 +125,30 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
   return out;
 }
 
-std::string explain_rank_split(const RankPlan& p) {
-  std::string s;
+Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks) {
+  STRATA_ASSIGN_OR_RETURN(RankPlan p, split_plan_for_rank(plan, {ranks, 0}));
+  std::string s = fmt::format("ranks: {} nodes split across {} ranks ({} band dispatches); every other node runs on "
+                              "every rank\n",
+                              p.split_nodes, ranks, p.shared_dispatches);
   for (const RankPlan::Entry& e : p.entries)
     for (const SplitNode& n : e.splits) {
       std::string owners;
-      for (size_t j = 0; j < n.shares.size(); ++j) {
-        if (j > 0 && n.shares[j].owner == n.shares[j - 1].owner) continue;
+      for (size_t j = 0; j < n.shares.size();) {
         size_t last = j;
         while (last + 1 < n.shares.size() && n.shares[last + 1].owner == n.shares[j].owner) ++last;
         uint64_t bytes = 0;
         for (size_t k = j; k <= last; ++k) bytes += n.shares[k].bytes;
-        owners += fmt::format("{}rank {}: bands {}-{} ({} bytes)", owners.empty() ? "" : ", ", n.shares[j].owner,
-                              j + 1, last + 1, bytes);
+        const std::string bands = last == j ? fmt::format("band {}", j + 1) : fmt::format("bands {}-{}", j + 1, last + 1);
+        owners += fmt::format("{}rank {}: {} ({} bytes)", owners.empty() ? "" : ", ", n.shares[j].owner, bands, bytes);
+        j = last + 1;
       }
-      s += fmt::format("  {}{}: {} bands; {}; rows exchanged after it\n",
-                       p.entries.size() > 1 ? e.name + ": " : "", n.node, n.shares.size(), owners);
+      s += fmt::format("  {}{}: {} bands; {}\n", p.entries.size() > 1 ? e.name + ": " : "", n.node, n.shares.size(),
+                       owners);
     }
-  s += fmt::format("ranks: {} nodes split across {} ranks ({} band dispatches); rank {} runs {} dispatches; every "
-                   "other node runs on every rank\n",
-                   p.split_nodes, p.layout.ranks, p.shared_dispatches, p.layout.rank, p.kept_dispatches);
+  for (int r = 0; r < ranks; ++r) {
+    STRATA_ASSIGN_OR_RETURN(RankPlan mine, split_plan_for_rank(plan, {ranks, r}));
+    s += fmt::format("  rank {} runs {} of {} dispatches\n", r, mine.kept_dispatches, plan.dispatches.size());
+  }
   return s;
 }
 

@@ -86,9 +86,10 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
 // The rank that owns band `band` of `bands` under `ranks` ranks: ⌊band·ranks/bands⌋.
 int band_owner(int64_t band, int64_t bands, int ranks);
 
-// One line per split node (its bands and which rank owns which), then a total; for
-// `compile --explain-bands --ranks N`.
-std::string explain_rank_split(const RankPlan& plan);
+// One line per split node (its bands, which rank owns which, the bytes each sends),
+// then the dispatches each rank runs; for `strata compile --ranks N`. Errors: as
+// split_plan_for_rank.
+Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks);
 
 // How the ranks exchange bytes: every rank calls allgather with the same `counts`
 // (bytes each rank contributes, in rank order) and its own `mine`

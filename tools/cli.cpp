@@ -514,7 +514,10 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     return cmd_compile_transformer(args, out, err);  // tools/hoist_command.h
   auto specs = with_model_options({{"latent-shape", true, "latent shape CxHxW, e.g. 16x8x8"},
                                    {"save-plan", true, "write the plan to FILE (see `strata inspect`)"},
-                                   {"explain-kernels", false, "print each node's kernel config (codegen/kernel_config.h)"}});
+                                   {"explain-kernels", false, "print each node's kernel config (codegen/kernel_config.h)"},
+                                   {"ranks", true,
+                                    "compile as decode --ranks N does (every large node in at least N bands) and "
+                                    "print which rank owns which bands (docs/RANKS.md)"}});
   for (const auto& spec : run_option_specs())
     if (spec.name != "check-range" && spec.name != "profile" && spec.name != "pipeline-stats")
       specs.push_back(spec);
@@ -537,6 +540,13 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   // The kernel configs are read off the graph after the passes: a fresh compile.
   if (a->has("explain-kernels")) settings->no_cache = true;
+  int ranks = 1;
+  if (auto text = a->get("ranks")) {
+    auto n = parse_integer("ranks", *text);
+    if (!n || *n < 1 || *n > 4096) return usage_error(err, fmt::format("compile: --ranks '{}' must be 1 to 4096", *text));
+    ranks = static_cast<int>(*n);
+    settings->ranks = {ranks, 0};  // the plan decode --ranks compiles (CompilerOptions::min_bands)
+  }
   // With the plan cache, compile fills it ahead of time: a miss is loaded (pipelines
   // built) so that plan, weights and pipeline cache are stored.
   auto compiled = compile_for_device(*g, vae->weights, *settings, out);
@@ -550,6 +560,11 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     plan = &loaded->plan();
   }
   out << buffer_summary(*plan);
+  if (ranks > 1) {
+    auto explained = explain_rank_split(*plan, ranks);
+    if (!explained) return fail(err, explained.status());
+    out << *explained;
+  }
   if (a->has("explain-kernels")) {
     auto configs = codegen::kernel_configs(compiled->graphs.at(0), *plan);
     if (!configs) return fail(err, configs.status());

@@ -197,6 +197,33 @@ TEST(RanksCliFailure, FailingRankEndsEveryRankWithOneLine) {
   EXPECT_FALSE(fs::exists(s / "image.npy"));
 }
 
+// `strata compile --ranks N` compiles what decode --ranks N runs and says who owns
+// what: flux_small at 8×8 has no bands without a limit, with --ranks 3 its large nodes
+// have 3, one per rank, and every rank runs the same number of dispatches.
+TEST(RanksCliExplain, CompileRanksPrintsTheOwnersOfEveryBand) {
+  STRATA_REQUIRE_CASE("flux_small");
+  Scratch s("explain");
+  Result r = shell(s, fmt::format("{} compile --vae '{}' --latent-shape 16x8x8 --no-cache --ranks 3", kStrata,
+                                  case_file("flux_small", "vae")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("split_bands: binding limit"), std::string::npos) << r.out;
+  const size_t at = r.out.find("ranks: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::stoll(r.out.substr(at + 7)), 10) << r.out.substr(at, 100);
+  EXPECT_NE(r.out.find("decoder.conv_out: 3 bands; rank 0: band 1 ("), std::string::npos) << r.out;
+  std::string per_rank;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string mark = fmt::format("  rank {} runs ", rank);
+    const size_t line = r.out.find(mark);
+    ASSERT_NE(line, std::string::npos) << r.out;
+    const size_t from = line + mark.size();
+    const std::string count = r.out.substr(from, r.out.find(' ', from) - from);
+    ASSERT_FALSE(count.empty()) << r.out.substr(line, 60);
+    if (rank == 0) per_rank = count;
+    EXPECT_EQ(count, per_rank) << "ranks get equal shares of 3-band nodes";
+  }
+}
+
 TEST(RanksCliFailure, RanksNeedMpirunAndAPositiveCount) {
   REQUIRE_MPI();
   STRATA_REQUIRE_CASE("flux_small");
