@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <vector>
 
@@ -76,8 +77,10 @@ MpiRanks::~MpiRanks() {
 
 Status MpiRanks::allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
                            std::span<std::byte> all) {
-  constexpr uint64_t kRound = 1ull << 30;
   const size_t ranks = counts.size();
+  // MPI counts and displacements are int: a round moves at most kRound bytes per rank,
+  // all ranks' together below 2^31.
+  const uint64_t kRound = std::max<uint64_t>(4096, (uint64_t{INT_MAX} / std::max<size_t>(ranks, 1)) & ~uint64_t{4095});
   if (static_cast<int>(ranks) != layout_.ranks || mine.size() != counts[static_cast<size_t>(layout_.rank)])
     return error("allgather: {} counts and {} bytes here do not match rank {} of {}", ranks, mine.size(),
                  layout_.rank, layout_.ranks);

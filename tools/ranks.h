@@ -26,8 +26,8 @@ public:
   ~MpiRanks() override;  // MPI_Finalize
 
   RankLayout layout() const { return layout_; }
-  // MPI_Allgatherv of the bytes, in rounds of at most 1 GiB per rank (MPI counts are
-  // int).
+  // MPI_Allgatherv of the bytes, in rounds that keep every MPI count and displacement
+  // within an int (all ranks' bytes of a round below 2 GiB).
   Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
                    std::span<std::byte> all) override;
   // Ends every rank of the job (MPI_Abort with `code`); for after an error here.
