@@ -168,6 +168,10 @@ struct Param {
   int64_t h, w;
 };
 
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.arch << (p.precision == Precision::f16 ? " f16 " : " f32 ") << p.h << "x" << p.w;
+}
+
 class RankDecode : public ::testing::TestWithParam<Param> {};
 
 TEST_P(RankDecode, BitIdenticalToOneRank) {

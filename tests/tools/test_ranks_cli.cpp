@@ -92,6 +92,10 @@ struct Model {
   std::string name, latent, limit, extra;
 };
 
+void PrintTo(const Model& m, std::ostream* os) {
+  *os << m.name << " " << m.latent << (m.limit.empty() ? "" : " --binding-limit " + m.limit) << " " << m.extra;
+}
+
 class RanksCli : public ::testing::TestWithParam<Model> {};
 
 TEST_P(RanksCli, TwoAndFourRanksWriteTheBytesOfOne) {
