@@ -1,4 +1,5 @@
-// lower_attention: attention -> kernels/attention_coop.comp (tensor cores) or
+// lower_attention: attention -> kernels/attention_coop_rows.comp, attention_coop_dsplit.comp,
+// attention_coop.comp (tensor cores) or
 // kernels/attention.comp (portable), softmax -> kernels/softmax.comp.
 //
 //   attention(q[..., Tq, D], k[..., Tk, D], v[..., Tk, Dv])  flash style: no score
@@ -7,7 +8,12 @@
 //       and v are stored f16, D and Dv are multiples of 16 and no key windows are
 //       needed (16×16×16 cooperative matrices through coopmat.glsl; COOPMAT 1 =
 //       GL_NV_cooperative_matrix, 2 = its plain-GLSL emulation):
-//         attention_coop_dsplit.comp (the head dims split across NSG subgroups, Q and
+//         attention_coop_rows.comp (the query rows split across the subgroups, 16
+//         each; the workgroup stages K and V blocks once for all of them) for head
+//         dims up to 128 without a frame mask, where every dispatch has a workgroup's
+//         rows (rows_tiles; CodegenOptions::attention_rows picks the tile or turns it
+//         off);
+//         else attention_coop_dsplit.comp (the head dims split across NSG subgroups, Q and
 //         O in registers, K and V read straight into fragments) when every dispatch
 //         has at least one 32-row block of query rows (a partial last block overlaps
 //         the one before; keys in any number, PARTIAL_KEYS past a multiple of 32) and
@@ -33,9 +39,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace strata::codegen {
 namespace {
@@ -183,6 +191,60 @@ std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& 
   return std::nullopt;
 }
 
+// attention_coop_rows.comp's configuration: NSG subgroups of 16 query rows, BC keys
+// per block (its header: head dims up to 128, no frame mask).
+struct RowsTiles {
+  uint32_t nsg = 0, bc = 0;
+  uint64_t shared_bytes = 0;
+};
+
+uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv) {
+  return 2 * bc * (d + 8) + 2 * bc * (dv + 8) + nsg * (4 * 16 * (bc + 4) + 2 * 16 * (bc + 8) + 4 * 16);
+}
+
+// The tile: CodegenOptions::attention_rows "NxBC", else 8 subgroups (128 rows per
+// workgroup, so a workgroup reads K and V once for 128 rows, against the dsplit
+// kernel's 32) and 32 keys, with fewer subgroups where a dispatch has fewer rows or
+// the shared memory is short (lavapipe's 32 KiB: 4). On the H200 at Z-Image's head dim
+// 8 × 32 ran a step's attention 1.6× faster than the dsplit kernel, 4 × 32 slower
+// (docs/PERFORMANCE.md, issue 17, session 13). Every
+// dispatch's rows at least one workgroup's (a partial last block overlaps the one
+// before); the shared memory within the target's. Errors: a malformed tile.
+Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& node, const AttentionDims& a,
+                                               const AttentionSplit& split, uint64_t frame_tokens) {
+  const std::string& asked = l.options().attention_rows;
+  if (asked == "off" || frame_tokens > 0 || a.d > 128 || a.dv > 128) return std::optional<RowsTiles>{};
+  const uint32_t sg = l.target().subgroup_size;
+  std::vector<uint32_t> nsgs = {8, 4, 2, 1};
+  uint32_t bc = 32;
+  if (!asked.empty()) {
+    uint32_t n = 0, keys = 0;
+    char end = 0;
+    if (std::sscanf(asked.c_str(), "%ux%u%c", &n, &keys, &end) != 2 || n == 0 || n > 32 || keys == 0 ||
+        keys % 16 != 0 || keys > 256)
+      return l.fail(node, fmt::format("attention tile '{}' is not NxBC (N subgroups of 16 rows, 1 to 32; BC keys "
+                                      "per block, a multiple of 16 up to 256) or off",
+                                      asked));
+    nsgs = {n};
+    bc = keys;
+  }
+  const uint32_t lpr = sg >= 16 ? sg / 16 : 1;
+  if (sg == 0 || bc % lpr != 0 || bc / lpr % 8 != 0) return std::optional<RowsTiles>{};  // 8 weights per store
+  const uint64_t chunks = ceil_div(a.tq, split.rows_per);
+  const uint64_t last_rows = a.tq - (chunks - 1) * split.rows_per;
+  for (uint32_t nsg : nsgs) {
+    const uint64_t br = 16ull * nsg;
+    if (last_rows < br || (chunks > 1 && split.rows_per % br != 0)) continue;
+    if (uint64_t(nsg) * sg > 1024) continue;
+    const uint64_t bytes = rows_shared_bytes(nsg, bc, a.d, a.dv);
+    if (bytes <= l.target().max_shared_memory_bytes) return std::optional<RowsTiles>{RowsTiles{nsg, bc, bytes}};
+    if (!asked.empty())
+      return l.fail(node, fmt::format("attention tile '{}' needs {} bytes of shared memory, the target has {}", asked,
+                                      bytes, l.target().max_shared_memory_bytes));
+  }
+  return std::optional<RowsTiles>{};
+}
+
 // Whether the cooperative-matrix kernels can run this node (q, k, v f16 read 8
 // halves at a time: with D, Dv multiples of 16 every row start and window base is a
 // multiple of 8 halves; no key windows).
@@ -208,13 +270,34 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   // (attention_coop.comp has no mask).
   const uint64_t frame_tokens = static_cast<uint64_t>(std::max<int64_t>(node.attrs.get_int("frame_tokens", 0), 0));
   const bool coop_ok = coop_applies(l, q, k, v, a, split);
-  const std::optional<DsplitTiles> dsplit = coop_ok && (l.options().attention_dsplit || frame_tokens > 0) ? dsplit_tiles(l, a, split) : std::nullopt;
-  const std::optional<CoopTiles> coop = coop_ok && !dsplit && frame_tokens == 0 ? coop_tiles(l, a) : std::nullopt;
+  std::optional<RowsTiles> rows;
+  if (coop_ok && l.options().attention_dsplit) {
+    STRATA_ASSIGN_OR_RETURN(rows, rows_tiles(l, node, a, split, frame_tokens));
+  }
+  const std::optional<DsplitTiles> dsplit =
+      coop_ok && !rows && (l.options().attention_dsplit || frame_tokens > 0) ? dsplit_tiles(l, a, split) : std::nullopt;
+  const std::optional<CoopTiles> coop =
+      coop_ok && !rows && !dsplit && frame_tokens == 0 ? coop_tiles(l, a) : std::nullopt;
   const char* coop_mode = l.target().tensor_cores == TensorCores::nv_coopmat ? "1" : "2";
 
   KernelKey key;
   uint32_t rows_per_group = kRows, wg = kAttentionWg;
-  if (dsplit) {
+  if (rows) {
+    rows_per_group = 16 * rows->nsg;
+    wg = rows->nsg * l.target().subgroup_size;
+    key.file = "attention_coop_rows.comp";
+    key.defines = {{"D", std::to_string(a.d)},
+                   {"DV", std::to_string(a.dv)},
+                   {"BC", std::to_string(rows->bc)},
+                   {"WG", std::to_string(wg)},
+                   {"CM_SG", std::to_string(l.target().subgroup_size)},
+                   {"COOPMAT", coop_mode}};
+    add_type_define(key.defines, "O_T", l.storage(o));
+    if (a.tk % rows->bc != 0) key.defines["PARTIAL_KEYS"] = "1";
+    key.bindings = 4;
+    key.push_constant_bytes = 10 * 4;
+    key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle | runtime::subgroup_ops::vote;
+  } else if (dsplit) {
     rows_per_group = kDsplitRows;
     wg = dsplit->nsg * l.target().subgroup_size;
     key.file = "attention_coop_dsplit.comp";
@@ -288,7 +371,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
         const Lowering::ElementWindow kw = l.element_window(k, k_first * a.d, k_count * a.d, Access::read);
         const Lowering::ElementWindow vw = l.element_window(v, k_first * a.dv, k_count * a.dv, Access::read);
         // attention_coop.comp reads q, k, v 8 halves at a time from the window base.
-        if ((coop || dsplit) && (qw.base % 8 != 0 || kw.base % 8 != 0 || vw.base % 8 != 0))
+        if ((coop || dsplit || rows) && (qw.base % 8 != 0 || kw.base % 8 != 0 || vw.base % 8 != 0))
           return l.fail(node, fmt::format("attention_coop: window bases {} / {} / {} are not multiples of 8 halves",
                                           qw.base, kw.base, vw.base));
         PushConstants push;

@@ -41,6 +41,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "tensor-core conv tile WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]: subgroups along pixels x channels, 16x16 "
        "fragments per subgroup, input channels per step, shared buffers, 16-byte output stores (default "
        "2x2x4x4x32x1x1; for measuring tiles, docs/KERNELS.md)"},
+      {"attention-tile", true,
+       "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
+       "default 4x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
       {"kernel-define", true,
        "FILE:NAME=VALUE[,FILE:NAME=VALUE...]: defines added to a kernel's variants, e.g. "
        "attention_coop_dsplit.comp:PF=1 (the variants a kernel's header names; for measuring them)"},
@@ -95,6 +98,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
+  r.attention_tile = a.get_or("attention-tile", "");
   if (auto text = a.get("pipeline-threads")) {
     STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("pipeline-threads", *text));
     if (n < 1 || n > 1024) return error("--pipeline-threads '{}' must be between 1 and 1024", *text);
@@ -152,6 +156,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   if (r.ranks.ranks > 1) o.min_bands = r.ranks.ranks;  // every rank gets bands of every large node
   o.codegen.profile = r.profile;
   o.codegen.conv_tile = r.conv_tile;
+  o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.
   if (!r.no_cache && !r.check_range && !r.pipeline_stats) o.cache_dir = r.cache_dir;

@@ -49,9 +49,12 @@ double median(std::vector<double> v) {
 }
 
 Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t caption, int64_t reps, int64_t warmup,
-             std::ostream& out) {
-  ZImageTransformer model = seeded_zimage(ZImageConfig{}, 1);
+             int64_t layers, std::ostream& out) {
+  ZImageConfig seeded_config;
+  if (layers > 0) seeded_config.n_layers = layers;
+  ZImageTransformer model = seeded_zimage(seeded_config, 1);
   if (auto dir = a.get("transformer")) {
+    if (layers > 0) return error("--layers takes the released config's seeded weights, not --transformer");
     STRATA_ASSIGN_OR_RETURN(model, load_zimage_dir(*dir));
   }
   const ZImageConfig& c = model.config;
@@ -152,6 +155,9 @@ int cmd_bench_zimage(const std::vector<std::string>& args, std::ostream& out, st
       {"transformer", true, "a diffusers transformer/ directory instead of the released config's seeded weights"},
       {"reps", true, "timed replays per plan (default 5)"},
       {"warmup", true, "untimed runs per plan first (default 1)"},
+      {"layers", true,
+       "main layers of the seeded model (default 30, the released config; fewer load in seconds, for measuring "
+       "the per-layer kernels)"},
   };
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);
@@ -167,7 +173,10 @@ int cmd_bench_zimage(const std::vector<std::string>& args, std::ostream& out, st
   if (!reps || *reps < 1) return usage(err, "--reps must be a positive integer");
   auto warmup = parse_integer("warmup", a->get_or("warmup", "1"));
   if (!warmup || *warmup < 0) return usage(err, "--warmup must be a non-negative integer");
-  if (Status s = bench(*a, *settings, *size, *caption, *reps, *warmup, out); !s.is_ok()) {
+  auto layers = parse_integer("layers", a->get_or("layers", "0"));
+  if (!layers || (a->has("layers") && *layers < 1) || *layers > 1000)
+    return usage(err, "--layers must be an integer from 1 to 1000");
+  if (Status s = bench(*a, *settings, *size, *caption, *reps, *warmup, *layers, out); !s.is_ok()) {
     err << "strata: error: " << s.message() << "\n";
     return 1;
   }

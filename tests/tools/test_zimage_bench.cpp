@@ -53,5 +53,23 @@ TEST(ZImageBench, SizeMustBeAMultipleOf16) {
   EXPECT_NE(err.str().find("--size must be a positive multiple of 16"), std::string::npos) << err.str();
 }
 
+// --layers: a count from 1 to 1000, for the seeded released config only; both errors
+// are one line before any work.
+TEST(ZImageBench, LayersNeedsAPositiveCountAndTheSeededModel) {
+  for (const char* bad : {"0", "-3", "x", "1001"}) {
+    SCOPED_TRACE(bad);
+    std::ostringstream out, err;
+    EXPECT_EQ(run_cli({"bench", "--arch", "zimage", "--size", "1024", "--layers", bad}, out, err), 2);
+    EXPECT_NE(err.str().find("--layers must be an integer from 1 to 1000"), std::string::npos) << err.str();
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cli({"bench", "--arch", "zimage", "--size", "96", "--layers", "2", "--transformer", "/nonexistent"},
+                    out, err),
+            1);
+  EXPECT_NE(err.str().find("--layers takes the released config's seeded weights, not --transformer"),
+            std::string::npos)
+      << err.str();
+}
+
 }  // namespace
 }  // namespace strata

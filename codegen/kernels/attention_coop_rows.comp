@@ -1,0 +1,382 @@
+// attention_coop_rows.comp: softmax(q·kᵀ·scale)·v per head on 16×16×16 cooperative
+// matrices (coopmat.glsl: f16 operands, f32 accumulation), flash style — no score
+// matrix in memory — with the query rows split across the subgroups (FlashAttention
+// 2's split). The same contract as attention_coop_dsplit.comp, for head dims up to
+// 128 and no frame mask (see "Limits").
+//
+//   out[h, i, :] = Σ_j p_ij · v[h, j, :],  p_ij = exp(s_ij - max_j s_ij) / Σ_j exp(...),
+//   s_ij = scale · q[h, i, :]·k[h, j, :]
+//
+// Why this split: attention_coop_dsplit.comp gives every subgroup a slice of the head
+// dims of 32 rows, so each key block's scores are sums of NSG partials exchanged
+// through shared memory with two workgroup barriers, and each workgroup of 32 rows
+// streams all of K and V from L2 (at head dim 128 on the H200: 53 TFLOP/s, issue 17,
+// docs/PERFORMANCE.md). Here every subgroup owns 16 whole rows:
+//   - its Q rows (16 × D) are loaded once into A fragments and stay in registers;
+//   - its O rows (16 × DV) live in its accumulators;
+//   - the workgroup stages each block of BC keys of K and V into shared memory once
+//     (16-byte loads, issued one block ahead, in flight during the block before) and
+//     all NSG subgroups read their B fragments from there, so a workgroup of
+//     BR = 16·NSG rows reads K and V once;
+//   - the scores of a subgroup's rows are its own: it stores them to its own region
+//     of shared memory, runs the online softmax there (LPR lanes per row, maxima and
+//     sums combined with subgroupShuffleXor butterflies, so every lane of a row holds
+//     the same bits), writes P (f16) and the rescale factors beside them, rescales its
+//     accumulators (each element's row learnt from `rowmap`, an accumulator loaded
+//     from a 16×16 matrix of row numbers: the element order of cooperative matrices is
+//     unspecified, but equal for equal types) and adds P·V. Only subgroup barriers
+//     between these steps; two workgroup barriers per key block, around the staging.
+// The numerics are attention_coop_dsplit.comp's: p rounded to f16 (l sums the rounded
+// values), corr = exp_precise(m - m'), the rescale skipped where no row's maximum
+// rose (a multiply by 1 changes no bit), out = O / l through store_round.
+//
+// Limits (the lowering checks them and otherwise uses attention_coop_dsplit.comp):
+// every dispatch's `rows` at least BR (a last partial block of rows is computed as the
+// BR rows ending at `rows`, overlapping the block before: a row's result does not
+// depend on its workgroup's other rows, so rows computed twice get the same bits);
+// `tk` a multiple of BC, or PARTIAL_KEYS = 1 (keys past tk masked, their K and V read
+// as zeros); D and DV multiples of 16, at most 128 (registers: D/16 A fragments and
+// DV/16 accumulators per lane); the window bases and head strides multiples of 8
+// halves (16-byte loads).
+//
+// Every cooperative-matrix macro is reached in subgroup-uniform control flow, every
+// barrier() in workgroup-uniform control flow. Requires gl_NumSubgroups == NSG (the
+// lowering fixes the subgroup size to CM_SG) and subgroup shuffles.
+//
+// Shared memory (bytes): 2·BC·(D + 8) + 2·BC·(DV + 8)     the staged K and V blocks
+//                        + NSG·(4·16·(BC + 4)             scores, then the output staging
+//                               + 2·16·(BC + 8)           P (f16)
+//                               + 4·16)                   corr, then l
+// e.g. 32 000 at D = DV = 128, BC = 32, NSG = 4.
+//
+// A dispatch covers `heads` heads × `rows` query rows each, through windows whose
+// elements q_base / k_base / v_base / o_base hold the first head's first row; heads
+// are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
+//
+// Defines: D, DV (head dims), BC (keys per block, a multiple of 16), PARTIAL_KEYS, WG
+// (invocations, NSG·CM_SG), COOPMAT, CM_SG (coopmat.glsl). O_T: float | float16_t;
+// ROUND (common.glsl).
+// Bindings: q (read), k (read), v (read), out (write).
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#extension GL_EXT_control_flow_attributes : enable
+
+#define NSG (WG / CM_SG)        // subgroups, 16 rows each
+#define BR (16 * NSG)           // query rows per workgroup
+#define KT (BC / 16)            // key tiles per block
+#define DTQ (D / 16)            // Q column tiles
+#define DTV (DV / 16)           // output column tiles
+#if CM_SG >= 16
+#define LPR (CM_SG / 16)        // lanes per softmax row
+#else
+#define LPR 1
+#endif
+#define RPL (16 * LPR / CM_SG)  // softmax rows per lane (1, or 16 / CM_SG below 16 lanes)
+#define CPL (BC / LPR)          // scores per lane per row
+#define SP (BC + 4)             // row stride of the scores (floats)
+#define PS (BC + 8)             // row stride of P (halves)
+#define KU (D / 8)              // 16-byte units per K row
+#define VU (DV / 8)             // ... per V row
+#define KS (KU + 1)             // staged row strides in units (+1: rows in distinct banks)
+#define VS (VU + 1)
+
+#if D % 16 != 0 || DV % 16 != 0 || D > 128 || DV > 128 || BC % 16 != 0 || WG % CM_SG != 0 || \
+    BC % LPR != 0 || CPL % 8 != 0 || (LPR & (LPR - 1)) != 0 || 16 * SP < 256
+#error "attention_coop_rows.comp: tile sizes do not fit"
+#endif
+
+#ifndef O_T
+#define O_T float
+#endif
+#ifndef PARTIAL_KEYS
+#define PARTIAL_KEYS 0
+#endif
+// Native: unrolled, and the accumulators named variables (with an array the H200's
+// driver kept attention_coop_dsplit.comp's in local memory). The emulation keeps
+// arrays and loops: unrolling its fragment arrays makes lavapipe's compile explode.
+#if COOPMAT == 1
+#define UNROLL [[unroll]]
+#if DTV == 1
+#define ACC_LIST(X) X(0u, o0)
+#elif DTV == 2
+#define ACC_LIST(X) X(0u, o0) X(1u, o1)
+#elif DTV == 3
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2)
+#elif DTV == 4
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3)
+#elif DTV == 5
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4)
+#elif DTV == 6
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5)
+#elif DTV == 7
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5) X(6u, o6)
+#else
+#define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5) X(6u, o6) X(7u, o7)
+#endif
+#define ACC_DECL_ALL ACC_LIST(ACC_DECL)
+#else
+#define UNROLL
+#define ACC_LIST(X) for (uint dv_ = 0u; dv_ < DTV; ++dv_) { X(dv_, oacc[dv_]) }
+#define ACC_DECL_ALL CM_ACC oacc[DTV]; for (uint dv_ = 0u; dv_ < DTV; ++dv_) CM_FILL(oacc[dv_], 0.0);
+#endif
+#define ACC_DECL(dv, m) CM_ACC m; CM_FILL(m, 0.0);
+#define CM_ELEMS (256 / CM_SG)
+#define ACC_RESCALE(dv, m)                          \
+  UNROLL for (int i = 0; i < CM_ELEMS; ++i)         \
+    if (i < CM_ACC_LENGTH(m)) CM_ACC_AT(m, i) *= cf[i];
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+// Native: q, k and v as 16-byte units and the staged blocks likewise (fragment offsets
+// and strides in units); the emulation reads halves.
+#if COOPMAT == 1
+layout(std430, binding = 0) readonly buffer QBuf { uvec4 q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { uvec4 k[]; };
+layout(std430, binding = 2) readonly buffer VBuf { uvec4 v[]; };
+shared uvec4 s_kv[BC * (KS + VS)];
+#define UNIT 1u  // elements of s_kv per 16-byte unit
+#define KV_UNIT_LOAD(buf, half_index) buf[(half_index) >> 3u]
+#define KV_UNIT_ZERO uvec4(0u)
+#define KV_UNIT_T uvec4
+#define KV_UNIT_STORE(unit_index, x) s_kv[unit_index] = (x)
+#define Q_LOAD(m, off, stride) CM_LOAD(m, q, (off) / 8u, (stride) / 8u, false)
+#else
+layout(std430, binding = 0) readonly buffer QBuf { float16_t q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
+layout(std430, binding = 2) readonly buffer VBuf { float16_t v[]; };
+shared float16_t s_kv[BC * (KS + VS) * 8];
+#define UNIT 8u
+struct Unit8 { float16_t h[8]; };
+Unit8 unit_zero() { Unit8 u; for (uint i = 0u; i < 8u; ++i) u.h[i] = float16_t(0.0); return u; }
+#define KV_UNIT_LOAD(buf, half_index) load_unit_##buf(half_index)
+Unit8 load_unit_k(uint first) { Unit8 u; for (uint i = 0u; i < 8u; ++i) u.h[i] = k[first + i]; return u; }
+Unit8 load_unit_v(uint first) { Unit8 u; for (uint i = 0u; i < 8u; ++i) u.h[i] = v[first + i]; return u; }
+#define KV_UNIT_ZERO unit_zero()
+#define KV_UNIT_T Unit8
+#define KV_UNIT_STORE(unit_index, x) for (uint i_ = 0u; i_ < 8u; ++i_) s_kv[(unit_index) * 8u + i_] = (x).h[i_]
+#define Q_LOAD(m, off, stride) CM_LOAD(m, q, off, stride, false)
+#endif
+layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
+
+layout(push_constant) uniform Push {
+  uint heads;          // heads in this dispatch
+  uint rows;           // query rows per head in this dispatch (at least BR)
+  uint tk;             // keys per head (a multiple of BC, or PARTIAL_KEYS)
+  uint q_head_stride;  // elements between heads in q (Tq·D) ...
+  uint o_head_stride;  // ... in out (Tq·DV)
+  uint q_base, k_base, v_base, o_base;
+  float scale;
+} pc;
+
+// Per subgroup: the scores (then the row numbers, then the output staging) and P.
+// Natively as 16-byte units, so that the softmax lanes read 4 scores and write 8
+// weights per access (scalar shared accesses, 16 of each per lane and block, cost
+// more than the fragment loads); accumulators are stored as their f32 bits. The
+// emulation keeps scalars (its fragment macros read scalar arrays).
+#if COOPMAT == 1
+shared uvec4 s_sc4[NSG * 16 * SP / 4];
+shared uvec4 s_p4[NSG * 16 * PS / 8];
+#define S_STORE_ACC(m, off, stride) CM_STORE_ACC(m, s_sc4, (off) / 4u, (stride) / 4u, false)
+#define S_LOAD_ACC(m, off, stride) CM_LOAD_ACC(m, s_sc4, (off) / 4u, (stride) / 4u, false)
+#define S_GET(i) uintBitsToFloat(s_sc4[(i) >> 2u][(i) & 3u])
+#define S_GET4(i) uintBitsToFloat(s_sc4[(i) >> 2u])  // i a multiple of 4
+#define S_SET(i, x) s_sc4[(i) >> 2u][(i) & 3u] = floatBitsToUint(x)
+#define P_SET8(i, p)  /* i a multiple of 8; p: float[8], halves already */                       \
+  s_p4[(i) >> 3u] = uvec4(packFloat2x16(f16vec2(p[0], p[1])), packFloat2x16(f16vec2(p[2], p[3])),   \
+                          packFloat2x16(f16vec2(p[4], p[5])), packFloat2x16(f16vec2(p[6], p[7])))
+#define P_LOAD(m, off, stride) CM_LOAD(m, s_p4, (off) / 8u, (stride) / 8u, false)
+#else
+shared float s_sc[NSG * 16 * SP];
+shared float16_t s_p[NSG * 16 * PS];
+#define S_STORE_ACC(m, off, stride) CM_STORE_ACC(m, s_sc, off, stride, false)
+#define S_LOAD_ACC(m, off, stride) CM_LOAD_ACC(m, s_sc, off, stride, false)
+#define S_GET(i) s_sc[i]
+#define S_GET4(i) vec4(s_sc[i], s_sc[(i) + 1u], s_sc[(i) + 2u], s_sc[(i) + 3u])
+#define S_SET(i, x) s_sc[i] = (x)
+#define P_SET8(i, p) for (uint j_ = 0u; j_ < 8u; ++j_) s_p[(i) + j_] = float16_t(p[j_])
+#define P_LOAD(m, off, stride) CM_LOAD(m, s_p, off, stride, false)
+#endif
+shared float s_rl[NSG * 16];          // per subgroup: corr of the current block, then l
+
+// The staged block's units: K rows at 0, V rows at BC·KS (in units).
+#define K_UNITS (BC * KU)
+#define V_UNITS (BC * VU)
+#define K_PER ((K_UNITS + WG - 1) / WG)  // units per invocation
+#define V_PER ((V_UNITS + WG - 1) / WG)
+
+// P_EXP2 = 1: the softmax weights through the device's exp2 (within 3 + 2·|x| ULP by
+// Vulkan's rules, x <= 0 here) instead of exp_precise; they are rounded to halves
+// right after. The rescale factors stay precise.
+#ifndef P_EXP2
+#define P_EXP2 (COOPMAT == 1)
+#endif
+#if P_EXP2
+#define P_EXP(x) exp2((x) * 1.44269504)
+#else
+#define P_EXP(x) exp_precise(x)
+#endif
+
+const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
+
+void main() {
+  const uint blocks = (pc.rows + BR - 1u) / BR;
+  const uint wg = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (wg >= pc.heads * blocks) return;  // uniform per workgroup
+  const uint tid = gl_LocalInvocationIndex;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  // The last block of a partial run of rows ends at `rows` (rows >= BR; see Limits).
+  const uint head = wg / blocks, row0 = min((wg % blocks) * BR, pc.rows - BR) + sg * 16u;
+  // In halves; multiples of 8 (see the header).
+  const uint q_first = pc.q_base + head * pc.q_head_stride + row0 * D;
+  const uint k_first = pc.k_base + head * pc.tk * D;
+  const uint v_first = pc.v_base + head * pc.tk * DV;
+  const uint sc0 = sg * 16u * SP, p0 = sg * 16u * PS, rl0 = sg * 16u;  // this subgroup's regions
+
+  // Row numbers, in this subgroup's score region.
+  for (uint e = lane; e < 256u; e += CM_SG) S_SET(sc0 + e, float(e >> 4u));
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  CM_ACC rowmap;
+  S_LOAD_ACC(rowmap, sc0, 16u);
+  CM_A qa[DTQ];
+  UNROLL for (uint dq = 0u; dq < DTQ; ++dq) Q_LOAD(qa[dq], q_first + dq * 16u, D);
+  ACC_DECL_ALL
+  float m_run[RPL], l_run[RPL];  // the same in all LPR lanes of the row
+  UNROLL for (uint i = 0u; i < RPL; ++i) m_run[i] = kNegHuge, l_run[i] = 0.0;
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();  // the row numbers are read before the scores overwrite them
+
+  // The first block's K and V units, as loaded.
+  KV_UNIT_T kr[K_PER], vr[V_PER];
+#define LOAD_BLOCK(key0_)                                                                       \
+  UNROLL for (uint i_ = 0u; i_ < K_PER; ++i_) {                                                 \
+    const uint u_ = tid + i_ * WG, row_ = u_ / KU;                                              \
+    if (u_ < K_UNITS)                                                                           \
+      kr[i_] = PARTIAL_KEYS == 0 || (key0_) + row_ < pc.tk                                      \
+                   ? KV_UNIT_LOAD(k, k_first + ((key0_) + row_) * D + u_ % KU * 8u)             \
+                   : KV_UNIT_ZERO;                                                              \
+  }                                                                                             \
+  UNROLL for (uint i_ = 0u; i_ < V_PER; ++i_) {                                                 \
+    const uint u_ = tid + i_ * WG, row_ = u_ / VU;                                              \
+    if (u_ < V_UNITS)                                                                           \
+      vr[i_] = PARTIAL_KEYS == 0 || (key0_) + row_ < pc.tk                                      \
+                   ? KV_UNIT_LOAD(v, v_first + ((key0_) + row_) * DV + u_ % VU * 8u)            \
+                   : KV_UNIT_ZERO;                                                              \
+  }
+  LOAD_BLOCK(0u)
+  const uint key_end = (pc.tk + BC - 1u) / BC * BC;  // whole blocks
+
+  // The softmax's mapping: lane `lane` takes part lane % LPR of rows lane / LPR + i·(CM_SG / LPR).
+  const uint sl = lane % LPR;
+  for (uint key0 = 0u; key0 < key_end; key0 += BC) {
+    barrier();  // every subgroup has read the previous block's fragments
+    UNROLL for (uint i = 0u; i < K_PER; ++i) {
+      const uint u = tid + i * WG;
+      if (u < K_UNITS) KV_UNIT_STORE(u / KU * KS + u % KU, kr[i]);
+    }
+    UNROLL for (uint i = 0u; i < V_PER; ++i) {
+      const uint u = tid + i * WG;
+      if (u < V_UNITS) KV_UNIT_STORE(BC * KS + u / VU * VS + u % VU, vr[i]);
+    }
+    barrier();
+    if (key0 + BC < key_end) {  // uniform
+      LOAD_BLOCK(key0 + BC)     // in flight during this block
+    }
+
+    // 1. S = Q·Kᵀ for this subgroup's rows (Kᵀ: (d, j) is staged K row j, column d).
+    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
+      CM_ACC sa;
+      CM_FILL(sa, 0.0);
+      UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
+        CM_B kb;
+        CM_LOAD(kb, s_kv, (kt * 16u * KS + dq * 2u) * UNIT, KS * UNIT, true);
+        CM_MAD(qa[dq], kb, sa);
+      }
+      S_STORE_ACC(sa, sc0 + kt * 16u, SP);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    // 2. The online softmax update, row by row of this lane's.
+    bool rose = false;
+    UNROLL for (uint ri = 0u; ri < RPL; ++ri) {
+      const uint r = lane / LPR + ri * (CM_SG / LPR);
+      float sc[CPL];
+      float m_new = m_run[ri];
+      UNROLL for (uint c4 = 0u; c4 < CPL / 4u; ++c4) {
+        const vec4 s4 = S_GET4(sc0 + r * SP + sl * CPL + c4 * 4u);
+        UNROLL for (uint c = 0u; c < 4u; ++c) {
+          sc[c4 * 4u + c] = s4[c] * pc.scale;
+#if PARTIAL_KEYS
+          if (key0 + sl * CPL + c4 * 4u + c >= pc.tk) sc[c4 * 4u + c] = kNegHuge;  // masked
+#endif
+          m_new = max(m_new, sc[c4 * 4u + c]);
+        }
+      }
+      UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
+      float sum = 0.0;
+      UNROLL for (uint c8 = 0u; c8 < CPL / 8u; ++c8) {
+        float p[8];
+        UNROLL for (uint c = 0u; c < 8u; ++c) {
+          const uint j = c8 * 8u + c;
+#if PARTIAL_KEYS
+          p[c] = key0 + sl * CPL + j < pc.tk ? round_f16(P_EXP(sc[j] - m_new)) : 0.0;
+#else
+          p[c] = round_f16(P_EXP(sc[j] - m_new));
+#endif
+          sum += p[c];
+        }
+        P_SET8(p0 + r * PS + sl * CPL + c8 * 8u, p);  // exact: every p is a half
+      }
+      UNROLL for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
+      const float corr = exp_precise(m_run[ri] - m_new);
+      l_run[ri] = l_run[ri] * corr + sum;
+      m_run[ri] = m_new;
+      if (sl == 0u) s_rl[rl0 + r] = corr;
+      rose = rose || corr != 1.0;
+    }
+    const bool rescale = subgroupAny(rose);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // P and corr are complete
+
+    // 3. O = O·corr + P·V, the rescale only where some row's maximum rose (once the
+    //    maxima settle most blocks have corr = 1 in every row; skipping a multiply by 1
+    //    changes no bit).
+    if (rescale) {
+      float cf[CM_ELEMS];
+      UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+        cf[i] = i < CM_ACC_LENGTH(rowmap) ? s_rl[rl0 + uint(CM_ACC_AT(rowmap, i))] : 1.0;
+      ACC_LIST(ACC_RESCALE)
+    }
+    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
+      CM_A pa;
+      P_LOAD(pa, p0 + kt * 16u, PS);
+#define ACC_PV(dv, m)                                                                    \
+  {                                                                                      \
+    CM_B vb;                                                                             \
+    CM_LOAD(vb, s_kv, (BC * KS + kt * 16u * VS + (dv) * 2u) * UNIT, VS * UNIT, false);  \
+    CM_MAD(pa, vb, m);                                                                   \
+  }
+      ACC_LIST(ACC_PV)
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // P and corr are read before the next block writes them
+  }
+
+  // out = O / l, one accumulator at a time through this subgroup's score region.
+  UNROLL for (uint ri = 0u; ri < RPL; ++ri)
+    if (sl == 0u) s_rl[rl0 + lane / LPR + ri * (CM_SG / LPR)] = l_run[ri];
+  const uint o_first = pc.o_base + head * pc.o_head_stride + row0 * DV;
+#define ACC_OUT(dv, m)                                                                   \
+  {                                                                                      \
+    subgroupMemoryBarrierShared();                                                       \
+    subgroupBarrier();                                                                   \
+    S_STORE_ACC(m, sc0, 16u);                                                            \
+    subgroupMemoryBarrierShared();                                                       \
+    subgroupBarrier();                                                                   \
+    for (uint e = lane; e < 256u; e += CM_SG)                                            \
+      o[o_first + (e / 16u) * DV + (dv) * 16u + e % 16u] =                               \
+          O_T(store_round(S_GET(sc0 + e) / s_rl[rl0 + e / 16u]));                        \
+  }
+  ACC_LIST(ACC_OUT)
+}
