@@ -47,6 +47,8 @@ StridedLoop collapse_one(const TensorRef& ref) { return collapse(StridedLoop{ref
 
 bool contiguous(const StridedLoop& s) { return s.shape.size() == 1 && s.strides[0][0] == 1; }
 
+bool aligned16(const runtime::BindingDesc& b) { return b.offset % 16 == 0; }
+
 runtime::BindingDesc sub_window(runtime::BindingDesc b, uint64_t at, uint64_t count, uint32_t bytes) {
   b.offset += at * bytes;
   b.range = count * bytes;
@@ -123,6 +125,10 @@ Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, 
   const auto n = static_cast<uint64_t>(num_elements(y.shape));
   const bool flat = contiguous(xs) && contiguous(ys);
   const uint64_t step_elems = flat ? window_elements(l, std::min(xb, yb), std::max(xb, yb)) : n;
+  // 4 elements per invocation (unary.comp VEC): flat operands, whole vectors in every
+  // window (windows start at multiples of step_elems, a multiple of 4), bindings at
+  // 16-byte offsets.
+  const bool vec = flat && n % 4 == 0 && step_elems % 4 == 0 && aligned16(x.binding) && aligned16(y.binding);
   KernelKey key{"unary.comp",
                 {{"OP", op},
                  {"ROUND", round_define(out_dtype)},
@@ -131,6 +137,11 @@ Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, 
                 2, static_cast<uint32_t>(4 * (5 + 2 * (xs.shape.size() + ys.shape.size()))), {kLocal, 1, 1}};
   add_type_define(key.defines, "X_T", x.storage);
   add_type_define(key.defines, "Y_T", y.storage);
+  if (vec) {
+    key.defines["VEC"] = "4";
+    add_vec4_type_define(key.defines, "X_V", x.storage);
+    add_vec4_type_define(key.defines, "Y_V", y.storage);
+  }
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   for (uint64_t at = 0; at < n; at += step_elems) {
     const uint64_t count = std::min(step_elems, n - at);
@@ -144,7 +155,8 @@ Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, 
     l.dispatch(pipe,
                {windowed ? sub_window(x.binding, at, count, xb) : x.binding,
                 windowed ? sub_window(y.binding, at, count, yb) : y.binding},
-               push, l.grid_1d(count, kLocal), node, windowed ? step + "w" + std::to_string(at / step_elems) : step);
+               push, l.grid_1d(vec ? count / 4 : count, kLocal), node,
+               windowed ? step + "w" + std::to_string(at / step_elems) : step);
   }
   return Status::ok();
 }
@@ -216,13 +228,6 @@ Status lower_binary(Lowering& l, const Node& node, const char* op) {
   if (rank > kMaxRank)
     return l.fail(node, fmt::format("broadcast of {} and {} needs {} dims after merging, the kernel takes {}",
                                     shape_str(l.shape(a)), shape_str(l.shape(b)), rank, kMaxRank));
-  KernelKey key{"binary.comp",
-                {{"OP", op}, {"RANK", std::to_string(rank)}, {"ROUND", round_define(l.type(z).dtype)}},
-                3, static_cast<uint32_t>(4 * (1 + 4 * rank)), {kLocal, 1, 1}};
-  add_type_define(key.defines, "A_T", l.storage(a));
-  add_type_define(key.defines, "B_T", l.storage(b));
-  add_type_define(key.defines, "Z_T", l.storage(z));
-  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   const auto n = static_cast<uint64_t>(l.type(z).elements());
 
   // Element-for-element (stride 1) or scalar (stride 0) operands: windows of all.
@@ -234,6 +239,31 @@ Status lower_binary(Lowering& l, const Node& node, const char* op) {
   const uint32_t min_b = std::min({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
   const uint32_t max_b = std::max({l.elem_bytes(a), l.elem_bytes(b), l.elem_bytes(z)});
   const uint64_t step = flat ? window_elements(l, min_b, max_b) : n;
+  // 4 elements per invocation (binary.comp VEC): every 4 consecutive elements of the
+  // loop are one run of the innermost dim in every operand (its size and the outer
+  // strides multiples of 4, innermost strides 1: no operand broadcast along it), whole
+  // vectors in every window, bindings at 16-byte offsets. Z-Image's residual adds,
+  // SwiGLU products and modulation (x[T, dim] · s[1, dim]) qualify.
+  bool vec = rank >= 1 && n % 4 == 0 && step % 4 == 0 && loop.shape[static_cast<size_t>(rank - 1)] % 4 == 0;
+  for (size_t k = 0; k < 3 && vec; ++k)
+    for (int d = 0; d < rank; ++d)
+      vec = vec && (d == rank - 1 ? loop.strides[k][static_cast<size_t>(d)] == 1
+                                  : loop.strides[k][static_cast<size_t>(d)] % 4 == 0);
+  vec = vec && aligned16(l.bind(a, runtime::Access::read)) && aligned16(l.bind(b, runtime::Access::read)) &&
+        aligned16(l.bind(z, runtime::Access::write));
+  KernelKey key{"binary.comp",
+                {{"OP", op}, {"RANK", std::to_string(rank)}, {"ROUND", round_define(l.type(z).dtype)}},
+                3, static_cast<uint32_t>(4 * (1 + 4 * rank)), {kLocal, 1, 1}};
+  add_type_define(key.defines, "A_T", l.storage(a));
+  add_type_define(key.defines, "B_T", l.storage(b));
+  add_type_define(key.defines, "Z_T", l.storage(z));
+  if (vec) {
+    key.defines["VEC"] = "4";
+    add_vec4_type_define(key.defines, "A_V", l.storage(a));
+    add_vec4_type_define(key.defines, "B_V", l.storage(b));
+    add_vec4_type_define(key.defines, "Z_V", l.storage(z));
+  }
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
   auto operand = [&](ValueId v, int64_t stride, uint64_t at, uint64_t count) {
     return stride == 1 && step < n ? l.bind_window(v, at * l.elem_bytes(v), count * l.elem_bytes(v), runtime::Access::read)
                                    : l.bind(v, runtime::Access::read);
@@ -249,7 +279,7 @@ Status lower_binary(Lowering& l, const Node& node, const char* op) {
                {operand(a, loop.strides[1][0], at, count), operand(b, loop.strides[2][0], at, count),
                 step < n ? l.bind_window(z, at * l.elem_bytes(z), count * l.elem_bytes(z), runtime::Access::write)
                          : l.bind(z, runtime::Access::write)},
-               push, l.grid_1d(count, kLocal), node, step < n ? "w" + std::to_string(at / step) : "");
+               push, l.grid_1d(vec ? count / 4 : count, kLocal), node, step < n ? "w" + std::to_string(at / step) : "");
   }
   return Status::ok();
 }

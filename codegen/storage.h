@@ -45,6 +45,11 @@ inline void add_type_define(Defines& d, const std::string& name, DType s) {
   if (s == DType::f16) d["F16"] = "1";
 }
 
+// The 4-vector type of an operand stored as `s` (binary.comp, unary.comp with VEC 4).
+inline void add_vec4_type_define(Defines& d, const std::string& name, DType s) {
+  d[name] = s == DType::f16 ? "f16vec4" : "vec4";
+}
+
 // The ROUND define (common.glsl) for a kernel whose output has dtype `t`.
 inline const char* round_define(DType t) {
   switch (t) {

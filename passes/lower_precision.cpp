@@ -66,6 +66,8 @@
 //
 // Requires: fused ops (conv_gemm, norm_act) for the f16 storage to matter; runs after
 // pad_channels and assign_layout (new nodes copy their operand's layout).
+//   - A cast whose operand ends up with the cast's dtype (a norm cast to f16 that is
+//     now stored f16) becomes a reshape to its own shape: an alias, no dispatch.
 // Preserves: shapes, layouts, node and value names (added: guard scales and casts);
 // what the graph computes, up to f16 rounding of the stored values.
 #include "passes/passes.h"
@@ -406,6 +408,19 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   std::set<size_t> f32_nodes = output_producers(g);
   for (size_t i : stream_linears(g)) f32_nodes.insert(i);
   STRATA_RETURN_IF_ERROR(guards.run(f32_nodes, unguarded_convs(g)));
+  // A cast whose operand now has its dtype (MiniMax-H3's cast of a norm to f16, the norm
+  // now stored f16) rounds nothing: it becomes a reshape to its own shape, which memory
+  // planning makes an alias (no dispatch, no buffer).
+  int64_t identity_casts = 0;
+  for (Node& n : g.nodes()) {
+    if (n.op != Op::cast || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const TensorType& x = g.value(n.inputs[0]).type;
+    const TensorType& y = g.value(n.outputs[0]).type;
+    if (x.dtype != y.dtype || x.shape != y.shape || !(x.layout == y.layout)) continue;
+    n.op = Op::reshape;
+    n.attrs = Attrs{{"shape", y.shape}};
+    ++identity_casts;
+  }
   // Conv weights to f16: only constants every reader takes as conv_gemm's weight.
   std::vector<int> conv_weight_reads(g.values().size(), 0), reads(g.values().size(), 0);
   for (const Node& n : g.nodes())
@@ -428,8 +443,9 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   for (const Value& v : g.values()) f16_values += v.type.dtype == DType::f16 && v.kind != ValueKind::constant;
   ctx.log.push_back(fmt::format(
       "lower_precision: {} values f16, {} conv weights f16, range guard 2^-{} on {} conv results, {} rescales, {} "
-      "unguards, {} output casts",
-      f16_values, f16_weights, k, guards.guarded, guards.rescales, guards.unguards, guards.output_casts));
+      "unguards, {} output casts, {} identity casts made aliases",
+      f16_values, f16_weights, k, guards.guarded, guards.rescales, guards.unguards, guards.output_casts,
+      identity_casts));
   return Status::ok();
 }
 

@@ -8,6 +8,9 @@
 // YRANK dims, collapsed by the lowering; the shapes differ only for a reshape) and
 // step through their own physical strides, so any layout works on either side.
 //
+// VEC = 4 (x and y flat: XRANK = YRANK = 1, stride 1, bases 0, n a multiple of 4):
+// invocation i handles elements 4i .. 4i + 3 as 4-vectors (X_V, Y_V: vec4 | f16vec4),
+// each computed and rounded as with VEC 1 (binary.comp's header says why).
 // Defines: OP     SILU | GELU | TANH | SCALE | CLAMP | COPY (COPY with ROUND is `cast`)
 //          ROUND  ROUND_NONE | ROUND_F16 | ROUND_BF16   (common.glsl)
 //          XRANK, YRANK  1..6 (default 1); X_T, Y_T  float | float16_t (default float)
@@ -33,9 +36,18 @@
 #define Y_T float
 #endif
 
+#ifndef VEC
+#define VEC 1
+#endif
+
 layout(local_size_x = 64) in;
+#if VEC == 4
+layout(std430, binding = 0) readonly buffer X { X_V x[]; };
+layout(std430, binding = 1) writeonly buffer Y { Y_V y[]; };
+#else
 layout(std430, binding = 0) readonly buffer X { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer Y { Y_T y[]; };
+#endif
 layout(push_constant) uniform Push {
   uint n;
   float p0;
@@ -71,6 +83,14 @@ float apply(float v) {
 }
 
 void main() {
+#if VEC == 4
+  const uint q = linear_index();
+  if (q >= pc.n / 4u) return;
+  const vec4 v = vec4(x[q]);
+  vec4 r;
+  for (int c = 0; c < 4; ++c) r[c] = store_round(apply(v[c]));
+  y[q] = Y_V(r);
+#else
   uint i = linear_index();
   if (i >= pc.n) return;
   uint rest = i, ix = pc.x_base;
@@ -85,4 +105,5 @@ void main() {
     rest /= pc.y_shape[d];
   }
   y[iy] = Y_T(store_round(apply(float(x[ix]))));
+#endif
 }

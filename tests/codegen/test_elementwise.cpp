@@ -159,5 +159,91 @@ TEST(CodegenElementwise, WindowsAboveTheBindingLimit) {
   expect_close(got, (*want)[0], 1e-5, 5e-6);  // gelu's 1e-6 times |s| <= 4
 }
 
+// Four elements per invocation (unary.comp / binary.comp VEC 4): taken where every 4
+// consecutive elements are one run of the innermost dim in every operand, f32 and f16
+// (f16vec4 accesses), with windows under a small binding limit; not taken where an
+// operand is broadcast along the innermost dim or the element count is not a multiple
+// of 4. Either way each element is the interpreter's: bit for bit for add, mul and
+// casts, within silu's 1e-6 (as in Silu above). (Inputs are made in separate
+// statements: their order is the graph's input order.)
+TEST(CodegenElementwise, FourElementsPerInvocation) {
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  const codegen::Target target = codegen::target_for((*device)->info());
+  struct Case {
+    const char* what;
+    std::function<ValueId(Builder&)> build;
+    std::vector<Shape> inputs;
+    bool vec;
+    uint64_t range = 0;  // a binding limit, 0: the device's
+    double rel = 0.0;
+  };
+  const std::vector<Case> cases = {
+      {"silu f32", [](Builder& b) { return b.silu(b.input("x", {6, 40})); }, {{6, 40}}, true, 0, 1e-6},
+      {"silu f16",
+       [](Builder& b) { return b.cast(b.silu(b.cast(b.input("x", {6, 40}), DType::f16)), DType::f32); },
+       {{6, 40}}, true},
+      {"add f16 + f32, same shape",
+       [](Builder& b) {
+         ValueId a = b.input("a", {8, 12});
+         return b.add(b.cast(a, DType::f16), b.input("b", {8, 12}));
+       },
+       {{8, 12}, {8, 12}}, true},
+      {"mul by a row vector (modulation)",
+       [](Builder& b) {
+         ValueId a = b.input("a", {9, 16});
+         return b.mul(b.cast(a, DType::f16), b.input("s", {1, 16}));
+       },
+       {{9, 16}, {1, 16}}, true},
+      {"mul by a column vector",
+       [](Builder& b) {
+         ValueId a = b.input("a", {9, 16});
+         return b.mul(a, b.input("s", {9, 1}));
+       },
+       {{9, 16}, {9, 1}}, false},
+      {"add, 3 x 7 elements",
+       [](Builder& b) {
+         ValueId a = b.input("a", {3, 7});
+         return b.add(a, b.input("b", {3, 7}));
+       },
+       {{3, 7}, {3, 7}}, false},
+      {"add and silu in windows of 1 KiB",
+       [](Builder& b) {
+         ValueId a = b.input("a", {5, 32, 32});
+         return b.silu(b.add(a, b.input("b", {5, 32, 32})));
+       },
+       {{5, 32, 32}, {5, 32, 32}}, true, 1024, 1e-6},
+  };
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Graph g;
+    Builder b(g, nullptr);
+    b.output(c.build(b));
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    codegen::Target t = target;
+    if (c.range) t.max_storage_buffer_range = c.range;
+    auto plan = codegen::compile_plan(g, WeightStore(), t);
+    ASSERT_TRUE(plan) << plan.message();
+    bool vec_seen = false, scalar_seen = false;
+    for (const auto& d : plan->dispatches) {
+      const std::string& name = plan->pipelines[d.pipeline].name;
+      const bool computes = name.rfind("binary.comp", 0) == 0 ||
+                            (name.rfind("unary.comp", 0) == 0 && name.find("OP=SILU") != std::string::npos);
+      if (!computes) continue;
+      (name.find("VEC=4") != std::string::npos ? vec_seen : scalar_seen) = true;
+    }
+    EXPECT_EQ(vec_seen, c.vec) << runtime::describe(*plan);
+    EXPECT_EQ(scalar_seen, !c.vec) << runtime::describe(*plan);
+    std::vector<Tensor> in;
+    for (const Shape& s : c.inputs) in.push_back(random_tensor(s, seed++, -6.0f, 6.0f));
+    auto got = testing::run_for_target_graph(g, WeightStore(), in, t);
+    ASSERT_TRUE(got) << got.message();
+    auto want = interpret(g, WeightStore(), in);
+    ASSERT_TRUE(want) << want.message();
+    expect_close((*got)[0], (*want)[0], c.rel);
+  }
+}
+
 }  // namespace
 }  // namespace strata

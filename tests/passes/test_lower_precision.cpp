@@ -87,6 +87,50 @@ TEST(LowerPrecisionTest, Golden) {
   EXPECT_LE(testing::max_rel_diff(got, want), 1e-2);
 }
 
+// A cast to f16 of a norm that lower_precision stores f16 anyway (MiniMax-H3's blocks)
+// rounds nothing: it becomes a reshape to its own shape (an alias: no dispatch), and
+// computes the same bits as the cast it replaces. A cast that does round (f32 input to
+// f16) stays a cast.
+constexpr const char* kNormCast = R"(graph @cast(%x: f32[4,16]) {
+  %g: f32[16] = weight "g"
+  %n: f32[4,16] = token_rms_norm "n" (%x, %g) {eps = 1e-05}
+  %h: f16[4,16] = cast "h" (%n) {dtype = "f16"}
+  %w: f32[8,16] = weight "w"
+  %y: f16[4,8] = linear "y" (%h, %w)
+  %z: f16[4,16] = cast "z" (%x) {dtype = "f16"}
+  return %y, %z
+}
+)";
+
+TEST(LowerPrecisionTest, IdentityCastBecomesAlias) {
+  WeightStore store;
+  Graph g = testing::parse_with_weights(kNormCast, store);
+  CompileOptions options;
+  options.precision = Precision::f16;
+  PassContext ctx = context(options, store);
+  ASSERT_TRUE(run_lower_precision(g, ctx).is_ok());
+  ASSERT_TRUE(verify(g).is_ok()) << verify(g).message();
+  const std::string text = print_graph(g);
+  EXPECT_NE(text.find("%n: f16[4,16] = token_rms_norm"), std::string::npos) << text;
+  EXPECT_NE(text.find("%h: f16[4,16] = reshape \"h\" (%n) {shape = [4, 16]}"), std::string::npos) << text;
+  EXPECT_NE(text.find("= cast \"z\" (%x) {dtype = \"f16\"}"), std::string::npos) << text;
+  ASSERT_FALSE(ctx.log.empty());
+  EXPECT_NE(ctx.log.back().find("1 identity casts made aliases"), std::string::npos) << ctx.log.back();
+  // The same bits as the lowered graph with the cast put back.
+  Graph kept = g;
+  for (Node& n : kept.nodes())
+    if (n.name == "h") {
+      n.op = Op::cast;
+      n.attrs = Attrs{{"dtype", std::string("f16")}};
+    }
+  ASSERT_TRUE(verify(kept).is_ok()) << verify(kept).message();
+  auto in = testing::random_inputs(kept, 3);
+  auto want = testing::run_graph(kept, store, in);
+  auto got = testing::run_graph(g, store, in);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(testing::max_rel_diff(got, want), 0.0);
+}
+
 TEST(LowerPrecisionTest, F32LeavesGraphUnchanged) {
   WeightStore store;
   Graph g = testing::decoder_like(store, DecoderLikeOptions{});
