@@ -9,7 +9,8 @@
 //               statistics: ~1e-7 of the output's magnitude on x = 3 + N(0, 1); the
 //               limit is the f32 rounding of the mean, ulp(mean)/2 in units of the std.
 //   rms_norm    an invocation per position (rms_norm.comp), Kahan-summed squares.
-//   layer_norm  a workgroup per row, exact two-pass (layer_norm.comp).
+//   layer_norm  a workgroup per row (rows of 512 or more) or per 128 / LANES rows,
+//               exact two-pass (layer_norm.comp).
 //   token_rms_norm  layer_norm.comp with RMS = 1: the same row kernel without the mean.
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
@@ -246,11 +247,17 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   if (runs.empty()) return too_large(l, node, rms ? "one token_rms_norm row" : "one layer_norm row", cols * 4);
 
   const bool has_gamma = gamma != kNoValue, has_beta = beta != kNoValue;
+  // Lanes per row: about 4 elements each for short rows (at least 8 lanes), all 128
+  // for rows of 512 or more (one row per workgroup, as before: the same bits there).
+  uint32_t lanes = 8;
+  while (lanes < kLayerNormWg && lanes * 4 < cols) lanes *= 2;
+  const uint32_t rows_per_group = kLayerNormWg / lanes;
   KernelKey key;
   key.file = "layer_norm.comp";
   key.defines = {{"WG", std::to_string(kLayerNormWg)},
                  {"HAS_GAMMA", has_gamma ? "1" : "0"},
                  {"HAS_BETA", has_beta ? "1" : "0"}};
+  if (lanes < kLayerNormWg) key.defines["LANES"] = std::to_string(lanes);
   if (rms) key.defines["RMS"] = "1";
   add_operand_types(l, key, x, gamma, beta, y);
   key.bindings = 2 + has_gamma + has_beta;
@@ -269,7 +276,8 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
     if (has_gamma) bindings.push_back(l.bind(gamma, Access::read));
     if (has_beta) bindings.push_back(l.bind(beta, Access::read));
     bindings.push_back(yw.binding);
-    l.dispatch(pipe, std::move(bindings), push, l.grid_1d(run.count * kLayerNormWg, kLayerNormWg), node);
+    l.dispatch(pipe, std::move(bindings), push, l.grid_1d(ceil_div(run.count, rows_per_group) * kLayerNormWg, kLayerNormWg),
+               node);
   }
   return Status::ok();
 }

@@ -66,6 +66,17 @@ Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, cons
   if (rank > kMaxRank) return l.fail(node, fmt::format("needs {} dims after merging, the kernel takes {}", rank, kMaxRank));
   KernelKey key{"strided_copy.comp", {{"RANK", std::to_string(rank)}}, 2,
                 static_cast<uint32_t>(4 * (3 + 3 * rank)), {kLocal, 1, 1}};
+  // 16 bytes per invocation (VEC): a copy of one storage type whose every V = 16 /
+  // element bytes consecutive elements are one innermost run on both sides, at 16-byte
+  // aligned element indices (the transformers' head permutes: [T, H, D] <-> [H, T, D]).
+  const uint32_t v = src_storage == dst_storage ? 16 / storage_bytes(src_storage) : 1;
+  bool vec = v > 1 && rank >= 1 && loop.shape[static_cast<size_t>(rank - 1)] % v == 0 && src.base % v == 0 &&
+             dst.base % v == 0 && src.binding.offset % 16 == 0 && dst.binding.offset % 16 == 0;
+  for (size_t k = 0; k < 2 && vec; ++k)
+    for (int d = 0; d < rank; ++d)
+      vec = vec && (d == rank - 1 ? loop.strides[k][static_cast<size_t>(d)] == 1
+                                  : loop.strides[k][static_cast<size_t>(d)] % v == 0);
+  if (vec) key.defines["VEC"] = std::to_string(v);
   if (src_storage != dst_storage) {
     key.defines["CONVERT"] = "1";
     key.defines["ROUND"] = round_define(l.type(node.outputs[0]).dtype);
@@ -82,7 +93,7 @@ Status strided_copy(Lowering& l, const Node& node, const StridedLoop& loop, cons
   for (int64_t s : loop.shape) push.u32(static_cast<uint32_t>(s));
   for (int k = 0; k < 2; ++k)
     for (int64_t s : loop.strides[static_cast<size_t>(k)]) push.u32(static_cast<uint32_t>(s));
-  l.dispatch(pipe, {src.binding, dst.binding}, push, l.grid_1d(n, kLocal), node, step);
+  l.dispatch(pipe, {src.binding, dst.binding}, push, l.grid_1d(vec ? n / v : n, kLocal), node, step);
   return Status::ok();
 }
 

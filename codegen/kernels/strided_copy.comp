@@ -7,7 +7,14 @@
 // works on either side. Values of one storage type are copied bit for bit (SRC_T =
 // DST_T: uint for f32 storage, float16_t for f16); with CONVERT = 1 an element is
 // converted to f32 and stored through store_round() in DST_T (storage types differ).
-// Defines: RANK 1..6; SRC_T, DST_T (default uint); CONVERT 0 / 1 (default 0); ROUND.
+// VEC = V > 1 (copies without CONVERT): invocation i moves elements V·i .. V·i + V − 1
+// as one 16-byte unit (V = 16 / element bytes: 4 f32 words or 8 halves), which lie in
+// one run of the innermost dim on both sides (the lowering checks: its size, the outer
+// strides and both bases multiples of V, innermost strides 1). The same bits; the
+// index arithmetic once per 16 bytes (one element per invocation ran the transformers'
+// head permutes at ~0.4 TB/s on the H200, issue 17, docs/PERFORMANCE.md session 13).
+// Defines: RANK 1..6; SRC_T, DST_T (default uint); CONVERT 0 / 1 (default 0); ROUND;
+// VEC 1 | 4 | 8 (default 1).
 // Bindings: 0 src (read), 1 dst (write).
 // Push: n, src_base, dst_base, shape[RANK], src_stride[RANK], dst_stride[RANK].
 #ifndef SRC_T
@@ -19,10 +26,21 @@
 #ifndef CONVERT
 #define CONVERT 0
 #endif
+#ifndef VEC
+#define VEC 1
+#endif
+#if VEC > 1 && CONVERT
+#error "strided_copy.comp: VEC copies bits, no CONVERT"
+#endif
 
 layout(local_size_x = 64) in;
+#if VEC > 1
+layout(std430, binding = 0) readonly buffer Src { uvec4 src[]; };
+layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst[]; };
+#else
 layout(std430, binding = 0) readonly buffer Src { SRC_T src[]; };
 layout(std430, binding = 1) writeonly buffer Dst { DST_T dst[]; };
+#endif
 layout(push_constant) uniform Push {
   uint n;
   uint src_base;
@@ -33,8 +51,14 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
+#if VEC > 1
+  const uint q = linear_index();
+  if (q >= pc.n / VEC) return;
+  const uint i = q * VEC;
+#else
   uint i = linear_index();
   if (i >= pc.n) return;
+#endif
   uint rest = i, is = pc.src_base, id = pc.dst_base;
   for (int d = RANK - 1; d >= 0; --d) {
     uint c = rest % pc.shape[d];
@@ -42,7 +66,9 @@ void main() {
     is += c * pc.src_stride[d];
     id += c * pc.dst_stride[d];
   }
-#if CONVERT
+#if VEC > 1
+  dst[id / VEC] = src[is / VEC];
+#elif CONVERT
   dst[id] = DST_T(store_round(float(src[is])));
 #else
   dst[id] = src[is];

@@ -213,6 +213,32 @@ TEST(CodegenLayerNorm, MatchesInterpreter) {
   }
 }
 
+// Short rows share a workgroup (LANES invocations per row, 128 / LANES rows): the
+// transformers' per-head q and k norms. Rows of 64 take 16 lanes, 8 rows per
+// workgroup, the last workgroup partly empty (13 rows); rows of 512 keep 128 lanes.
+TEST(CodegenLayerNorm, ShortRowsShareAWorkgroup) {
+  for (const auto& [cols, lanes] : {std::pair<int64_t, const char*>{64, "LANES=16"}, {512, nullptr}}) {
+    SCOPED_TRACE(cols);
+    OneNode t;
+    ValueId x = t.input("x", normal_tensor({13, cols}, 77));
+    t.b.output(t.b.token_rms_norm(x, t.weight("gamma", {cols}), 1e-5));
+    ASSERT_TRUE(t.b.ok());
+    auto device = testing::test_device();
+    ASSERT_TRUE(device) << device.message();
+    auto plan = codegen::compile_plan(t.graph, t.weights, codegen::target_for((*device)->info()));
+    ASSERT_TRUE(plan) << plan.message();
+    std::string names;
+    for (const auto& p : plan->pipelines)
+      if (p.name.rfind("layer_norm.comp", 0) == 0) names += p.name;
+    if (lanes) {
+      EXPECT_NE(names.find(lanes), std::string::npos) << names;
+    } else {
+      EXPECT_EQ(names.find("LANES"), std::string::npos) << names;
+    }
+    expect_matches_interpreter(t, fmt::format("token_rms_norm rows of {}", cols));
+  }
+}
+
 TEST(CodegenLayerNorm, WindowedDispatchesMatch) {
   OneNode t;
   ValueId x = t.input("x", normal_tensor({300, 100}, 5));
