@@ -209,7 +209,8 @@ uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv) {
 // 8 × 32 ran a step's attention 1.6× faster than the dsplit kernel, 4 × 32 slower
 // (docs/PERFORMANCE.md, issue 17, session 13). Every
 // dispatch's rows at least one workgroup's (a partial last block overlaps the one
-// before); the shared memory within the target's. Errors: a malformed tile.
+// before); the shared memory within the target's. Errors: a malformed tile, or an
+// asked one that does not fit the shared memory.
 Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& node, const AttentionDims& a,
                                                const AttentionSplit& split, uint64_t frame_tokens) {
   const std::string& asked = l.options().attention_rows;

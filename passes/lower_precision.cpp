@@ -28,6 +28,8 @@
 //     f32 accumulator), the portable one converts on load; the interpreter rounds the
 //     constant the same way. Biases stay f32 (added in the f32 epilogue).
 //     CompileOptions::f16_conv_weights = false keeps every weight f32.
+//   - A cast whose operand ends up with the cast's dtype (a norm cast to f16 that is
+//     now stored f16) becomes a reshape to its own shape: an alias, no dispatch.
 //   - Range guards: every f16 conv_gemm result (an un-normalised stream: conv_in's
 //     output, the resnets' residual sums, the mid-block stream, the inputs of 1×1
 //     shortcut and upsample convs, conv1's output before norm2) is stored as y · 2^-k
@@ -66,8 +68,6 @@
 //
 // Requires: fused ops (conv_gemm, norm_act) for the f16 storage to matter; runs after
 // pad_channels and assign_layout (new nodes copy their operand's layout).
-//   - A cast whose operand ends up with the cast's dtype (a norm cast to f16 that is
-//     now stored f16) becomes a reshape to its own shape: an alias, no dispatch.
 // Preserves: shapes, layouts, node and value names (added: guard scales and casts);
 // what the graph computes, up to f16 rounding of the stored values.
 #include "passes/passes.h"

@@ -43,7 +43,7 @@ const std::vector<OptionSpec>& run_option_specs() {
        "2x2x4x4x32x1x1; for measuring tiles, docs/KERNELS.md)"},
       {"attention-tile", true,
        "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
-       "default 4x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
+       "default 8x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
       {"kernel-define", true,
        "FILE:NAME=VALUE[,FILE:NAME=VALUE...]: defines added to a kernel's variants, e.g. "
        "attention_coop_dsplit.comp:PF=1 (the variants a kernel's header names; for measuring them)"},
