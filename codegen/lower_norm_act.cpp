@@ -181,6 +181,8 @@ Status dispatch_group_stats(Lowering& l, const Node& node, const StatsPass& s, r
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   const int64_t parts_per_window = banded ? std::max<int64_t>(1, s.band_positions / per_chunk) : per_seg;
+  // Which slots each window writes, for ranks that split the windows (rank_split.h).
+  if (banded && parts_per_window < per_seg) l.record_stats_windows(node, xs[0] * groups, per_seg, parts_per_window);
   const uint32_t cols = static_cast<uint32_t>(s.real / 8), lanes = s.plan.vec ? kVecStatsWg / cols : 0;
   for (int64_t part0 = 0, i = 0, n = (per_seg + parts_per_window - 1) / parts_per_window; part0 < per_seg;
        part0 += parts_per_window, ++i) {

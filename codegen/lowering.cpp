@@ -133,6 +133,15 @@ void Lowering::record_bands(const Node& node, int64_t frame_rows, int64_t band_r
   plan_.bands.push_back(runtime::BandDesc{node.name, frame_rows, band_rows, (frame_rows + band_rows - 1) / band_rows});
 }
 
+void Lowering::record_stats_windows(const Node& node, int64_t segments, int64_t chunks, int64_t window_chunks) {
+  for (runtime::BandDesc& b : plan_.bands)
+    if (b.node == node.name) {
+      b.stats_segments = segments;
+      b.stats_chunks = chunks;
+      b.stats_window_chunks = window_chunks;
+    }
+}
+
 int64_t Lowering::band_rows(const Node& node, int64_t frame_rows) {
   const int64_t r = node.attrs.get_int("band_rows", frame_rows);
   return r >= 1 && r < frame_rows ? r : frame_rows;

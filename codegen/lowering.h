@@ -155,6 +155,9 @@ public:
 
   // Records that `node` runs in bands (runtime::BandDesc in the plan).
   void record_bands(const Node& node, int64_t frame_rows, int64_t band_rows);
+  // Records which partial slots the statistics windows of `node` write
+  // (BandDesc::stats_*; after record_bands for the node).
+  void record_stats_windows(const Node& node, int64_t segments, int64_t chunks, int64_t window_chunks);
 
   // Appends a dispatch of `pipeline` over `grid` workgroups, labelled with the node.
   void dispatch(uint32_t pipeline, std::vector<runtime::BindingDesc> bindings, const PushConstants& push,

@@ -265,9 +265,12 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
   if (options.ranks.ranks > 1) {
     if (!options.exchange) return error("{} ranks but no way to exchange rows between them", options.ranks.ranks);
     STRATA_ASSIGN_OR_RETURN(RankPlan split, split_plan_for_rank(program.plan, options.ranks));
-    log << fmt::format("ranks: rank {} of {}: {} nodes split ({} band dispatches shared), {} of {} dispatches here\n",
+    log << fmt::format("ranks: rank {} of {}: {} nodes split ({} band dispatches shared), {} of {} dispatches here; "
+                       "receives {} bytes per run (a whole gather: {})\n",
                        options.ranks.rank, options.ranks.ranks, split.split_nodes, split.shared_dispatches,
-                       split.kept_dispatches, program.plan.dispatches.size());
+                       split.kept_dispatches, program.plan.dispatches.size(), split.received_bytes,
+                       split.gathered_bytes);
+    executor_options.window_staging_bytes = split.largest_exchange;
     out->rank_plan_ = std::move(split);
     out->exchange_ = options.exchange;
   }

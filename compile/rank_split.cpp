@@ -1,17 +1,21 @@
 // split_plan_for_rank: see rank_split.h for what it does and why it is exact.
+// What each rank receives after a split node is worked out in rank_transfers.cpp.
 #include "compile/rank_split.h"
 
+#include "compile/rank_transfers.h"
 #include "runtime/executor.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 
 namespace strata {
 namespace {
 
-// "<node>:band i/n" or "<node>:apply i/n" → (node, i - 1, n); anything else → none.
+// "<node>:band i/n", "<node>:apply i/n" or "<node>:stats i/n" → (node, kind, i - 1,
+// n); anything else → none.
 struct BandLabel {
   std::string node;
   std::string kind;
@@ -26,7 +30,7 @@ std::optional<BandLabel> parse_band_label(const std::string& label) {
   const size_t space = step.find(' '), slash = step.find('/');
   if (space == std::string_view::npos || slash == std::string_view::npos || slash < space) return std::nullopt;
   const std::string_view kind = step.substr(0, space);
-  if (kind != "band" && kind != "apply") return std::nullopt;
+  if (kind != "band" && kind != "apply" && kind != "stats") return std::nullopt;
   int64_t i = 0, n = 0;
   const std::string_view a = step.substr(space + 1, slash - space - 1), b = step.substr(slash + 1);
   if (std::from_chars(a.data(), a.data() + a.size(), i).ec != std::errc() ||
@@ -35,42 +39,101 @@ std::optional<BandLabel> parse_band_label(const std::string& label) {
   return BandLabel{label.substr(0, colon), std::string(kind), i - 1, n};
 }
 
+// The one written binding of a dispatch, if it has exactly one.
+const runtime::BindingDesc* only_write(const runtime::DispatchDesc& d) {
+  const runtime::BindingDesc* written = nullptr;
+  for (const runtime::BindingDesc& b : d.bindings) {
+    if (b.access == runtime::Access::read) continue;
+    if (written) return nullptr;
+    written = &b;
+  }
+  return written;
+}
+
+// The shares of statistics windows j of `stats`: (mean, M2) slots s·chunks + c of
+// chunks c in the window, for every segment s, from the partial binding's offset.
+std::optional<std::vector<BandShare>> stats_shares(const runtime::BandDesc& stats, const runtime::BindingDesc& partial,
+                                                   int64_t window, int owner) {
+  constexpr uint64_t kSlot = 8;  // (mean, M2) in f32
+  const int64_t c0 = window * stats.stats_window_chunks;
+  const int64_t c1 = std::min(c0 + stats.stats_window_chunks, stats.stats_chunks);
+  if (c0 >= c1 || static_cast<uint64_t>(stats.stats_segments * stats.stats_chunks) * kSlot > partial.range)
+    return std::nullopt;
+  std::vector<BandShare> out;
+  for (int64_t s = 0; s < stats.stats_segments; ++s)
+    out.push_back({owner, partial.buffer, partial.offset + static_cast<uint64_t>(s * stats.stats_chunks + c0) * kSlot,
+                   static_cast<uint64_t>(c1 - c0) * kSlot});
+  return out;
+}
+
 // The group of band dispatches starting at `first` (band 1 of n), if it is one the
 // ranks can share: n consecutive dispatches, bands 1..n of one node and kind, each
-// with exactly one written binding, the writes one increasing run in one buffer.
-// Its shares: band 0 writes [offset_0, end_0) (the window's aligned start may hold a
-// few bytes before the node's rows; every rank holds the same bytes there), band j
-// writes [end_{j-1}, end_j).
+// with exactly one written binding; bands and applies write one increasing run in
+// one buffer, statistics windows the slots their BandDesc says.
+// Band shares: band 0 writes [offset_0, end_0) (the window's aligned start may hold a
+// few bytes before the node's rows; those bytes are the node's own: values start at
+// an aligned offset), band j writes [end_{j-1}, end_j).
 std::optional<SplitNode> band_group(const runtime::Plan& plan, uint32_t first, uint32_t end, int ranks) {
   const auto head = parse_band_label(plan.dispatches[first].label);
   if (!head || head->index != 0 || first + head->count > end) return std::nullopt;
-  SplitNode split{head->node, {}};
+  const runtime::BandDesc* stats = nullptr;
+  if (head->kind == "stats") {
+    for (const runtime::BandDesc& b : plan.bands)
+      if (b.node == head->node && b.stats_window_chunks > 0) stats = &b;
+    if (!stats || stats->stats_segments < 1 ||
+        (stats->stats_chunks + stats->stats_window_chunks - 1) / stats->stats_window_chunks != head->count)
+      return std::nullopt;
+  }
+  SplitNode split{head->node, head->kind, head->count, {}, {}};
   uint64_t previous_end = 0;
+  const runtime::BindingDesc* first_write = nullptr;
   for (int64_t j = 0; j < head->count; ++j) {
     const runtime::DispatchDesc& d = plan.dispatches[first + static_cast<uint32_t>(j)];
     const auto label = parse_band_label(d.label);
     if (!label || label->node != head->node || label->kind != head->kind || label->index != j ||
         label->count != head->count)
       return std::nullopt;
-    const runtime::BindingDesc* written = nullptr;
-    for (const runtime::BindingDesc& b : d.bindings) {
-      if (b.access == runtime::Access::read) continue;
-      if (written) return std::nullopt;
-      written = &b;
-    }
+    const runtime::BindingDesc* written = only_write(d);
     if (!written) return std::nullopt;
+    if (!first_write) first_write = written;
+    const int owner = band_owner(j, head->count, ranks);
+    if (stats) {
+      if (written->buffer != first_write->buffer || written->offset != first_write->offset) return std::nullopt;
+      auto shares = stats_shares(*stats, *written, j, owner);
+      if (!shares) return std::nullopt;
+      split.shares.insert(split.shares.end(), shares->begin(), shares->end());
+      continue;
+    }
     const uint64_t window_end = written->offset + written->range;
-    if (j > 0 && (written->buffer != split.shares[0].buffer || written->offset > previous_end ||
+    if (j > 0 && (written->buffer != first_write->buffer || written->offset > previous_end ||
                   window_end <= previous_end))
       return std::nullopt;
     const uint64_t begin = j == 0 ? written->offset : previous_end;
-    split.shares.push_back({band_owner(j, head->count, ranks), written->buffer, begin, window_end - begin});
+    split.shares.push_back({owner, written->buffer, begin, window_end - begin});
     previous_end = window_end;
   }
   return split;
 }
 
 }  // namespace
+
+uint64_t SplitNode::share_bytes() const {
+  uint64_t n = 0;
+  for (const BandShare& s : shares) n += s.bytes;
+  return n;
+}
+
+uint64_t SplitNode::received(int rank) const {
+  uint64_t n = 0;
+  for (const Transfer& t : transfers) n += t.to == rank ? t.bytes : 0;
+  return n;
+}
+
+uint64_t SplitNode::owned(int rank) const {
+  uint64_t n = 0;
+  for (const BandShare& s : shares) n += s.owner == rank ? s.bytes : 0;
+  return n;
+}
 
 int band_owner(int64_t band, int64_t bands, int ranks) {
   return static_cast<int>(band * ranks / bands);
@@ -80,12 +143,37 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
   if (layout.ranks < 1 || layout.rank < 0 || layout.rank >= layout.ranks)
     return error("rank {} of {}: need 1 or more ranks and 0 <= rank < ranks", layout.rank, layout.ranks);
   STRATA_RETURN_IF_ERROR(runtime::validate(plan).with_context("splitting the plan across ranks"));
+  // The groups of every entry and who runs each dispatch, before any transfer is
+  // worked out: what a rank receives after a node depends on the dispatches it runs
+  // later.
+  const std::vector<runtime::EntryDesc> entries = runtime::entry_list(plan);
+  std::vector<PlacedSplit> placed;
+  if (layout.ranks > 1)
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const uint32_t end = entries[k].first_dispatch + entries[k].dispatch_count;
+      for (uint32_t i = entries[k].first_dispatch; i < end;) {
+        std::optional<SplitNode> split = band_group(plan, i, end, layout.ranks);
+        if (!split) {
+          ++i;
+          continue;
+        }
+        const auto count = static_cast<uint32_t>(split->bands);
+        placed.push_back({k, i, i + count, std::move(*split)});
+        i += count;
+      }
+    }
+  const PlanAccess access = plan_access(plan, placed, layout.ranks);
+  for (PlacedSplit& p : placed) p.split.transfers = rank_transfers(plan, entries[p.entry], p, access, layout.ranks);
+  const std::vector<int>& runner = access.runner;
+
   RankPlan out;
   out.layout = layout;
   out.plan = plan;
   out.plan.dispatches.clear();
   out.plan.entries.clear();
-  for (const runtime::EntryDesc& entry : runtime::entry_list(plan)) {
+  size_t next = 0;  // the next of `placed`
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const runtime::EntryDesc& entry = entries[k];
     RankPlan::Entry e{entry.name, {}, {}};
     // The segment being filled; its inputs are the entry's (first segment only).
     runtime::EntryDesc segment;
@@ -100,19 +188,20 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
       segment.first_dispatch = static_cast<uint32_t>(out.plan.dispatches.size());
     };
     const uint32_t end = entry.first_dispatch + entry.dispatch_count;
-    for (uint32_t i = entry.first_dispatch; i < end;) {
-      std::optional<SplitNode> split = layout.ranks > 1 ? band_group(plan, i, end, layout.ranks) : std::nullopt;
-      if (!split) {
-        out.plan.dispatches.push_back(plan.dispatches[i++]);
-        continue;
+    for (uint32_t i = entry.first_dispatch; i < end; ++i) {
+      if (runner[i] == kEveryRank || runner[i] == layout.rank) out.plan.dispatches.push_back(plan.dispatches[i]);
+      if (next < placed.size() && placed[next].entry == k && placed[next].end == i + 1) {
+        SplitNode& split = placed[next++].split;
+        out.shared_dispatches += static_cast<int64_t>(placed[next - 1].end - placed[next - 1].begin);
+        ++out.split_nodes;
+        out.received_bytes += split.received(layout.rank);
+        out.gathered_bytes += split.share_bytes() - split.owned(layout.rank);
+        uint64_t sent = 0;
+        for (const Transfer& t : split.transfers) sent += t.from == layout.rank ? t.bytes : 0;
+        out.largest_exchange = std::max({out.largest_exchange, sent, split.received(layout.rank)});
+        close_segment();
+        e.splits.push_back(std::move(split));
       }
-      for (size_t j = 0; j < split->shares.size(); ++j)
-        if (split->shares[j].owner == layout.rank) out.plan.dispatches.push_back(plan.dispatches[i + j]);
-      i += static_cast<uint32_t>(split->shares.size());
-      out.shared_dispatches += static_cast<int64_t>(split->shares.size());
-      ++out.split_nodes;
-      close_segment();
-      e.splits.push_back(std::move(*split));
     }
     segment.outputs = entry.outputs;
     segment.state_writes = entry.state_writes;
@@ -128,55 +217,74 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
 Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks) {
   STRATA_ASSIGN_OR_RETURN(RankPlan p, split_plan_for_rank(plan, {ranks, 0}));
   std::string s = fmt::format("ranks: {} nodes split across {} ranks ({} band dispatches); every other node runs on "
-                              "every rank\n",
+                              "every rank; after each split node a rank receives the bytes of the others' bands "
+                              "it reads later\n",
                               p.split_nodes, ranks, p.shared_dispatches);
   for (const RankPlan::Entry& e : p.entries)
     for (const SplitNode& n : e.splits) {
+      // Shares in owner runs; a statistics window has one share per segment.
+      const bool stats = n.kind == "stats";
+      const size_t units = static_cast<size_t>(n.bands), per = n.shares.size() / units;
       std::string owners;
-      for (size_t j = 0; j < n.shares.size();) {
+      for (size_t j = 0; j < units;) {
         size_t last = j;
-        while (last + 1 < n.shares.size() && n.shares[last + 1].owner == n.shares[j].owner) ++last;
+        while (last + 1 < units && n.shares[(last + 1) * per].owner == n.shares[j * per].owner) ++last;
         uint64_t bytes = 0;
-        for (size_t k = j; k <= last; ++k) bytes += n.shares[k].bytes;
-        const std::string bands = last == j ? fmt::format("band {}", j + 1) : fmt::format("bands {}-{}", j + 1, last + 1);
-        owners += fmt::format("{}rank {}: {} ({} bytes)", owners.empty() ? "" : ", ", n.shares[j].owner, bands, bytes);
+        for (size_t k = j * per; k < (last + 1) * per; ++k) bytes += n.shares[k].bytes;
+        const char* unit = stats ? "window" : "band";
+        const std::string bands = last == j ? fmt::format("{} {}", unit, j + 1)
+                                            : fmt::format("{}s {}-{}", unit, j + 1, last + 1);
+        owners += fmt::format("{}rank {}: {} ({} bytes)", owners.empty() ? "" : ", ", n.shares[j * per].owner, bands,
+                              bytes);
         j = last + 1;
       }
-      s += fmt::format("  {}{}: {} bands; {}\n", p.entries.size() > 1 ? e.name + ": " : "", n.node, n.shares.size(),
-                       owners);
+      std::string received;
+      uint64_t all = 0;
+      for (int r = 0; r < ranks; ++r) {
+        received += fmt::format("{}{}", r == 0 ? "" : " ", n.received(r));
+        all += n.received(r);
+      }
+      const uint64_t whole = n.share_bytes() * static_cast<uint64_t>(ranks - 1);
+      s += fmt::format("  {}{}{}: {} {}; {}; receive {} bytes (ranks 0..{}: {}; a whole gather: {}{})\n",
+                       p.entries.size() > 1 ? e.name + ": " : "", n.node, stats ? " statistics" : "", units,
+                       stats ? "windows" : "bands", owners, all, ranks - 1, received, whole,
+                       all == whole ? ", all of it" : "");
     }
   for (int r = 0; r < ranks; ++r) {
     STRATA_ASSIGN_OR_RETURN(RankPlan mine, split_plan_for_rank(plan, {ranks, r}));
-    s += fmt::format("  rank {} runs {} of {} dispatches\n", r, mine.kept_dispatches, plan.dispatches.size());
+    s += fmt::format("  rank {} runs {} of {} dispatches, receives {} bytes per run (a whole gather: {})\n", r,
+                     mine.kept_dispatches, plan.dispatches.size(), mine.received_bytes, mine.gathered_bytes);
   }
   return s;
 }
 
 Status exchange_split(runtime::Executor& executor, const SplitNode& split, RankLayout layout, RankExchange& exchange) {
+  if (split.transfers.empty()) return Status::ok();
   const auto ranks = static_cast<size_t>(layout.ranks);
-  std::vector<uint64_t> counts(ranks, 0), start(ranks, 0);
-  for (const BandShare& s : split.shares) counts[static_cast<size_t>(s.owner)] += s.bytes;
-  for (size_t r = 1; r < ranks; ++r) start[r] = start[r - 1] + counts[r - 1];
-  std::vector<std::byte> all(start.back() + counts.back());
-  std::span<std::byte> mine = std::span(all).subspan(start[static_cast<size_t>(layout.rank)],
-                                                     counts[static_cast<size_t>(layout.rank)]);
-  // This rank's rows, in band order, read before the exchange fills `all` around them.
-  std::vector<std::byte> own(mine.size());
-  uint64_t at = 0;
-  for (const BandShare& s : split.shares)
-    if (s.owner == layout.rank) {
-      STRATA_RETURN_IF_ERROR(executor.read_window(s.buffer, s.offset, std::span(own).subspan(at, s.bytes)));
-      at += s.bytes;
-    }
-  STRATA_RETURN_IF_ERROR(exchange.allgather(own, counts, all).with_context(
-      fmt::format("exchanging the rows of '{}' (rank {} of {})", split.node, layout.rank, layout.ranks)));
-  std::vector<uint64_t> cursor = start;
-  for (const BandShare& s : split.shares) {
-    const auto r = static_cast<size_t>(s.owner);
-    if (s.owner != layout.rank)
-      STRATA_RETURN_IF_ERROR(executor.write_window(s.buffer, s.offset, std::span(all).subspan(cursor[r], s.bytes)));
-    cursor[r] += s.bytes;
+  std::vector<uint64_t> send_counts(ranks, 0), recv_counts(ranks, 0);
+  uint64_t largest = 0;
+  for (const Transfer& t : split.transfers) {
+    if (t.from == layout.rank) send_counts[static_cast<size_t>(t.to)] += t.bytes;
+    if (t.to == layout.rank) recv_counts[static_cast<size_t>(t.from)] += t.bytes;
+    largest = std::max(largest, t.bytes);
   }
+  uint64_t sending = 0, receiving = 0;
+  for (size_t r = 0; r < ranks; ++r) sending += send_counts[r], receiving += recv_counts[r];
+  std::vector<std::byte> send(sending), recv(receiving);
+  // Transfers are sorted by (from, to): this rank's sends come in destination order,
+  // its receipts in source order, as alltoall lays them out. One batch of reads, one
+  // of writes (Executor::read_windows: one submit each on a discrete GPU).
+  std::vector<runtime::Window> reads, writes;
+  for (const Transfer& t : split.transfers)
+    for (const ByteRun& run : t.runs) {
+      if (t.from == layout.rank) reads.push_back({run.buffer, run.offset, run.bytes});
+      if (t.to == layout.rank) writes.push_back({run.buffer, run.offset, run.bytes});
+    }
+  const std::string what = fmt::format("exchanging the rows of '{}' (rank {} of {})", split.node, layout.rank,
+                                       layout.ranks);
+  STRATA_RETURN_IF_ERROR(executor.read_windows(reads, send).with_context(what));
+  STRATA_RETURN_IF_ERROR(exchange.alltoall(send, send_counts, recv, recv_counts, largest).with_context(what));
+  STRATA_RETURN_IF_ERROR(executor.write_windows(writes, recv).with_context(what));
   return Status::ok();
 }
 

@@ -3,18 +3,26 @@
 //
 // split_bands already cuts every large conv_gemm and norm_act into bands of rows
 // whose results are bit-identical to the unbanded node, and codegen emits one
-// dispatch per band, labelled "<node>:band i/n" (conv_gemm) or "<node>:apply i/n"
-// (the applying pass of norm_act). A band's dispatch writes one contiguous run of
-// bytes: its rows of the output (the rows of a frame are contiguous where a node is
-// banded). So the split is static and needs nothing from the device:
-//   - band i of an n-band node belongs to rank ⌊i·R/n⌋ (contiguous runs of bands);
+// dispatch per band, labelled "<node>:band i/n" (conv_gemm), "<node>:apply i/n"
+// (the applying pass of norm_act) or "<node>:stats i/n" (a GroupNorm's statistics
+// over windows of whole chunks, each chunk's (mean, M2) in its own partial slot). A
+// band's dispatch writes one contiguous run of bytes (its rows of the output; the
+// rows of a frame are contiguous where a node is banded); a statistics window writes
+// its chunks' slots (runtime::BandDesc::stats_*). So the split is static and needs
+// nothing from the device:
+//   - window or band i of n belongs to rank ⌊i·R/n⌋ (contiguous runs);
 //   - a rank keeps the dispatches of its own bands and drops the others';
-//   - after the node, the ranks exchange the rows: each sends the bytes its bands
-//     wrote and receives the rest (RankExchange, e.g. MPI_Allgatherv);
-//   - every other dispatch (unbanded nodes, GroupNorm statistics, attention) runs on
-//     every rank, on the same bytes.
-// Every rank then holds, after each exchange, the bytes one rank would hold, and the
-// output is bit-identical to one rank's, whatever the number of ranks.
+//   - after the node, each rank receives only the bytes of the other ranks' bands
+//     that it reads later: the dispatches it runs (its own bands, with their halos,
+//     and everything every rank runs) read them before any dispatch overwrites them
+//     (the plan's windows say which bytes each dispatch reads and writes), and so do
+//     the outputs and states at the end of the plan. A dispatch every rank runs that
+//     reads the whole tensor (attention, an unbanded node) makes that a whole gather;
+//     a statistics pass makes it the partial slots, which the reduce (on every rank)
+//     merges in the order of one rank.
+// Every byte a dispatch reads then holds, on every rank that runs it, what it holds
+// in one process, and the output is bit-identical to one rank's, whatever the number
+// of ranks.
 //
 // The rank's plan keeps the weights, buffers, inputs, outputs and states of the
 // original; its dispatch list loses the other ranks' bands and each of the original's
@@ -46,8 +54,8 @@ struct RankLayout {
   bool operator==(const RankLayout&) const = default;
 };
 
-// The bytes one band of a split node writes: rank `owner` computes them, every
-// other rank receives them.
+// The bytes one band of a split node writes (a statistics window: one run per
+// segment): rank `owner` computes them.
 struct BandShare {
   int owner = 0;
   uint32_t buffer = 0;
@@ -55,10 +63,36 @@ struct BandShare {
   uint64_t bytes = 0;
 };
 
-// A node whose bands the ranks share, and the shares in band order.
+// A run of bytes of one of the plan's buffers.
+struct ByteRun {
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool operator==(const ByteRun&) const = default;
+};
+
+// What rank `from` sends rank `to` after a split node: runs of its shares, in buffer
+// and offset order (the sender reads them from its buffers, the receiver writes them
+// to the same places of its own).
+struct Transfer {
+  int from = 0;
+  int to = 0;
+  std::vector<ByteRun> runs;
+  uint64_t bytes = 0;
+};
+
+// A node whose bands the ranks share: the shares in band order, and what the ranks
+// send each other after it (every rank's transfers, sorted by (from, to); none with
+// zero bytes).
 struct SplitNode {
   std::string node;
+  std::string kind;  // "band" (conv_gemm), "apply" (norm_act), "stats" (statistics partials)
+  int64_t bands = 0;  // its dispatches; each has shares.size() / bands shares
   std::vector<BandShare> shares;
+  std::vector<Transfer> transfers;
+  uint64_t share_bytes() const;             // all shares: what a whole gather moves
+  uint64_t received(int rank) const;        // bytes `rank` receives after the node
+  uint64_t owned(int rank) const;           // bytes of the shares `rank` owns
 };
 
 struct RankPlan {
@@ -75,35 +109,46 @@ struct RankPlan {
   int64_t split_nodes = 0;       // nodes whose bands the ranks share
   int64_t kept_dispatches = 0;   // dispatches of this rank's plan
   int64_t shared_dispatches = 0; // band dispatches split among the ranks (all ranks' together)
+  // Bytes this rank receives when every entry runs once, and what it would receive if
+  // every split node's shares were gathered whole (the shares of the other ranks).
+  uint64_t received_bytes = 0;
+  uint64_t gathered_bytes = 0;
+  // The most bytes this rank sends or receives after one split node: the size of
+  // the executor's window staging buffers (ExecutorOptions::window_staging_bytes).
+  uint64_t largest_exchange = 0;
 };
 
 // This rank's plan. A group of band dispatches that does not look as described above
-// (not consecutive 1..n, not exactly one written binding each, writes not one
-// increasing run in one buffer) is not split: every rank runs it whole. Errors: a
-// layout with ranks < 1 or rank outside [0, ranks); an invalid plan.
+// (not consecutive 1..n, not exactly one written binding each, band writes not one
+// increasing run in one buffer, statistics windows without their BandDesc::stats_*
+// or not matching them) is not split: every rank runs it whole. Errors: a layout
+// with ranks < 1 or rank outside [0, ranks); an invalid plan.
 Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout layout);
 
 // The rank that owns band `band` of `bands` under `ranks` ranks: ⌊band·ranks/bands⌋.
 int band_owner(int64_t band, int64_t bands, int ranks);
 
-// One line per split node (its bands, which rank owns which, the bytes each sends),
-// then the dispatches each rank runs; for `strata compile --ranks N`. Errors: as
-// split_plan_for_rank.
+// One line per split node (its bands, which rank owns which, the bytes each computes,
+// the bytes each receives after it against a whole gather), then the dispatches and
+// bytes of each rank; for `strata compile --ranks N`. Errors: as split_plan_for_rank.
 Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks);
 
-// How the ranks exchange bytes: every rank calls allgather with the same `counts`
-// (bytes each rank contributes, in rank order) and its own `mine`
-// (mine.size() == counts[rank]); `all` receives every rank's bytes concatenated in
-// rank order. A failure (a rank gone) is an error naming it; the caller stops.
+// How the ranks exchange bytes: every rank calls alltoall together. `send` holds the
+// bytes for rank 0, 1, ... concatenated (send_counts[r] for rank r, 0 for itself);
+// `recv` receives those from rank 0, 1, ... (recv_counts[r] from rank r). `largest`
+// is the same on every rank: the largest count between any two ranks (so every rank
+// cuts a large exchange into the same rounds). A failure (a rank gone) is an error
+// naming it; the caller stops.
 class RankExchange {
 public:
   virtual ~RankExchange() = default;
-  virtual Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
-                           std::span<std::byte> all) = 0;
+  virtual Status alltoall(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                          std::span<std::byte> recv, std::span<const uint64_t> recv_counts, uint64_t largest) = 0;
 };
 
-// After a segment that ends with `split`'s bands: reads this rank's rows from the
-// executor's buffers, allgathers them and writes the other ranks' rows in place.
+// After a segment that ends with `split`'s bands: reads the runs this rank sends from
+// the executor's buffers, exchanges them and writes the runs it receives in place.
+// No call to `exchange` when no rank sends anything.
 Status exchange_split(runtime::Executor& executor, const SplitNode& split, RankLayout layout, RankExchange& exchange);
 
 }  // namespace strata

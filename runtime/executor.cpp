@@ -141,6 +141,15 @@ Status Executor::Impl::create_buffers() {
     STRATA_ASSIGN_OR_RETURN(readback, DeviceBuffer::create(*device, out_bytes, MemoryUse::readback,
                                                            "output staging"));
   }
+  // The window staging buffers, once, where some buffer is reached by copies.
+  bool all_mapped = true;
+  for (const DeviceBuffer& b : buffers) all_mapped = all_mapped && host_view(b) != nullptr;
+  if (options.window_staging_bytes && !all_mapped) {
+    STRATA_ASSIGN_OR_RETURN(window_read_staging, DeviceBuffer::create(*device, options.window_staging_bytes,
+                                                                      MemoryUse::readback, "window staging"));
+    STRATA_ASSIGN_OR_RETURN(window_write_staging, DeviceBuffer::create(*device, options.window_staging_bytes,
+                                                                       MemoryUse::upload, "window staging"));
+  }
   for (IoSlot& s : input_slots)
     if (s.staged) s.host = upload.mapped() + s.staging_offset;
   for (IoSlot& s : output_slots)
@@ -337,6 +346,76 @@ Status Executor::write_window(uint32_t buffer, uint64_t offset, std::span<const 
   return m.copy_window(buffer, offset, in.size(), {}, in, fmt::format("buffer {} + {}", buffer, offset));
 }
 
+Status Executor::Impl::copy_windows(std::span<const Window> windows, std::span<std::byte> to_host,
+                                    std::span<const std::byte> from_host, const char* what) {
+  const bool reading = !to_host.empty();
+  const uint64_t total = reading ? to_host.size() : from_host.size();
+  uint64_t sum = 0;
+  for (const Window& w : windows) {
+    if (w.buffer >= plan.buffers.size() || w.offset > plan.buffers[w.buffer].size_bytes ||
+        w.bytes > plan.buffers[w.buffer].size_bytes - w.offset)
+      return error("{}: {} bytes at buffer {} + {} are outside the plan's buffers", what, w.bytes, w.buffer, w.offset);
+    sum += w.bytes;
+  }
+  if (sum != total) return error("{}: the windows hold {} bytes, the host side {}", what, sum, total);
+  if (total == 0) return Status::ok();
+  bool mapped = true;
+  for (const Window& w : windows) mapped = mapped && host_view(buffers[w.buffer]) != nullptr;
+  if (mapped) {  // the device is idle between runs
+    uint64_t at = 0;
+    for (const Window& w : windows) {
+      uint8_t* m = host_view(buffers[w.buffer]) + w.offset;
+      if (reading) std::memcpy(to_host.data() + at, m, w.bytes);
+      else std::memcpy(m, from_host.data() + at, w.bytes);
+      at += w.bytes;
+    }
+    return Status::ok();
+  }
+  DeviceBuffer& staging = reading ? window_read_staging : window_write_staging;
+  if (staging.size() < total) {
+    staging = DeviceBuffer{};
+    STRATA_ASSIGN_OR_RETURN(staging, DeviceBuffer::create(*device, total, reading ? MemoryUse::readback : MemoryUse::upload,
+                                                          "window staging"));
+  }
+  if (!reading) std::memcpy(staging.mapped(), from_host.data(), total);
+  STRATA_RETURN_IF_ERROR(submit_once(
+      [&](VkCommandBuffer cb) {
+        uint64_t at = 0;
+        for (const Window& w : windows) {
+          if (w.bytes == 0) continue;
+          VkBufferCopy region{reading ? w.offset : at, reading ? at : w.offset, w.bytes};
+          if (reading) vkCmdCopyBuffer(cb, buffers[w.buffer].handle(), staging.handle(), 1, &region);
+          else vkCmdCopyBuffer(cb, staging.handle(), buffers[w.buffer].handle(), 1, &region);
+          at += w.bytes;
+        }
+      },
+      fmt::format("{} {} windows", reading ? "reading" : "writing", windows.size())));
+  if (reading) std::memcpy(to_host.data(), staging.mapped(), total);
+  return Status::ok();
+}
+
+Status Executor::read_windows(std::span<const Window> windows, std::span<std::byte> out) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("read_windows: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (out.empty()) {
+    for (const Window& w : windows)
+      if (w.bytes) return error("read_windows: the windows hold bytes, the host side none");
+    return Status::ok();
+  }
+  return m.copy_windows(windows, out, {}, "read_windows");
+}
+
+Status Executor::write_windows(std::span<const Window> windows, std::span<const std::byte> in) {
+  Impl& m = *impl_;
+  if (m.device->lost()) return error("write_windows: device '{}' was lost earlier; reopen it", m.device->info().name);
+  if (in.empty()) {
+    for (const Window& w : windows)
+      if (w.bytes) return error("write_windows: the windows hold bytes, the host side none");
+    return Status::ok();
+  }
+  return m.copy_windows(windows, {}, in, "write_windows");
+}
+
 Status Executor::reset_states() {
   Impl& m = *impl_;
   if (m.device->lost()) return error("reset_states: device '{}' was lost earlier; reopen it", m.device->info().name);
@@ -455,7 +534,8 @@ uint64_t Executor::device_bytes() const {
 }
 
 uint64_t Executor::host_bytes() const {
-  uint64_t total = impl_->upload.size() + impl_->readback.size();
+  uint64_t total = impl_->upload.size() + impl_->readback.size() + impl_->window_read_staging.size() +
+                   impl_->window_write_staging.size();
   for (size_t i = 0; i < impl_->buffers.size(); ++i)
     if (impl_->plan.buffers[i].usage == BufferUsage::host_activations) total += impl_->buffers[i].size();
   return total;

@@ -77,6 +77,13 @@ using WeightSource = std::function<Status(const WeightUpload& w, std::span<std::
 // map, or a byte count different from the plan's.
 WeightSource weights_from_map(std::map<std::string, std::span<const std::byte>> bytes);
 
+// A run of bytes of one of the plan's buffers (Executor::read_windows).
+struct Window {
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
 struct ExecutorOptions {
   // Initial VkPipelineCache contents, from an earlier pipeline_cache_data() on the
   // same device. Data whose header names another device or driver is dropped
@@ -88,6 +95,11 @@ struct ExecutorOptions {
   // Size of the staging buffer weights pass through when their memory is not
   // host-visible (raised to the largest single weight if that is bigger).
   uint64_t weight_staging_bytes = 64ull << 20;
+  // Size of each of the two staging buffers read_windows / write_windows copy through
+  // when the memory is not host-visible, allocated at create() and kept (0: at the
+  // first call that needs them, of its size). Ranks that split a plan exchange rows
+  // through them after every split node (compile/rank_split.h).
+  uint64_t window_staging_bytes = 0;
   // Copy inputs, outputs and weights through staging buffers even where device
   // memory is host-visible. Unified-memory devices (lavapipe) otherwise skip the
   // staging path; tests turn this on to exercise the discrete-GPU path there.
@@ -224,6 +236,13 @@ public:
   // a lost device.
   Status read_window(uint32_t buffer, uint64_t offset, std::span<std::byte> out);
   Status write_window(uint32_t buffer, uint64_t offset, std::span<const std::byte> in);
+  // The same for many windows at once, their bytes concatenated in order in `out` /
+  // `in` (whose size must be their sum): where the memory is not host-visible, one
+  // submit copies them all through a staging buffer kept between calls
+  // (ExecutorOptions::window_staging_bytes; grown when a call needs more). Errors: a
+  // window outside the buffers, sizes that do not add up, a lost device.
+  Status read_windows(std::span<const Window> windows, std::span<std::byte> out);
+  Status write_windows(std::span<const Window> windows, std::span<const std::byte> in);
   // Sets every state to zeros (the value a fresh executor starts with), so a program
   // can start over — a video decoder's first frame — without reloading
   // (vkCmdFillBuffer over each state buffer, one submit). Errors: a lost device.
@@ -237,7 +256,7 @@ public:
   // Bytes of memory this executor keeps allocated (the weight staging buffer lives
   // only during create): device_bytes, every plan buffer but host_activations (on a
   // discrete GPU, its memory: what a decode holds besides pipelines); host_bytes, the
-  // host_activations buffers and the input and output staging buffers.
+  // host_activations buffers and the input, output and window staging buffers.
   uint64_t device_bytes() const;
   uint64_t host_bytes() const;
 

@@ -81,6 +81,12 @@ struct Executor::Impl {
   // memory directly, else through a one-time staging buffer; `what` names it in errors.
   Status copy_window(uint32_t buffer, uint64_t offset, uint64_t bytes, std::span<std::byte> to_host,
                      std::span<const std::byte> from_host, const std::string& what);
+  // Many windows to the host (to_host) or from it, concatenated in order: mapped
+  // memory directly, else one submit of every copy through `window_read_staging` /
+  // `window_write_staging`, kept between calls (grown when too small).
+  Status copy_windows(std::span<const Window> windows, std::span<std::byte> to_host,
+                      std::span<const std::byte> from_host, const char* what);
+  DeviceBuffer window_read_staging, window_write_staging;
   // executor_pipelines.cpp
   Status create_pipeline_cache();
   // Builds every pipeline; `meanwhile` runs on the calling thread while other

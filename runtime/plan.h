@@ -33,7 +33,8 @@ namespace strata::runtime {
 //    and entries).
 // 4: StateDesc::layout: states are stored as the passes store the values bound to
 //    them (f16, nhwc), not f32 logical.
-inline constexpr uint32_t kPlanFormatVersion = 5;
+// 6: BandDesc::stats_*: which partial slots each statistics window writes.
+inline constexpr uint32_t kPlanFormatVersion = 6;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -184,6 +185,15 @@ struct BandDesc {
   int64_t frame_rows = 0;  // output rows of the whole frame
   int64_t band_rows = 0;   // rows per band (the last may be fewer)
   int64_t bands = 0;
+  // A GroupNorm's statistics pass in windows ("<node>:stats i/n", norm_act and
+  // group_moments): window i writes the 8-byte (mean, M2) partial slots
+  // s·stats_chunks + c, for every segment s < stats_segments (image × group) and chunk
+  // c in [i·stats_window_chunks, min((i + 1)·stats_window_chunks, stats_chunks)),
+  // counted from the offset of its written binding. Ranks that split the windows
+  // exchange exactly these slots (compile/rank_split.h). 0: no statistics windows.
+  int64_t stats_segments = 0;
+  int64_t stats_chunks = 0;
+  int64_t stats_window_chunks = 0;
 };
 
 // A state of a program: a tensor that outlives a run, at a fixed window of a

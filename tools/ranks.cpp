@@ -75,38 +75,45 @@ MpiRanks::~MpiRanks() {
   if (!finalized) MPI_Finalize();
 }
 
-Status MpiRanks::allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
-                           std::span<std::byte> all) {
-  const size_t ranks = counts.size();
-  // MPI counts and displacements are int: a round moves at most kRound bytes per rank,
-  // all ranks' together below 2^31.
+Status MpiRanks::alltoall(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                          std::span<std::byte> recv, std::span<const uint64_t> recv_counts, uint64_t largest) {
+  const size_t ranks = send_counts.size();
+  if (static_cast<int>(ranks) != layout_.ranks || recv_counts.size() != ranks)
+    return error("alltoall: {} send and {} receive counts for {} ranks", ranks, recv_counts.size(), layout_.ranks);
+  // MPI counts and displacements are int: a round moves at most kRound bytes between
+  // any two ranks, so each rank's bytes of a round stay below 2^31. Every rank passes
+  // the same `largest`, so all agree on the rounds.
   const uint64_t kRound = std::max<uint64_t>(4096, (uint64_t{INT_MAX} / std::max<size_t>(ranks, 1)) & ~uint64_t{4095});
-  if (static_cast<int>(ranks) != layout_.ranks || mine.size() != counts[static_cast<size_t>(layout_.rank)])
-    return error("allgather: {} counts and {} bytes here do not match rank {} of {}", ranks, mine.size(),
-                 layout_.rank, layout_.ranks);
-  std::vector<uint64_t> start(ranks, 0);
-  for (size_t r = 1; r < ranks; ++r) start[r] = start[r - 1] + counts[r - 1];
-  // Round k moves bytes [k·kRound, (k+1)·kRound) of every rank's share, into a
-  // packed buffer, then to their places in `all`.
-  const uint64_t most = *std::max_element(counts.begin(), counts.end());
-  const uint64_t rounds = std::max<uint64_t>(1, (most + kRound - 1) / kRound);
-  std::vector<std::byte> packed;
-  std::vector<int> n(ranks), displacement(ranks);
+  std::vector<uint64_t> send_start(ranks, 0), recv_start(ranks, 0);
+  for (size_t r = 1; r < ranks; ++r) {
+    send_start[r] = send_start[r - 1] + send_counts[r - 1];
+    recv_start[r] = recv_start[r - 1] + recv_counts[r - 1];
+  }
+  if (send_start.back() + send_counts.back() != send.size() || recv_start.back() + recv_counts.back() != recv.size())
+    return error("alltoall: the counts do not add up to the {} bytes sent and {} received", send.size(), recv.size());
+  const uint64_t rounds = std::max<uint64_t>(1, (largest + kRound - 1) / kRound);
+  std::vector<std::byte> packed_send, packed_recv;
+  std::vector<int> sn(ranks), sd(ranks), rn(ranks), rd(ranks);
   for (uint64_t k = 0; k < rounds; ++k) {
     const uint64_t from = k * kRound;
-    int total = 0;
+    int send_total = 0, recv_total = 0;
     for (size_t r = 0; r < ranks; ++r) {
-      n[r] = static_cast<int>(std::min(kRound, counts[r] > from ? counts[r] - from : 0));
-      displacement[r] = total;
-      total += n[r];
+      sn[r] = static_cast<int>(std::min(kRound, send_counts[r] > from ? send_counts[r] - from : 0));
+      rn[r] = static_cast<int>(std::min(kRound, recv_counts[r] > from ? recv_counts[r] - from : 0));
+      sd[r] = send_total;
+      rd[r] = recv_total;
+      send_total += sn[r];
+      recv_total += rn[r];
     }
-    packed.resize(static_cast<size_t>(total));
-    const int here = n[static_cast<size_t>(layout_.rank)];
-    const int code = MPI_Allgatherv(here ? mine.data() + from : mine.data(), here, MPI_BYTE, packed.data(), n.data(),
-                                    displacement.data(), MPI_BYTE, MPI_COMM_WORLD);
-    if (code != MPI_SUCCESS) return error("MPI_Allgatherv: {}", mpi_error_text(code));
+    packed_send.resize(static_cast<size_t>(send_total));
+    packed_recv.resize(static_cast<size_t>(recv_total));
     for (size_t r = 0; r < ranks; ++r)
-      std::copy_n(packed.data() + displacement[r], n[r], all.data() + start[r] + from);
+      if (sn[r] > 0) std::copy_n(send.data() + send_start[r] + from, sn[r], packed_send.data() + sd[r]);
+    const int code = MPI_Alltoallv(packed_send.data(), sn.data(), sd.data(), MPI_BYTE, packed_recv.data(), rn.data(),
+                                   rd.data(), MPI_BYTE, MPI_COMM_WORLD);
+    if (code != MPI_SUCCESS) return error("MPI_Alltoallv: {}", mpi_error_text(code));
+    for (size_t r = 0; r < ranks; ++r)
+      if (rn[r] > 0) std::copy_n(packed_recv.data() + rd[r], rn[r], recv.data() + recv_start[r] + from);
   }
   return Status::ok();
 }
@@ -122,7 +129,8 @@ Expected<std::unique_ptr<MpiRanks>> MpiRanks::start(int ranks) {
   return error("--ranks {}: this strata was built without MPI (install libopenmpi-dev and rebuild)", ranks);
 }
 MpiRanks::~MpiRanks() = default;
-Status MpiRanks::allgather(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>) {
+Status MpiRanks::alltoall(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>,
+                          std::span<const uint64_t>, uint64_t) {
   return error("built without MPI");
 }
 void MpiRanks::abort(int code) { std::_Exit(code); }

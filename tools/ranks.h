@@ -1,6 +1,6 @@
 // --ranks N: the processes `mpirun -np N` started share each decode, one rank each
-// (compile/rank_split.h: every rank computes the bands it owns and the rows are
-// exchanged with MPI_Allgatherv after each split node). Open MPI from Debian
+// (compile/rank_split.h: every rank computes the bands it owns, and after each split
+// node the ranks send each other the rows the others read, with MPI_Alltoallv). Open MPI from Debian
 // (libopenmpi-dev); a build without it rejects --ranks above 1.
 //
 //   mpirun -np 2 strata decode --vae DIR --latent z.npy --out image.png --ranks 2
@@ -26,10 +26,10 @@ public:
   ~MpiRanks() override;  // MPI_Finalize
 
   RankLayout layout() const { return layout_; }
-  // MPI_Allgatherv of the bytes, in rounds that keep every MPI count and displacement
-  // within an int (all ranks' bytes of a round below 2 GiB).
-  Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
-                   std::span<std::byte> all) override;
+  // MPI_Alltoallv of the bytes, in rounds that keep every MPI count and displacement
+  // within an int (a round moves at most 2 GiB / ranks between any two ranks).
+  Status alltoall(std::span<const std::byte> send, std::span<const uint64_t> send_counts, std::span<std::byte> recv,
+                  std::span<const uint64_t> recv_counts, uint64_t largest) override;
   // Ends every rank of the job (MPI_Abort with `code`); for after an error here.
   [[noreturn]] void abort(int code);
 

@@ -9,6 +9,7 @@
 #include "compile/rank_split.h"
 #include "models/vae.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -22,37 +23,53 @@
 namespace strata {
 namespace {
 
-// An allgather among `ranks` threads: each writes its bytes into its slot, all wait,
-// each copies every slot out, all wait again before the slots are reused.
+// An alltoall among `ranks` threads: each writes what it sends into the slots
+// (from, to), all wait, each copies the slots (from, itself) out, all wait again
+// before the slots are reused.
 class ThreadExchange {
 public:
-  explicit ThreadExchange(int ranks) : slots_(static_cast<size_t>(ranks)), sync_(ranks) {}
+  explicit ThreadExchange(int ranks)
+      : ranks_(static_cast<size_t>(ranks)), slots_(ranks_ * ranks_), sync_(ranks) {}
 
   class Rank : public RankExchange {
   public:
-    Rank(ThreadExchange& shared, int rank) : shared_(shared), rank_(rank) {}
-    Status allgather(std::span<const std::byte> mine, std::span<const uint64_t> counts,
-                     std::span<std::byte> all) override {
-      shared_.slots_[static_cast<size_t>(rank_)].assign(mine.begin(), mine.end());
-      shared_.sync_.arrive_and_wait();
+    Rank(ThreadExchange& shared, int rank) : shared_(shared), rank_(static_cast<size_t>(rank)) {}
+    Status alltoall(std::span<const std::byte> send, std::span<const uint64_t> send_counts, std::span<std::byte> recv,
+                    std::span<const uint64_t> recv_counts, uint64_t largest) override {
+      const size_t n = shared_.ranks_;
       uint64_t at = 0;
-      for (size_t r = 0; r < counts.size(); ++r) {
-        if (shared_.slots_[r].size() != counts[r]) return error("rank {} sent {} bytes, not {}", r, shared_.slots_[r].size(), counts[r]);
-        std::memcpy(all.data() + at, shared_.slots_[r].data(), counts[r]);
-        at += counts[r];
+      for (size_t to = 0; to < n; ++to) {
+        shared_.slots_[rank_ * n + to].assign(send.begin() + static_cast<ptrdiff_t>(at),
+                                              send.begin() + static_cast<ptrdiff_t>(at + send_counts[to]));
+        at += send_counts[to];
+        if (send_counts[to] > largest) return error("sending {} bytes, more than the largest {}", send_counts[to], largest);
+      }
+      shared_.sync_.arrive_and_wait();
+      at = 0;
+      Status status = Status::ok();
+      for (size_t from = 0; from < n; ++from) {
+        const std::vector<std::byte>& slot = shared_.slots_[from * n + rank_];
+        if (slot.size() != recv_counts[from])
+          status = error("rank {} sent {} bytes, not {}", from, slot.size(), recv_counts[from]);
+        else
+          std::memcpy(recv.data() + at, slot.data(), slot.size());
+        at += recv_counts[from];
       }
       shared_.sync_.arrive_and_wait();
       ++exchanges;
-      return Status::ok();
+      received += recv.size();
+      return status;
     }
     int exchanges = 0;
+    uint64_t received = 0;
 
   private:
     ThreadExchange& shared_;
-    int rank_;
+    size_t rank_;
   };
 
 private:
+  size_t ranks_;
   std::vector<std::vector<std::byte>> slots_;
   std::barrier<> sync_;
 };
@@ -60,7 +77,8 @@ private:
 // A rank whose peer is gone: every exchange fails.
 class BrokenExchange : public RankExchange {
 public:
-  Status allgather(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>) override {
+  Status alltoall(std::span<const std::byte>, std::span<const uint64_t>, std::span<std::byte>,
+                  std::span<const uint64_t>, uint64_t) override {
     return error("rank 1 exited");
   }
 };
@@ -126,7 +144,8 @@ TEST(RankSplit, EveryBandOnOneRankEverythingElseOnAll) {
   const runtime::Plan& plan = program->plan;
   int64_t band_dispatches = 0;
   for (const runtime::DispatchDesc& d : plan.dispatches)
-    band_dispatches += d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos;
+    band_dispatches += d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos ||
+                       d.label.find(":stats ") != std::string::npos;
   ASSERT_GT(band_dispatches, 0) << "the limit must band the decoder";
   for (int ranks : {2, 3, 4}) {
     SCOPED_TRACE(ranks);
@@ -141,9 +160,10 @@ TEST(RankSplit, EveryBandOnOneRankEverythingElseOnAll) {
       EXPECT_EQ(static_cast<int64_t>(split->entries[0].splits.size()), split->split_nodes);
       for (const runtime::DispatchDesc& d : split->plan.dispatches) ++runs[d.label];
       kept += split->kept_dispatches;
-      // Shares of a node tile one run of bytes, in band order, owners non-decreasing.
+      // Shares of a banded node tile one run of bytes, in band order, owners
+      // non-decreasing (statistics windows: one run per segment).
       for (const SplitNode& n : split->entries[0].splits)
-        for (size_t j = 1; j < n.shares.size(); ++j) {
+        for (size_t j = 1; j < n.shares.size() && n.kind != "stats"; ++j) {
           EXPECT_EQ(n.shares[j].offset, n.shares[j - 1].offset + n.shares[j - 1].bytes) << n.node;
           EXPECT_GE(n.shares[j].owner, n.shares[j - 1].owner) << n.node;
         }
@@ -151,7 +171,8 @@ TEST(RankSplit, EveryBandOnOneRankEverythingElseOnAll) {
     const int64_t others = static_cast<int64_t>(plan.dispatches.size()) - band_dispatches;
     EXPECT_EQ(kept, band_dispatches + others * ranks);
     for (const runtime::DispatchDesc& d : plan.dispatches) {
-      const bool band = d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos;
+      const bool band = d.label.find(":band ") != std::string::npos || d.label.find(":apply ") != std::string::npos ||
+                        d.label.find(":stats ") != std::string::npos;
       EXPECT_EQ(runs[d.label], band ? 1 : ranks) << d.label;
     }
   }
@@ -192,7 +213,9 @@ TEST_P(RankDecode, BitIdenticalToOneRank) {
     for (int r = 0; r < ranks; ++r) {
       ASSERT_TRUE(many[static_cast<size_t>(r)]) << many[static_cast<size_t>(r)].message();
       EXPECT_TRUE(same_bytes(*many[static_cast<size_t>(r)], *one[0])) << "rank " << r << " of " << ranks;
-      EXPECT_EQ(exchanges[static_cast<size_t>(r)], split->split_nodes) << "one exchange per split node";
+      int moving = 0;  // split nodes after which some rank receives bytes
+      for (const SplitNode& n : split->entries[0].splits) moving += !n.transfers.empty();
+      EXPECT_EQ(exchanges[static_cast<size_t>(r)], moving) << "one exchange per split node that moves bytes";
     }
   }
 }
@@ -204,6 +227,43 @@ INSTANTIATE_TEST_SUITE_P(Seeded, RankDecode,
                          [](const auto& info) {
                            return info.param.arch + (info.param.precision == Precision::f16 ? "_f16" : "_f32");
                          });
+
+// After a conv whose output the next conv or GroupNorm reads in bands, a rank receives
+// the rows its own bands read (the halos), not the other ranks' rows; after a
+// GroupNorm's statistics windows it receives the other ranks' partial slots (which the
+// reduce, on every rank, reads whole), a few KiB, not the tensor.
+TEST(RankSplit, RanksReceiveHalosAndStatisticsPartialsNotWholeTensors) {
+  Vae vae = seeded_vae(flux_small_config(), 7);
+  auto program = compile_decoder(vae, test_latent(20, 12), Precision::f16, 160 << 10);
+  ASSERT_TRUE(program) << program.message();
+  for (int ranks : {2, 4})
+    for (int r = 0; r < ranks; ++r) {
+      SCOPED_TRACE(fmt::format("rank {} of {}", r, ranks));
+      auto split = split_plan_for_rank(program->plan, {ranks, r});
+      ASSERT_TRUE(split) << split.message();
+      const std::vector<SplitNode>& splits = split->entries[0].splits;
+      int conv_conv = 0, conv_norm = 0, stats = 0;
+      for (size_t k = 0; k + 1 < splits.size(); ++k) {
+        const SplitNode& n = splits[k];
+        const uint64_t others = n.share_bytes() - n.owned(r);
+        if (n.kind == "stats") {
+          ++stats;
+          EXPECT_EQ(n.received(r), others) << n.node << ": the reduce reads every slot";
+          EXPECT_LE(n.share_bytes(), uint64_t{16} << 10) << n.node << ": partial slots, not rows";
+          continue;
+        }
+        EXPECT_LE(n.received(r), others) << n.node;
+        if (n.kind == "band" && n.received(r) < others) {
+          conv_conv += splits[k + 1].kind == "band";
+          conv_norm += splits[k + 1].kind == "stats";
+        }
+      }
+      EXPECT_GT(conv_conv, 0) << "no conv -> conv boundary exchanges less than the tensor";
+      EXPECT_GT(conv_norm, 0) << "no conv -> norm boundary exchanges less than the tensor";
+      EXPECT_GT(stats, 0) << "no statistics windows split";
+      EXPECT_LT(split->received_bytes, split->gathered_bytes / 2) << split->received_bytes << " received";
+    }
+}
 
 // Without a small binding limit nothing needs bands; CompilerOptions::min_bands (what
 // --ranks N sets) cuts every large node into N bands, so N ranks share them, and the

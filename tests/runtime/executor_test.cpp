@@ -102,6 +102,35 @@ TEST_P(RuntimeExecutorTest, TwoDispatchChainWithOneBarrier) {
   for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(z[i], 0.5f * (3.f * x[i] + 1.f))) << "i=" << i;
 }
 
+// read_windows / write_windows (how ranks exchange rows): windows of several buffers
+// in one call, their bytes concatenated in order; reading back what was written,
+// and what a run computed. Twice, so the kept staging buffers are reused.
+TEST_P(RuntimeExecutorTest, WindowsAreReadAndWrittenInOneBatch) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> x = ramp(-3.f, 0.01f), z(N);
+  ASSERT_TRUE(exec->run({in_bytes(x)}, {out_bytes(z)}).is_ok());
+  // y (buffer 1) = 2x + 1: floats 10..19 of it, then floats 0..4 of z (buffer 2).
+  const std::vector<Window> windows = {{1, 40, 40}, {2, 0, 20}};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> got(15);
+    Status s = exec->read_windows(windows, std::as_writable_bytes(std::span(got)));
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i], round == 0 ? 2.f * x[10 + i] + 1.f : float(100 + i)) << i;
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(got[10 + i], round == 0 ? z[i] : float(200 + i)) << i;
+    std::vector<float> put(15);
+    for (int i = 0; i < 15; ++i) put[i] = i < 10 ? float(100 + i) : float(200 + i - 10);
+    s = exec->write_windows(windows, std::as_bytes(std::span(put)));
+    ASSERT_TRUE(s.is_ok()) << s.message();
+  }
+  std::vector<float> four(4);
+  Status s = exec->read_windows(windows, std::as_writable_bytes(std::span(four)));
+  EXPECT_NE(s.message().find("the windows hold 60 bytes, the host side 16"), std::string::npos) << s.message();
+  const std::vector<Window> outside = {{2, kBytes - 4, 8}};
+  s = exec->read_windows(outside, std::as_writable_bytes(std::span(four)).first(8));
+  EXPECT_NE(s.message().find("outside the plan's buffers"), std::string::npos) << s.message();
+}
+
 TEST_P(RuntimeExecutorTest, ReplayWithNewInputsGivesNewOutputs) {
   std::unique_ptr<Executor> exec = load(chain_plan());
   ASSERT_TRUE(exec);

@@ -127,6 +127,9 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
     d.field(p + ".frame_rows", x.frame_rows, y.frame_rows);
     d.field(p + ".band_rows", x.band_rows, y.band_rows);
     d.field(p + ".bands", x.bands, y.bands);
+    d.field(p + ".stats_segments", x.stats_segments, y.stats_segments);
+    d.field(p + ".stats_chunks", x.stats_chunks, y.stats_chunks);
+    d.field(p + ".stats_window_chunks", x.stats_window_chunks, y.stats_window_chunks);
   });
   d.list("states", a.states, b.states, [&](const std::string& p, const StateDesc& x, const StateDesc& y) {
     d.field(p + ".name", x.name, y.name);

@@ -266,8 +266,8 @@ TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
     const char* reported;
   };
   const Damage damages[] = {
-      // A plan of the previous format (version 4 had no cooperative_matrix_flexible
-      // requirement): the header's version decides before anything else is read.
+      // A plan of the previous format (version 5 had no statistics windows in its
+      // bands): the header's version decides before anything else is read.
       {"plan.strata of the previous format version",
        [&] {
          std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
@@ -275,7 +275,7 @@ TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
          const char old = static_cast<char>(runtime::kPlanFormatVersion - 1);
          f.write(&old, 1);
        },
-       "format version 4, this strata reads version 5"},
+       "format version 5, this strata reads version 6"},
       {"flipped byte in plan.strata",
        [&] {
          std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
