@@ -228,6 +228,12 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   } else {
     out.plan = std::move(parts[0].plan);
   }
+  // With ranks, --explain-bands also says who owns which bands and what crosses
+  // between the ranks after each split node (the plan is what every rank splits).
+  if (options.explain_bands && options.min_bands > 1) {
+    STRATA_ASSIGN_OR_RETURN(std::string split, explain_rank_split(out.plan, static_cast<int>(options.min_bands)));
+    log << split;
+  }
   out.weights = codegen::weight_source(weights);
   out.compile_ms = elapsed_ms(start);
   log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines{}\n",

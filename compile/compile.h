@@ -52,7 +52,9 @@ struct CompilerOptions {
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;
-  bool explain_bands = false;  // log explain_bands() of each plan after the passes
+  // Log explain_bands() of each plan after the passes, and with min_bands > 1 the
+  // plan's explain_rank_split (compile/rank_split.h) for min_bands ranks.
+  bool explain_bands = false;
   // A program's plans share their input and output slots (link_program's
   // LinkOptions::shared_io_slots): right for callers that hand every run its inputs and
   // read its outputs before the next run (a slab-streamed decode: models/hunyuan_stream.h,

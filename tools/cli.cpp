@@ -560,7 +560,7 @@ int cmd_compile(const std::vector<std::string>& args, std::ostream& out, std::os
     plan = &loaded->plan();
   }
   out << buffer_summary(*plan);
-  if (ranks > 1) {
+  if (ranks > 1 && !a->has("explain-bands")) {  // --explain-bands printed it with the bands
     auto explained = explain_rank_split(*plan, ranks);
     if (!explained) return fail(err, explained.status());
     out << *explained;

@@ -229,6 +229,14 @@ TEST(RanksCliExplain, CompileRanksPrintsTheOwnersOfEveryBand) {
     EXPECT_GT(received, 0) << text;
     EXPECT_LT(received, gathered) << text;
   }
+  // --explain-bands with --ranks prints the split with the bands, once.
+  Result b = shell(s, fmt::format("{} compile --vae '{}' --latent-shape 16x8x8 --no-cache --ranks 3 --explain-bands",
+                                  kStrata, case_file("flux_small", "vae")));
+  ASSERT_EQ(b.code, 0) << b.err;
+  const size_t split = b.out.find("decoder.conv_out: 3 bands; rank 0: band 1 (");
+  EXPECT_NE(split, std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find("decoder.conv_out: 3 bands; rank 0: band 1 (", split + 1), std::string::npos) << "printed twice";
+  EXPECT_NE(b.out.find("  rank 2 runs "), std::string::npos) << b.out;
 }
 
 TEST(RanksCliFailure, RanksNeedMpirunAndAPositiveCount) {
