@@ -17,7 +17,7 @@
 // kernels/conv_gemm_coop.comp instead (same push constants,
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
 // subgroup, BK input channels per step, one shared buffer) is
-// default_coop_tile() below (one fragment per subgroup for the emulation) unless
+// default_coop_tile() (codegen/coop_tile.h; one fragment per subgroup for the emulation) unless
 // CodegenOptions::conv_tile names another. A tile with halo rows (TH; an option, not
 // a default) stages each channel chunk's input halo once for all taps of a stride-1
 // conv; its pixel tiles are TH rows of the band by pixels / TH columns.
@@ -29,12 +29,12 @@
 // coordinates for the padding, so banded output is bit-identical to one dispatch.
 // Bands need N = 1 and row-contiguous (nhwc) x, residual and y. Weights and bias are
 // bound whole. A binding above the target's range is an error naming the node.
+#include "codegen/coop_tile.h"
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 #include "ir/band_math.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -54,97 +54,6 @@ GemmTile choose_tile(int64_t channels) {
   if (channels <= 16) return {16, 128, 16, 1, 8};
   if (channels <= 32) return {32, 128, 16, 2, 8};
   return {64, 128, 16, 4, 8};
-}
-
-// The tensor-core kernel's tile: WP × WC subgroups of FP × FC 16×16 fragments,
-// BK input channels per step.
-struct CoopTile {
-  uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32;
-  // Shared-memory buffers. One: two buffers (44 KiB at the default tile) measured
-  // slower on the H200 (91.3 vs 76.7 ms of Flux 1024² conv), so they are an option.
-  uint32_t stages = 1;
-  uint32_t vec_out = 1;  // 16-byte epilogue stores where the output allows (0: never)
-  // The halo tile (the kernel's TH): stride-1 convs with a kernel larger than 1×1 take
-  // their pixels as th output rows × pixels() / th columns and stage each channel
-  // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
-  // per tap (1×1 and strided convs always). One B buffer only (two A buffers).
-  uint32_t th = 0;
-  // The fragment side (coopmat.glsl's CM_M = CM_N): 16, or 32 / 64 on devices with
-  // flexible dimensions (Target::coopmat_flexible), rewritten to KHR.
-  uint32_t frag = 16;
-  uint32_t pixels() const { return wp * fp * frag; }
-  uint32_t channels() const { return wc * fc * frag; }
-  // The staged A rows: the pixels, or the halo of a kh × kw conv.
-  uint32_t a_rows(int64_t kh, int64_t kw) const {
-    return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
-  }
-  // A halo tile has two A buffers (the next chunk's halo is staged during this one).
-  // Native im2col kernels keep the epilogue's patches in the staging memory
-  // (conv_gemm_coop.comp SH_ALIAS): the larger of the two, else their sum.
-  uint32_t shared_bytes(int64_t kh, int64_t kw, bool native = false) const {
-    const uint32_t staging = ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2;
-    const uint32_t patches = wp * wc * frag * frag * 4;
-    return native && th == 0 ? std::max(staging, patches) : staging + patches;
-  }
-};
-
-// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]" (e.g. "2x2x4x4" or "2x2x2x2x32x1x1x0x32"), or
-// an error. (lower_conv_gemm also takes "thN": the default tiles with N halo rows, and
-// "fN": the default tiles with N×N fragments.)
-Expected<CoopTile> parse_coop_tile(const std::string& text) {
-  CoopTile t;
-  char end = 0;
-  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk,
-                            &t.stages, &t.vec_out, &t.th, &t.frag, &end);
-  if ((n < 4 || n > 9) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
-      t.fp * t.fc * t.frag * t.frag > 32 * 256 || (t.frag != 16 && t.frag != 32 && t.frag != 64) ||
-      (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 || t.vec_out > 1 ||
-      (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % t.frag != 0)))
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]] (subgroups and fragments "
-                 "per subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores "
-                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of whole fragments with one "
-                 "buffer, fragments of 16, 32 or 64 (at most 32 16x16 fragments' worth per subgroup); e.g. "
-                 "2x2x4x4)",
-                 text);
-  return t;
-}
-
-// The default tile: 128 pixels × 128 channels (measured best on the H200 among
-// 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
-// channel tiles for convs with few output channels (conv_out's 3), so the fragments
-// are not mostly zero rows.
-// No default tile is a halo tile (th 0): the halo tile gave the same bytes but
-// measured slower on the H200 (Flux 1024² conv 72.3 ms im2col, 87.4 at 4 or 8 halo
-// rows, 82.8 at 4 with TAP_UNROLL: docs/PERFORMANCE.md, issue 15); `--conv-tile thN`
-// measures it.
-//
-// With flexible fragments (Target::coopmat_flexible) the 128 × 128 tile is 2 × 2
-// fragments of 32 × 32 per subgroup instead of 4 × 4 of 16 × 16: the same tile, the
-// same staging and the same sums in the same order, fewer and larger cooperative
-// matrices (a staged GEMM ran 1.58× faster so on the H200: docs/PERFORMANCE.md, issue 15,
-// session 8). The narrow and 96-channel tiles keep 16 × 16.
-CoopTile default_coop_tile(int64_t channels, bool flexible) {
-  if (channels <= 16) return {4, 1, 2, 1};
-  if (channels <= 32) return {4, 1, 2, 2};
-  // 96-channel tiles where they cover the channels with less padding than 128 (96,
-  // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
-  auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
-  // On flexible devices: 2 × 3 subgroups of 2 × 1 fragments of 32 × 32 (Qwen-Image
-  // 1024² conv 29.6 -> 24.6 ms on the H200 against the 16 × 16 tile; docs/PERFORMANCE.md,
-  // issue 15, session 9).
-  if (covered(96) < covered(128)) {
-    if (!flexible) return {2, 2, 4, 3};
-    CoopTile t;
-    t.wp = 2, t.wc = 3, t.fp = 2, t.fc = 1, t.frag = 32;
-    return t;
-  }
-  if (flexible) {
-    CoopTile t;
-    t.fp = t.fc = 2;
-    t.frag = 32;
-    return t;
-  }
-  return {};
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -215,31 +124,9 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     const bool flexible = target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible;
     CoopTile tile = default_coop_tile(co_store, flexible);
     if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
-    const std::string& asked = l.options().conv_tile;
-    uint32_t th = 0, frag = 0;
-    char end = 0;
-    if (std::sscanf(asked.c_str(), "th%u%c", &th, &end) == 1) {
-      // "thN": the default tiles with N halo rows (0: the im2col tile), for measuring.
-      if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % tile.frag != 0))
-        return l.fail(node, fmt::format("conv tile '{}': {} pixels do not split into {} rows of {}k", asked,
-                                        tile.pixels(), th, tile.frag));
-      tile.th = th;
-    } else if (std::sscanf(asked.c_str(), "f%u%c", &frag, &end) == 1) {
-      // "fN": the default tiles' pixels and channels in N×N fragments (16: today's
-      // fragments on any device; 32, 64: flexible ones), for measuring.
-      if (frag != 16 && frag != 32 && frag != 64)
-        return l.fail(node, fmt::format("conv tile '{}': fragments of 16, 32 or 64", asked));
-      const uint32_t pixels = tile.pixels(), channels = tile.channels();
-      if (pixels % (tile.wp * frag) == 0 && channels % (tile.wc * frag) == 0) {
-        tile.fp = pixels / (tile.wp * frag);
-        tile.fc = channels / (tile.wc * frag);
-        tile.frag = frag;
-      }  // else (narrow or 96-channel tiles): keep the tile's own fragments
-    } else if (!asked.empty()) {
-      auto parsed = parse_coop_tile(asked);
-      if (!parsed) return l.fail(node, parsed.status().message());
-      tile = *parsed;
-    }
+    auto asked = asked_coop_tile(tile, l.options().conv_tile);
+    if (!asked) return l.fail(node, asked.status().message());
+    tile = *asked;
     // The halo only pays where taps overlap: stride 1, more than one tap. Frame stacks
     // clamp their taps per frame: the im2col tile.
     if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on()) tile.th = 0;

@@ -22,6 +22,7 @@
 // over k in the same order whichever dispatch computes it, so the result is the
 // unsplit one. A B (one batch of a matmul's) or bias above the range, or a row of A or
 // C that does not fit, is an error naming the node, the bytes and the limit.
+#include "codegen/coop_tile.h"
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -42,26 +43,25 @@ struct GemmTile {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// conv_gemm_coop.comp's tile for a linear (lower_conv_gemm.cpp's default coop tile):
-// WP × WC subgroups of FP × FC fragments of FRAG × FRAG, BK input features per step.
-// 128 rows × 128 columns; with flexible fragments (the H200) 2 × 2 fragments of
-// 32 × 32 per subgroup; the emulation one fragment per subgroup (lavapipe's
-// coroutine stacks, see tests/codegen/test_conv_gemm_coop.cpp).
-struct CoopGemmTile {
-  uint32_t wp = 2, wc = 2, fp = 4, fc = 4, bk = 32, frag = 16;
-  uint32_t rows() const { return wp * fp * frag; }
-  uint32_t columns() const { return wc * fc * frag; }
-  uint32_t shared_bytes() const { return (rows() + columns()) * (bk + 8) * 2 + wp * wc * frag * frag * 4; }
-};
-
-CoopGemmTile coop_gemm_tile(const Target& target) {
-  CoopGemmTile t;
+// conv_gemm_coop.comp's tile for a linear: 128 rows × 128 columns (the conv's default
+// 128 × 128 tile, without its narrow and 96-channel variants); with flexible fragments
+// (the H200) 2 × 2 fragments of 32 × 32 per subgroup; the emulation one fragment per
+// subgroup (lavapipe's coroutine stacks, see tests/codegen/test_conv_gemm_coop.cpp).
+// CodegenOptions::conv_tile (`--conv-tile`) names another, as for the convs (halo rows
+// do not apply: a linear is a 1×1 conv).
+Expected<CoopTile> coop_gemm_tile(const Lowering& l) {
+  const Target& target = l.target();
+  CoopTile t;
   if (target.tensor_cores == TensorCores::emulated) {
     t.fp = t.fc = 1;
   } else if (target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible) {
     t.fp = t.fc = 2;
     t.frag = 32;
   }
+  STRATA_ASSIGN_OR_RETURN(t, asked_coop_tile(t, l.options().conv_tile));
+  t.th = 0;
+  if (t.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
+    return error("fragments of {}x{}: the device takes 16x16 cooperative matrices only", t.frag, t.frag);
   return t;
 }
 
@@ -78,13 +78,16 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
   const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
   const Target& target = l.target();
-  const CoopGemmTile tile = coop_gemm_tile(target);
+  const Expected<CoopTile> asked = coop_gemm_tile(l);
+  if (!asked) return l.fail(node, fmt::format("linear on conv_gemm_coop: {}", asked.status().message()));
+  const CoopTile& tile = *asked;
   const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
-  if (invocations % (tile.bk / 8) != 0 || tile.shared_bytes() > target.max_shared_memory_bytes)
+  const uint32_t shared = tile.shared_bytes(1, 1, target.tensor_cores == TensorCores::nv_coopmat);
+  if (invocations % (tile.bk / 8) != 0 || shared > target.max_shared_memory_bytes)
     return l.fail(node, fmt::format("linear on conv_gemm_coop: tile {}x{}x{}x{} of {}x{} fragments needs {} "
                                     "invocations in rows of {} and {} bytes of shared memory; the target has {}",
                                     tile.wp, tile.wc, tile.fp, tile.fc, tile.frag, tile.frag, invocations, tile.bk / 8,
-                                    tile.shared_bytes(), target.max_shared_memory_bytes));
+                                    shared, target.max_shared_memory_bytes));
   KernelKey key;
   key.file = "conv_gemm_coop.comp";
   key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
@@ -94,7 +97,7 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
                  {"FP", std::to_string(tile.fp)},
                  {"FC", std::to_string(tile.fc)},
                  {"BK", std::to_string(tile.bk)},
-                 {"STAGES", "1"},
+                 {"STAGES", std::to_string(tile.stages)},
                  {"KH", "1"},
                  {"KW", "1"},
                  {"U", "0"},
@@ -108,17 +111,17 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   }
   key.workgroup_size = {invocations, 1, 1};
   // 16-byte stores of 8 output features where y is f16 with aligned rows.
-  const bool vec_out = l.storage(y) == DType::f16 && m % 8 == 0 && l.location(y).offset % 16 == 0;
+  const bool vec_out = tile.vec_out && l.storage(y) == DType::f16 && m % 8 == 0 && l.location(y).offset % 16 == 0;
   key.defines["VEC_OUT"] = vec_out ? "1" : "0";
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.bindings = 3 + (bias != kNoValue);
 
   const auto R = static_cast<uint64_t>(rows), M = static_cast<uint64_t>(m);
-  const uint64_t row_tiles = ceil_div(R, tile.rows());
+  const uint64_t row_tiles = ceil_div(R, tile.pixels());
   const uint64_t gx = std::min<uint64_t>(row_tiles, target.max_workgroup_count_x);
   const uint64_t split = ceil_div(row_tiles, gx);
-  const uint64_t gy = ceil_div(M, tile.columns());
+  const uint64_t gy = ceil_div(M, tile.channels());
   constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y and z
   if (gy > kMaxGroups || split > kMaxGroups)
     return l.fail(node, fmt::format("dispatch grid {}x{}x{} exceeds the workgroup-count limit", gx, gy, split));

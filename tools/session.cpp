@@ -38,9 +38,10 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"kernels", true,
        "auto (default: tensor-core kernels where the device has GL_NV_cooperative_matrix) or portable"},
       {"conv-tile", true,
-       "tensor-core conv tile WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT]]]: subgroups along pixels x channels, 16x16 "
-       "fragments per subgroup, input channels per step, shared buffers, 16-byte output stores (default "
-       "2x2x4x4x32x1x1; for measuring tiles, docs/KERNELS.md)"},
+       "tensor-core tile of the convs and linears WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]: subgroups along "
+       "pixels x channels, fragments per subgroup, input channels per step, shared buffers, 16-byte output stores, "
+       "halo rows, fragment side; or thN / fN (the default tiles with N halo rows / NxN fragments); for measuring "
+       "tiles, docs/KERNELS.md"},
       {"attention-tile", true,
        "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
        "default 8x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},

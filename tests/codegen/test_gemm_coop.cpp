@@ -10,7 +10,8 @@
 //   - against the interpreter within f16 storage: f16 x and w, whose products are
 //     exact in f32, differ by the f32 accumulation order and one f16 rounding of y
 //     (≤ 1e-3 relative plus 1e-5 of max |y|, conv_gemm_coop's own bound);
-//   - f32 operands (or a target without tensor cores) keep the portable gemm.comp.
+//   - f32 operands (or a target without tensor cores) keep the portable gemm.comp;
+//   - `--conv-tile` (CodegenOptions::conv_tile) sets the linears' tile as the convs'.
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
@@ -163,6 +164,26 @@ TEST(CodegenGemmCoop, F32OperandsKeepThePortableGemm) {
   const Ran got = run(lin, emulated_target());
   EXPECT_EQ(got.pipelines.find("conv_gemm_coop.comp"), std::string::npos) << got.pipelines;
   EXPECT_NE(got.pipelines.find("gemm.comp"), std::string::npos) << got.pipelines;
+}
+
+TEST(CodegenGemmCoop, ConvTileOptionSetsTheLinearsTile) {
+  // Only compiled (shaderc), not run: the emulated variant is not one CI otherwise builds.
+  const Built lin = build_linear(45, 64, 72, false, DType::f16, DType::f16);
+  const codegen::Target target = emulated_target();
+  codegen::CodegenOptions options;
+  options.conv_tile = "2x1x1x1x16x2";
+  auto plan = codegen::compile_plan(lin.graph, lin.weights, target, options);
+  ASSERT_TRUE(plan) << plan.message();
+  std::string pipelines;
+  for (const auto& p : plan->pipelines) pipelines += p.name + "\n";
+  for (const char* define : {"conv_gemm_coop.comp", "BK=16", "STAGES=2", "WC=1", "WP=2"})
+    EXPECT_NE(pipelines.find(define), std::string::npos) << define << " in\n" << pipelines;
+
+  options.conv_tile = "2x2x9";  // not a tile
+  auto bad = codegen::compile_plan(lin.graph, lin.weights, target, options);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("(linear)"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("conv tile '2x2x9'"), std::string::npos) << bad.message();
 }
 
 }  // namespace
