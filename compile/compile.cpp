@@ -137,6 +137,17 @@ runtime::WeightSource replaying(runtime::WeightSource inner, std::shared_ptr<Cap
   };
 }
 
+// BandDesc::flops_per_row of every banded conv_gemm: 2 · output width · weight
+// elements (each output element is a dot product over the weight's Ci · taps).
+void record_band_flops(const Graph& g, runtime::Plan& plan) {
+  for (runtime::BandDesc& b : plan.bands)
+    for (const Node& n : g.nodes()) {
+      if (n.name != b.node || n.op != Op::conv_gemm || n.inputs.size() < 2 || n.outputs.empty()) continue;
+      const Shape& y = g.value(n.outputs[0]).type.shape;
+      if (y.size() == 4) b.flops_per_row = 2 * y[3] * g.value(n.inputs[1]).type.elements();
+    }
+}
+
 }  // namespace
 
 CompileOptions pass_options(const Target& target, const CompilerOptions& options) {
@@ -219,6 +230,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
     if (options.explain_bands) log << explain_bands(g, target.binding_limit);
     auto plan = codegen::compile_plan(g, weights, target.codegen, options.codegen);
     if (!plan) return in_plan(plan.status());
+    record_band_flops(g, *plan);
     parts.push_back(LinkPart{model.name, std::move(*plan), g.state_reads(), g.state_writes()});
     out.graphs.push_back(std::move(g));
   }
@@ -270,7 +282,7 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
   }
   if (options.ranks.ranks > 1) {
     if (!options.exchange) return error("{} ranks but no way to exchange rows between them", options.ranks.ranks);
-    STRATA_ASSIGN_OR_RETURN(RankPlan split, split_plan_for_rank(program.plan, options.ranks));
+    STRATA_ASSIGN_OR_RETURN(RankPlan split, split_plan_for_rank(program.plan, options.ranks, options.rank_costs));
     log << fmt::format("ranks: rank {} of {}: {} nodes split ({} band dispatches shared), {} of {} dispatches here; "
                        "receives {} bytes per run (a whole gather: {})\n",
                        options.ranks.rank, options.ranks.ranks, split.split_nodes, split.shared_dispatches,

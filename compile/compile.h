@@ -119,6 +119,7 @@ struct LoadOptions {
   // the ranks; it must outlive the LoadedProgram.
   RankLayout ranks;
   RankExchange* exchange = nullptr;
+  RankCostModel rank_costs;  // recompute or exchange, per split conv
 };
 
 // A Program on its device: weights uploaded, every plan recorded once.

@@ -84,7 +84,10 @@ std::optional<SplitNode> band_group(const runtime::Plan& plan, uint32_t first, u
         (stats->stats_chunks + stats->stats_window_chunks - 1) / stats->stats_window_chunks != head->count)
       return std::nullopt;
   }
-  SplitNode split{head->node, head->kind, head->count, {}, {}};
+  SplitNode split;
+  split.node = head->node;
+  split.kind = head->kind;
+  split.bands = head->count;
   uint64_t previous_end = 0;
   const runtime::BindingDesc* first_write = nullptr;
   for (int64_t j = 0; j < head->count; ++j) {
@@ -115,6 +118,79 @@ std::optional<SplitNode> band_group(const runtime::Plan& plan, uint32_t first, u
   return split;
 }
 
+// Seconds each rank spends receiving `transfers` (RankCostModel), added to `time`.
+void add_receive_time(const std::vector<Transfer>& transfers, const RankCostModel& costs, std::vector<double>& time) {
+  for (const Transfer& t : transfers)
+    time[static_cast<size_t>(t.to)] += costs.message_latency_s + static_cast<double>(t.bytes) / costs.link_bytes_per_s;
+}
+
+bool meets(const ByteRun& a, uint32_t buffer, uint64_t offset, uint64_t bytes) {
+  return a.buffer == buffer && a.offset < offset + bytes && offset < a.offset + a.bytes;
+}
+
+// Works out the transfers after placed[k] and, for a conv whose rows only the ranks'
+// own later bands read, whether each rank recomputes the neighbours' bands it reads
+// instead (RankCostModel): then those bands run on it too (access.extra) and nothing
+// crosses after the node. The estimate of recomputing counts the bands' operations
+// and what more the earlier split nodes whose rows they read must then send (the
+// recomputed bands read a band of rows with its halos, where the exchange needed a
+// halo), as those nodes' transfers stand now.
+void choose_recompute_or_exchange(const runtime::Plan& plan, const std::vector<runtime::EntryDesc>& entries,
+                                  std::span<PlacedSplit> placed, size_t k, PlanAccess& access, int ranks,
+                                  const RankCostModel& costs) {
+  PlacedSplit& p = placed[k];
+  const runtime::EntryDesc& entry = entries[p.entry];
+  bool whole = false;
+  SplitNode& split = p.split;
+  split.transfers = rank_transfers(plan, entry, p, access, ranks, &whole);
+  if (split.kind != "band" || whole || split.transfers.empty()) return;
+  const int64_t count = p.end - p.begin;
+  const runtime::BandDesc* band = nullptr;
+  for (const runtime::BandDesc& b : plan.bands)
+    if (b.node == split.node && b.bands == count && b.flops_per_row > 0 && b.band_rows > 0) band = &b;
+  if (!band || split.shares.size() != static_cast<size_t>(count)) return;
+  const auto R = static_cast<size_t>(ranks);
+  std::vector<double> exchange(R, 0), recompute(R, 0);
+  add_receive_time(split.transfers, costs, exchange);
+  std::vector<std::pair<int, int64_t>> bands;  // (rank, band) it would recompute
+  for (const Transfer& t : split.transfers)
+    for (int64_t j = 0; j < count; ++j) {
+      const BandShare& s = split.shares[static_cast<size_t>(j)];
+      if (s.owner != t.from ||
+          std::none_of(t.runs.begin(), t.runs.end(), [&](const ByteRun& r) { return meets(r, s.buffer, s.offset, s.bytes); }))
+        continue;
+      bands.push_back({t.to, j});
+      const int64_t rows = std::min(band->band_rows, band->frame_rows - j * band->band_rows);
+      recompute[static_cast<size_t>(t.to)] +=
+          static_cast<double>(rows) * static_cast<double>(band->flops_per_row) / costs.flops_per_s;
+    }
+  // The earlier split nodes (this plan) whose shares the recomputed bands read, and
+  // what they would send more.
+  std::vector<size_t> producers;
+  for (size_t q = 0; q < k; ++q) {
+    if (placed[q].entry != p.entry) continue;
+    bool read = false;
+    for (const auto& [rank, j] : bands)
+      for (const ByteRun& r : access.reads[p.begin + static_cast<uint32_t>(j)])
+        for (const BandShare& s : placed[q].split.shares) read = read || meets(r, s.buffer, s.offset, s.bytes);
+    if (read) producers.push_back(q);
+  }
+  std::vector<double> before(R, 0), after(R, 0);
+  for (size_t q : producers) add_receive_time(rank_transfers(plan, entry, placed[q], access, ranks), costs, before);
+  for (const auto& [rank, j] : bands) access.extra[p.begin + static_cast<uint32_t>(j)].push_back(rank);
+  for (size_t q : producers) add_receive_time(rank_transfers(plan, entry, placed[q], access, ranks), costs, after);
+  for (size_t r = 0; r < R; ++r) recompute[r] += std::max(0.0, after[r] - before[r]);
+  split.exchange_s = *std::max_element(exchange.begin(), exchange.end());
+  split.recompute_s = *std::max_element(recompute.begin(), recompute.end());
+  if (!(split.recompute_s < split.exchange_s)) {  // exchange: take the bands back
+    for (const auto& [rank, j] : bands) access.extra[p.begin + static_cast<uint32_t>(j)].pop_back();
+    return;
+  }
+  split.recompute = true;
+  split.recomputed = std::move(bands);
+  split.transfers = rank_transfers(plan, entry, p, access, ranks);
+}
+
 }  // namespace
 
 uint64_t SplitNode::share_bytes() const {
@@ -139,7 +215,7 @@ int band_owner(int64_t band, int64_t bands, int ranks) {
   return static_cast<int>(band * ranks / bands);
 }
 
-Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout layout) {
+Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout layout, const RankCostModel& costs) {
   if (layout.ranks < 1 || layout.rank < 0 || layout.rank >= layout.ranks)
     return error("rank {} of {}: need 1 or more ranks and 0 <= rank < ranks", layout.rank, layout.ranks);
   STRATA_RETURN_IF_ERROR(runtime::validate(plan).with_context("splitting the plan across ranks"));
@@ -162,8 +238,11 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
         i += count;
       }
     }
-  const PlanAccess access = plan_access(plan, placed, layout.ranks);
-  for (PlacedSplit& p : placed) p.split.transfers = rank_transfers(plan, entries[p.entry], p, access, layout.ranks);
+  // Last to first: what a node's ranks receive depends on who reads its rows later,
+  // recomputed later bands included.
+  PlanAccess access = plan_access(plan, placed, layout.ranks);
+  for (size_t k = placed.size(); k-- > 0;)
+    choose_recompute_or_exchange(plan, entries, placed, k, access, layout.ranks, costs);
   const std::vector<int>& runner = access.runner;
 
   RankPlan out;
@@ -189,7 +268,10 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
     };
     const uint32_t end = entry.first_dispatch + entry.dispatch_count;
     for (uint32_t i = entry.first_dispatch; i < end; ++i) {
-      if (runner[i] == kEveryRank || runner[i] == layout.rank) out.plan.dispatches.push_back(plan.dispatches[i]);
+      const std::vector<int>& extra = access.extra[i];
+      if (runner[i] == kEveryRank || runner[i] == layout.rank ||
+          std::find(extra.begin(), extra.end(), layout.rank) != extra.end())
+        out.plan.dispatches.push_back(plan.dispatches[i]);
       if (next < placed.size() && placed[next].entry == k && placed[next].end == i + 1) {
         SplitNode& split = placed[next++].split;
         out.shared_dispatches += static_cast<int64_t>(placed[next - 1].end - placed[next - 1].begin);
@@ -214,8 +296,8 @@ Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout lay
   return out;
 }
 
-Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks) {
-  STRATA_ASSIGN_OR_RETURN(RankPlan p, split_plan_for_rank(plan, {ranks, 0}));
+Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks, const RankCostModel& costs) {
+  STRATA_ASSIGN_OR_RETURN(RankPlan p, split_plan_for_rank(plan, {ranks, 0}, costs));
   std::string s = fmt::format("ranks: {} nodes split across {} ranks ({} band dispatches); every other node runs on "
                               "every rank; after each split node a rank receives the bytes of the others' bands "
                               "it reads later\n",
@@ -245,13 +327,20 @@ Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks) {
         all += n.received(r);
       }
       const uint64_t whole = n.share_bytes() * static_cast<uint64_t>(ranks - 1);
-      s += fmt::format("  {}{}{}: {} {}; {}; receive {} bytes (ranks 0..{}: {}; a whole gather: {}{})\n",
+      // The cost model's choice, where the node was a candidate.
+      std::string choice;
+      if (n.exchange_s > 0) {
+        choice = fmt::format("; {} (estimates: exchange {:.1f} us, recompute {:.1f} us)",
+                             n.recompute ? "recompute" : "exchange", n.exchange_s * 1e6, n.recompute_s * 1e6);
+        for (const auto& [rank, band] : n.recomputed) choice += fmt::format(", rank {} runs band {}", rank, band + 1);
+      }
+      s += fmt::format("  {}{}{}: {} {}; {}; receive {} bytes (ranks 0..{}: {}; a whole gather: {}{}){}\n",
                        p.entries.size() > 1 ? e.name + ": " : "", n.node, stats ? " statistics" : "", units,
                        stats ? "windows" : "bands", owners, all, ranks - 1, received, whole,
-                       all == whole ? ", all of it" : "");
+                       all == whole ? ", all of it" : "", choice);
     }
   for (int r = 0; r < ranks; ++r) {
-    STRATA_ASSIGN_OR_RETURN(RankPlan mine, split_plan_for_rank(plan, {ranks, r}));
+    STRATA_ASSIGN_OR_RETURN(RankPlan mine, split_plan_for_rank(plan, {ranks, r}, costs));
     s += fmt::format("  rank {} runs {} of {} dispatches, receives {} bytes per run (a whole gather: {})\n", r,
                      mine.kept_dispatches, plan.dispatches.size(), mine.received_bytes, mine.gathered_bytes);
   }

@@ -43,6 +43,7 @@ class Executor;
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -61,6 +62,22 @@ struct BandShare {
   uint32_t buffer = 0;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+};
+
+// How a split conv chooses between its ranks exchanging the halo rows their next
+// bands read and each rank recomputing them (running the neighbours' bands that
+// write them, so nothing is exchanged): the estimated time of each, per rank, the
+// slowest rank deciding. Exchange: per message (one sender, one receiver) a latency
+// plus its bytes over the link. Recompute: the recomputed bands' operations
+// (BandDesc::flops_per_row) at a rate. Only a node whose rows no dispatch that every
+// rank runs reads is a candidate (else the rows cross anyway), and only conv_gemm
+// bands, whose operations the plan knows. Recomputing moves the need for rows to the
+// node before (the recomputed bands read its rows, with their halos), where the
+// choice is made again: the nodes are decided last to first.
+struct RankCostModel {
+  double link_bytes_per_s = 25e9;     // between two ranks (PCIe 4 x16 class)
+  double message_latency_s = 20e-6;   // per message: MPI, staging copies, submits
+  double flops_per_s = 50e12;         // one rank's GPU on a conv band
 };
 
 // A run of bytes of one of the plan's buffers.
@@ -90,6 +107,12 @@ struct SplitNode {
   int64_t bands = 0;  // its dispatches; each has shares.size() / bands shares
   std::vector<BandShare> shares;
   std::vector<Transfer> transfers;
+  // The cost model's choice (RankCostModel): recompute: each rank runs the bands in
+  // `recomputed` (rank, band index) too, and no rows cross; the estimates of both,
+  // seconds on the slowest rank (0 when the node was not a candidate).
+  bool recompute = false;
+  std::vector<std::pair<int, int64_t>> recomputed;
+  double exchange_s = 0, recompute_s = 0;
   uint64_t share_bytes() const;             // all shares: what a whole gather moves
   uint64_t received(int rank) const;        // bytes `rank` receives after the node
   uint64_t owned(int rank) const;           // bytes of the shares `rank` owns
@@ -123,7 +146,8 @@ struct RankPlan {
 // increasing run in one buffer, statistics windows without their BandDesc::stats_*
 // or not matching them) is not split: every rank runs it whole. Errors: a layout
 // with ranks < 1 or rank outside [0, ranks); an invalid plan.
-Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout layout);
+Expected<RankPlan> split_plan_for_rank(const runtime::Plan& plan, RankLayout layout,
+                                       const RankCostModel& costs = {});
 
 // The rank that owns band `band` of `bands` under `ranks` ranks: ⌊band·ranks/bands⌋.
 int band_owner(int64_t band, int64_t bands, int ranks);
@@ -131,7 +155,7 @@ int band_owner(int64_t band, int64_t bands, int ranks);
 // One line per split node (its bands, which rank owns which, the bytes each computes,
 // the bytes each receives after it against a whole gather), then the dispatches and
 // bytes of each rank; for `strata compile --ranks N`. Errors: as split_plan_for_rank.
-Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks);
+Expected<std::string> explain_rank_split(const runtime::Plan& plan, int ranks, const RankCostModel& costs = {});
 
 // How the ranks exchange bytes: every rank calls alltoall together. `send` holds the
 // bytes for rank 0, 1, ... concatenated (send_counts[r] for rank r, 0 for itself);

@@ -71,6 +71,7 @@ PlanAccess plan_access(const runtime::Plan& plan, std::span<const PlacedSplit> p
   PlanAccess a;
   const size_t n = plan.dispatches.size();
   a.runner.assign(n, kEveryRank);
+  a.extra.resize(n);
   a.reads.resize(n);
   a.writes.resize(n);
   for (size_t i = 0; i < n; ++i)
@@ -97,7 +98,8 @@ PlanAccess plan_access(const runtime::Plan& plan, std::span<const PlacedSplit> p
 }
 
 std::vector<Transfer> rank_transfers(const runtime::Plan& plan, const runtime::EntryDesc& entry,
-                                     const PlacedSplit& at, const PlanAccess& access, int ranks) {
+                                     const PlacedSplit& at, const PlanAccess& access, int ranks,
+                                     bool* read_by_every) {
   const auto R = static_cast<size_t>(ranks);
   // live[o]: owner o's shares not yet overwritten; every[o]: the parts of them every
   // rank reads; one[(o, r)]: the parts rank r alone reads.
@@ -113,7 +115,10 @@ std::vector<Transfer> rank_transfers(const runtime::Plan& plan, const runtime::E
   };
   const uint32_t end = entry.first_dispatch + entry.dispatch_count;
   for (uint32_t d = at.end; d < end && !all_dead(); ++d) {
-    for (const ByteRun& r : access.reads[d]) read(r, access.runner[d]);
+    for (const ByteRun& r : access.reads[d]) {
+      read(r, access.runner[d]);
+      for (int x : access.extra[d]) read(r, x);
+    }
     for (const ByteRun& w : access.writes[d])
       for (RunSet& l : live) l.subtract(w);
   }
@@ -128,6 +133,17 @@ std::vector<Transfer> rank_transfers(const runtime::Plan& plan, const runtime::E
     if (plan.buffers[b].usage == runtime::BufferUsage::state)
       read({static_cast<uint32_t>(b), 0, plan.buffers[b].size_bytes}, kEveryRank);
 
+  if (read_by_every)
+    *read_by_every = std::any_of(every.begin(), every.end(), [](const RunSet& e) { return !e.empty(); });
+  // held[r]: the shares of the bands rank r recomputes.
+  std::vector<RunSet> held(R);
+  const size_t per = at.split.shares.size() / (at.end - at.begin);
+  for (uint32_t j = 0; j < at.end - at.begin; ++j)
+    for (int x : access.extra[at.begin + j])
+      for (size_t k = j * per; k < (j + 1) * per; ++k) {
+        const BandShare& s = at.split.shares[k];
+        held[static_cast<size_t>(x)].add({s.buffer, s.offset, s.bytes});
+      }
   std::vector<Transfer> out;
   for (size_t o = 0; o < R; ++o)
     for (size_t r = 0; r < R; ++r) {
@@ -135,6 +151,7 @@ std::vector<Transfer> rank_transfers(const runtime::Plan& plan, const runtime::E
       RunSet runs = every[o];
       if (auto it = one.find({o, r}); it != one.end())
         for (const ByteRun& x : it->second.runs()) runs.add(x);
+      for (const ByteRun& x : held[r].runs()) runs.subtract(x);
       if (runs.empty()) continue;
       Transfer t{static_cast<int>(o), static_cast<int>(r), runs.runs(), 0};
       for (const ByteRun& x : t.runs) t.bytes += x.bytes;

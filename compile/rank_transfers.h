@@ -36,16 +36,20 @@ struct PlacedSplit {
 };
 
 // Per dispatch of the original plan: the rank that runs it (kEveryRank: all), the
-// bytes it reads and the bytes it writes.
+// ranks that recompute it too, the bytes it reads and the bytes it writes.
 struct PlanAccess {
   std::vector<int> runner;
+  std::vector<std::vector<int>> extra;  // ranks that recompute it besides its runner
   std::vector<std::vector<ByteRun>> reads, writes;
 };
 PlanAccess plan_access(const runtime::Plan& plan, std::span<const PlacedSplit> placed, int ranks);
 
 // The transfers after `at` (every rank's, sorted by (from, to), none empty), in the
-// plan `entry` (the entry `at` is in).
+// plan `entry` (the entry `at` is in). A rank that recomputes a band of `at` holds its
+// share and receives none of it. `read_by_every` (if given): whether a dispatch every
+// rank runs, or the end of the plan, reads some of `at`'s shares.
 std::vector<Transfer> rank_transfers(const runtime::Plan& plan, const runtime::EntryDesc& entry,
-                                     const PlacedSplit& at, const PlanAccess& access, int ranks);
+                                     const PlacedSplit& at, const PlanAccess& access, int ranks,
+                                     bool* read_by_every = nullptr);
 
 }  // namespace strata

@@ -33,7 +33,8 @@ namespace strata::runtime {
 //    and entries).
 // 4: StateDesc::layout: states are stored as the passes store the values bound to
 //    them (f16, nhwc), not f32 logical.
-// 6: BandDesc::stats_*: which partial slots each statistics window writes.
+// 6: BandDesc::stats_*: which partial slots each statistics window writes;
+//    BandDesc::flops_per_row.
 inline constexpr uint32_t kPlanFormatVersion = 6;
 
 // Component types of a cooperative-matrix shape. The values are those of
@@ -194,6 +195,10 @@ struct BandDesc {
   int64_t stats_segments = 0;
   int64_t stats_chunks = 0;
   int64_t stats_window_chunks = 0;
+  // Floating-point operations per output row of a conv_gemm (2 · width · weight
+  // elements), for the ranks' choice between recomputing a band and exchanging its
+  // rows (compile/rank_split.h). 0: not known.
+  int64_t flops_per_row = 0;
 };
 
 // A state of a program: a tensor that outlives a run, at a fixed window of a

@@ -444,6 +444,7 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
     w.i64(b.stats_segments);
     w.i64(b.stats_chunks);
     w.i64(b.stats_window_chunks);
+    w.i64(b.flops_per_row);
   }
 
   w.tag(kTagStates);
@@ -535,7 +536,7 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes) {
   read_section(r, kTagDispatches, "dispatch", 4 + 8 + 8 + 12 + 8, plan.dispatches, read_dispatch);
   read_section(r, kTagInputs, "input", 8 + 8 + 4 + 8 + 4 + 8 + 8, plan.inputs, read_io);
   read_section(r, kTagOutputs, "output", 8 + 8 + 4 + 8 + 4 + 8 + 8, plan.outputs, read_io);
-  read_section(r, kTagBands, "band", 8 + 8 + 8 + 8 + 8 + 8 + 8, plan.bands, [](Reader& rr) {
+  read_section(r, kTagBands, "band", 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8, plan.bands, [](Reader& rr) {
     BandDesc b;
     b.node = rr.str("node");
     b.frame_rows = rr.i64("frame_rows");
@@ -544,6 +545,7 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes) {
     b.stats_segments = rr.i64("stats_segments");
     b.stats_chunks = rr.i64("stats_chunks");
     b.stats_window_chunks = rr.i64("stats_window_chunks");
+    b.flops_per_row = rr.i64("flops_per_row");
     return b;
   });
   read_section(r, kTagStates, "state", 8 + 8 + 4 + 8 + 4 + 8 + 8, plan.states, [](Reader& rr) {

@@ -102,7 +102,8 @@ Expected<Program> compile_decoder(Vae& vae, const Tensor& latent, Precision prec
 // `ranks` threads, each loading `program` as its rank and decoding `latent`; every
 // rank's output.
 std::vector<Expected<Tensor>> decode_on_ranks(const Program& program, const Tensor& latent, int ranks,
-                                              std::vector<int>* exchanges = nullptr) {
+                                              std::vector<int>* exchanges = nullptr,
+                                              const RankCostModel& costs = {}) {
   ThreadExchange shared(ranks);
   std::vector<Expected<Tensor>> out(static_cast<size_t>(ranks), error("not run"));
   std::vector<int> counts(static_cast<size_t>(ranks), 0);
@@ -116,6 +117,7 @@ std::vector<Expected<Tensor>> decode_on_ranks(const Program& program, const Tens
       options.pipeline_threads = 1;
       options.ranks = {ranks, r};
       options.exchange = &exchange;
+      options.rank_costs = costs;
       auto loaded = [&] {
         std::lock_guard lock(loading);
         return LoadedProgram::load(program, options, log);
@@ -132,6 +134,11 @@ std::vector<Expected<Tensor>> decode_on_ranks(const Program& program, const Tens
   if (exchanges) *exchanges = counts;
   return out;
 }
+
+// Cost models that favour one side: messages cost a second each and bytes and
+// operations nothing (recompute wherever it saves a message), or operations forever.
+const RankCostModel kRecomputeFavoured{.link_bytes_per_s = 1e30, .message_latency_s = 1, .flops_per_s = 1e30};
+const RankCostModel kNeverRecompute{.link_bytes_per_s = 25e9, .message_latency_s = 20e-6, .flops_per_s = 1e-30};
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.shape == b.shape && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
@@ -152,7 +159,7 @@ TEST(RankSplit, EveryBandOnOneRankEverythingElseOnAll) {
     std::map<std::string, int> runs;  // label -> ranks running it
     int64_t kept = 0;
     for (int r = 0; r < ranks; ++r) {
-      auto split = split_plan_for_rank(plan, {ranks, r});
+      auto split = split_plan_for_rank(plan, {ranks, r}, kNeverRecompute);
       ASSERT_TRUE(split) << split.message();
       EXPECT_EQ(split->shared_dispatches, band_dispatches);
       ASSERT_EQ(split->entries.size(), 1u);
@@ -239,7 +246,7 @@ TEST(RankSplit, RanksReceiveHalosAndStatisticsPartialsNotWholeTensors) {
   for (int ranks : {2, 4})
     for (int r = 0; r < ranks; ++r) {
       SCOPED_TRACE(fmt::format("rank {} of {}", r, ranks));
-      auto split = split_plan_for_rank(program->plan, {ranks, r});
+      auto split = split_plan_for_rank(program->plan, {ranks, r}, kNeverRecompute);
       ASSERT_TRUE(split) << split.message();
       const std::vector<SplitNode>& splits = split->entries[0].splits;
       int conv_conv = 0, conv_norm = 0, stats = 0;
@@ -263,6 +270,53 @@ TEST(RankSplit, RanksReceiveHalosAndStatisticsPartialsNotWholeTensors) {
       EXPECT_GT(stats, 0) << "no statistics windows split";
       EXPECT_LT(split->received_bytes, split->gathered_bytes / 2) << split->received_bytes << " received";
     }
+}
+
+// Recompute or exchange (RankCostModel): where a message costs a second and
+// operations nothing, convs whose rows only the ranks' own bands read later are
+// recomputed where that saves messages (their neighbours' bands run on the ranks that
+// read their rows, and no byte crosses after them); where operations cost forever,
+// none is. Either way 2 and 4 ranks give the bytes of one; recomputing runs more
+// dispatches and exchanges after fewer nodes.
+TEST(RankSplit, RecomputingOrExchangingHalosGivesTheSameBytes) {
+  Vae vae = seeded_vae(flux_small_config(), 7);
+  const Tensor latent = test_latent(20, 12);
+  auto program = compile_decoder(vae, latent, Precision::f16, 160 << 10);
+  ASSERT_TRUE(program) << program.message();
+  auto one = decode_on_ranks(*program, latent, 1);
+  ASSERT_TRUE(one[0]) << one[0].message();
+  for (int ranks : {2, 4}) {
+    SCOPED_TRACE(ranks);
+    auto recomputing = split_plan_for_rank(program->plan, {ranks, 1}, kRecomputeFavoured);
+    auto exchanging = split_plan_for_rank(program->plan, {ranks, 1}, kNeverRecompute);
+    ASSERT_TRUE(recomputing && exchanging);
+    int recomputed = 0;
+    for (const SplitNode& n : recomputing->entries[0].splits) {
+      if (!n.recompute) continue;
+      ++recomputed;
+      EXPECT_EQ(n.kind, "band") << n.node;
+      EXPECT_TRUE(n.transfers.empty()) << n.node << ": a recomputed node moves no bytes";
+      EXPECT_FALSE(n.recomputed.empty()) << n.node;
+      EXPECT_LT(n.recompute_s, n.exchange_s) << n.node;
+    }
+    EXPECT_GT(recomputed, 0) << "recomputation must be chosen somewhere";
+    for (const SplitNode& n : exchanging->entries[0].splits) EXPECT_FALSE(n.recompute) << n.node;
+    auto exchanges = [](const RankPlan& p) {
+      int n = 0;
+      for (const SplitNode& s : p.entries[0].splits) n += !s.transfers.empty();
+      return n;
+    };
+    EXPECT_LT(exchanges(*recomputing), exchanges(*exchanging));
+    EXPECT_GT(recomputing->kept_dispatches, exchanging->kept_dispatches);
+    for (const RankCostModel& costs : {kRecomputeFavoured, kNeverRecompute}) {
+      auto many = decode_on_ranks(*program, latent, ranks, nullptr, costs);
+      for (int r = 0; r < ranks; ++r) {
+        ASSERT_TRUE(many[static_cast<size_t>(r)]) << many[static_cast<size_t>(r)].message();
+        EXPECT_TRUE(same_bytes(*many[static_cast<size_t>(r)], *one[0]))
+            << "rank " << r << " of " << ranks << (costs.flops_per_s > 1 ? " recomputing" : " exchanging");
+      }
+    }
+  }
 }
 
 // Without a small binding limit nothing needs bands; CompilerOptions::min_bands (what

@@ -130,6 +130,7 @@ inline std::string plan_difference(const Plan& a, const Plan& b) {
     d.field(p + ".stats_segments", x.stats_segments, y.stats_segments);
     d.field(p + ".stats_chunks", x.stats_chunks, y.stats_chunks);
     d.field(p + ".stats_window_chunks", x.stats_window_chunks, y.stats_window_chunks);
+    d.field(p + ".flops_per_row", x.flops_per_row, y.flops_per_row);
   });
   d.list("states", a.states, b.states, [&](const std::string& p, const StateDesc& x, const StateDesc& y) {
     d.field(p + ".name", x.name, y.name);

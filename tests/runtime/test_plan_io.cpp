@@ -94,7 +94,7 @@ Plan full_plan() {
   p.outputs = {TensorIO{"image", {1, 3, 32, 32}, DType::f32, "nchw", 3, 0, 12288},
                TensorIO{"aux", {-1, 0, 1ll << 40}, DType::u8, "", 5, 16, 16}};
   p.bands = {BandDesc{"decoder.conv_in", 64, 17, 4},
-             BandDesc{"decoder.mid.norm", 1ll << 35, 3, 11453246123, 32, 1ll << 33, 7}};
+             BandDesc{"decoder.mid.norm", 1ll << 35, 3, 11453246123, 32, 1ll << 33, 7, 1ll << 41}};
   // A program of two plans: "first" (the two conv bands) takes the latent; "rest" (the
   // norm) returns both outputs and writes state "cache" back from the input slot.
   p.buffers.push_back(BufferDesc{"state", 8192, BufferUsage::state});
@@ -216,7 +216,7 @@ TEST(PlanIo, TruncationAnywhereInThePayloadIsAnError) {
   // A cut inside the last band's last field, where no count can tell.
   const size_t states = find_tag(good, "STAT");
   e = error_of(restamp(std::vector<uint8_t>(good.begin(), good.begin() + states - 3)));
-  EXPECT_EQ(e, fmt::format("truncated at byte {} while reading band 1 stats_window_chunks (needs 8 bytes, 5 left)",
+  EXPECT_EQ(e, fmt::format("truncated at byte {} while reading band 1 flops_per_row (needs 8 bytes, 5 left)",
                            states - 8));
   // A cut inside the dispatches: their count already says the rest cannot hold them.
   const size_t disp = find_tag(good, "DISP");

@@ -237,6 +237,9 @@ TEST(RanksCliExplain, CompileRanksPrintsTheOwnersOfEveryBand) {
   EXPECT_NE(split, std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("decoder.conv_out: 3 bands; rank 0: band 1 (", split + 1), std::string::npos) << "printed twice";
   EXPECT_NE(b.out.find("  rank 2 runs "), std::string::npos) << b.out;
+  // Every conv whose rows only the ranks' own bands read is a candidate for
+  // recomputing: its choice and both estimates are printed.
+  EXPECT_NE(b.out.find(" (estimates: exchange "), std::string::npos) << b.out;
 }
 
 TEST(RanksCliFailure, RanksNeedMpirunAndAPositiveCount) {
