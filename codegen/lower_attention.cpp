@@ -295,6 +295,13 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                    {"COOPMAT", coop_mode}};
     add_type_define(key.defines, "O_T", l.storage(o));
     if (a.tk % rows->bc != 0) key.defines["PARTIAL_KEYS"] = "1";
+    // Flexible dimensions (the H200): 16 × 32 score and output accumulators, the SPIR-V
+    // rewritten to KHR; half the B fragment loads and MMA instructions per key block.
+    if (l.target().tensor_cores == TensorCores::nv_coopmat && l.target().coopmat_flexible && rows->bc % 32 == 0 &&
+        a.dv % 32 == 0) {
+      key.defines["CM_N"] = "32";
+      key.defines["COOPMAT_KHR"] = "1";
+    }
     key.bindings = 4;
     key.push_constant_bytes = 10 * 4;
     key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle | runtime::subgroup_ops::vote;

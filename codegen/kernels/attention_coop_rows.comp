@@ -54,7 +54,8 @@
 // are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
 //
 // Defines: D, DV (head dims), BC (keys per block, a multiple of 16), PARTIAL_KEYS, WG
-// (invocations, NSG·CM_SG), COOPMAT, CM_SG (coopmat.glsl). O_T: float | float16_t;
+// (invocations, NSG·CM_SG), COOPMAT, CM_SG, CM_N (coopmat.glsl; 16 or 32, dividing BC and
+// DV). O_T: float | float16_t;
 // ROUND (common.glsl).
 // Bindings: q (read), k (read), v (read), out (write).
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -65,7 +66,6 @@
 #define BR (16 * NSG)           // query rows per workgroup
 #define KT (BC / 16)            // key tiles per block
 #define DTQ (D / 16)            // Q column tiles
-#define DTV (DV / 16)           // output column tiles
 #if CM_SG >= 16
 #define LPR (CM_SG / 16)        // lanes per softmax row
 #else
@@ -79,9 +79,17 @@
 #define VU (DV / 8)             // ... per V row
 #define KS (KU + 1)             // staged row strides in units (+1: rows in distinct banks)
 #define VS (VU + 1)
+// Accumulator width: coopmat.glsl's CM_N (CM_M stays 16, the rows of a subgroup). A
+// score accumulator holds FN keys and an output accumulator FN columns, B fragments are
+// 16 × FN. 16 by default; 32 on devices with flexible dimensions (the SPIR-V rewritten
+// to KHR, COOPMAT_KHR = 1): half the B fragment loads and MMA instructions per block.
+#define FN CM_N
+#define KTN (BC / FN)           // score accumulators per block
+#define DTVN (DV / FN)          // output accumulators
 
 #if D % 16 != 0 || DV % 16 != 0 || D > 128 || DV > 128 || BC % 16 != 0 || WG % CM_SG != 0 || \
-    BC % LPR != 0 || CPL % 8 != 0 || (LPR & (LPR - 1)) != 0 || 16 * SP < 256
+    BC % LPR != 0 || CPL % 8 != 0 || (LPR & (LPR - 1)) != 0 || SP < FN || CM_M != 16 || BC % FN != 0 || \
+    DV % FN != 0
 #error "attention_coop_rows.comp: tile sizes do not fit"
 #endif
 
@@ -96,19 +104,19 @@
 // arrays and loops: unrolling its fragment arrays makes lavapipe's compile explode.
 #if COOPMAT == 1
 #define UNROLL [[unroll]]
-#if DTV == 1
+#if DTVN == 1
 #define ACC_LIST(X) X(0u, o0)
-#elif DTV == 2
+#elif DTVN == 2
 #define ACC_LIST(X) X(0u, o0) X(1u, o1)
-#elif DTV == 3
+#elif DTVN == 3
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2)
-#elif DTV == 4
+#elif DTVN == 4
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3)
-#elif DTV == 5
+#elif DTVN == 5
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4)
-#elif DTV == 6
+#elif DTVN == 6
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5)
-#elif DTV == 7
+#elif DTVN == 7
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5) X(6u, o6)
 #else
 #define ACC_LIST(X) X(0u, o0) X(1u, o1) X(2u, o2) X(3u, o3) X(4u, o4) X(5u, o5) X(6u, o6) X(7u, o7)
@@ -116,11 +124,11 @@
 #define ACC_DECL_ALL ACC_LIST(ACC_DECL)
 #else
 #define UNROLL
-#define ACC_LIST(X) for (uint dv_ = 0u; dv_ < DTV; ++dv_) { X(dv_, oacc[dv_]) }
-#define ACC_DECL_ALL CM_ACC oacc[DTV]; for (uint dv_ = 0u; dv_ < DTV; ++dv_) CM_FILL(oacc[dv_], 0.0);
+#define ACC_LIST(X) for (uint dv_ = 0u; dv_ < DTVN; ++dv_) { X(dv_, oacc[dv_]) }
+#define ACC_DECL_ALL CM_ACC oacc[DTVN]; for (uint dv_ = 0u; dv_ < DTVN; ++dv_) CM_FILL(oacc[dv_], 0.0);
 #endif
 #define ACC_DECL(dv, m) CM_ACC m; CM_FILL(m, 0.0);
-#define CM_ELEMS (256 / CM_SG)
+#define CM_ELEMS (16 * FN / CM_SG)
 #define ACC_RESCALE(dv, m)                          \
   UNROLL for (int i = 0; i < CM_ELEMS; ++i)         \
     if (i < CM_ACC_LENGTH(m)) CM_ACC_AT(m, i) *= cf[i];
@@ -233,11 +241,11 @@ void main() {
   const uint sc0 = sg * 16u * SP, p0 = sg * 16u * PS, rl0 = sg * 16u;  // this subgroup's regions
 
   // Row numbers, in this subgroup's score region.
-  for (uint e = lane; e < 256u; e += CM_SG) S_SET(sc0 + e, float(e >> 4u));
+  for (uint e = lane; e < 16u * FN; e += CM_SG) S_SET(sc0 + e, float(e / FN));
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   CM_ACC rowmap;
-  S_LOAD_ACC(rowmap, sc0, 16u);
+  S_LOAD_ACC(rowmap, sc0, FN);
   CM_A qa[DTQ];
   UNROLL for (uint dq = 0u; dq < DTQ; ++dq) Q_LOAD(qa[dq], q_first + dq * 16u, D);
   ACC_DECL_ALL
@@ -284,15 +292,15 @@ void main() {
     }
 
     // 1. S = Q·Kᵀ for this subgroup's rows (Kᵀ: (d, j) is staged K row j, column d).
-    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
+    UNROLL for (uint kt = 0u; kt < KTN; ++kt) {
       CM_ACC sa;
       CM_FILL(sa, 0.0);
       UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
         CM_B kb;
-        CM_LOAD(kb, s_kv, (kt * 16u * KS + dq * 2u) * UNIT, KS * UNIT, true);
+        CM_LOAD_B(kb, s_kv, (kt * FN * KS + dq * 2u) * UNIT, KS * UNIT, true);
         CM_MAD(qa[dq], kb, sa);
       }
-      S_STORE_ACC(sa, sc0 + kt * 16u, SP);
+      S_STORE_ACC(sa, sc0 + kt * FN, SP);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -354,7 +362,7 @@ void main() {
 #define ACC_PV(dv, m)                                                                    \
   {                                                                                      \
     CM_B vb;                                                                             \
-    CM_LOAD(vb, s_kv, (BC * KS + kt * 16u * VS + (dv) * 2u) * UNIT, VS * UNIT, false);  \
+    CM_LOAD_B(vb, s_kv, (BC * KS + kt * 16u * VS + (dv) * (FN / 8u)) * UNIT, VS * UNIT, false); \
     CM_MAD(pa, vb, m);                                                                   \
   }
       ACC_LIST(ACC_PV)
@@ -371,12 +379,12 @@ void main() {
   {                                                                                      \
     subgroupMemoryBarrierShared();                                                       \
     subgroupBarrier();                                                                   \
-    S_STORE_ACC(m, sc0, 16u);                                                            \
+    S_STORE_ACC(m, sc0, FN);                                                             \
     subgroupMemoryBarrierShared();                                                       \
     subgroupBarrier();                                                                   \
-    for (uint e = lane; e < 256u; e += CM_SG)                                            \
-      o[o_first + (e / 16u) * DV + (dv) * 16u + e % 16u] =                               \
-          O_T(store_round(S_GET(sc0 + e) / s_rl[rl0 + e / 16u]));                        \
+    for (uint e = lane; e < 16u * FN; e += CM_SG)                                        \
+      o[o_first + (e / FN) * DV + (dv) * FN + e % FN] =                                  \
+          O_T(store_round(S_GET(sc0 + e) / s_rl[rl0 + e / FN]));                         \
   }
   ACC_LIST(ACC_OUT)
 }

@@ -472,6 +472,25 @@ TEST(CodegenAttentionCoop, RowsMatchesInterpreter) {
     expect_matches(t, "rows, two heads, Tq != Tk, Dv = 2 D", target, "attention_coop_rows.comp");
   }
   {
+    // 16 × 32 accumulators (CM_N = 32: the flexible-dimension variant's tiling), rising
+    // maxima across blocks so the rescale runs.
+    Attn t;
+    const int64_t tq = 64, tk = 96, d = 64;
+    Tensor q = random_input({1, tq, d}, 913, 12.0f, true);
+    Tensor k = random_input({1, tk, d}, 914, 12.0f, true);
+    for (int64_t j = 0; j < tk; ++j)
+      for (int64_t i = 0; i < d; ++i) k.data[size_t(j * d + i)] *= float(1 + j / 40);  // integers stay integers
+    ValueId qv = t.input("q", std::move(q), DType::f16);
+    ValueId kv = t.input("k", std::move(k), DType::f16);
+    Tensor v = random_input({1, tk, 2 * d}, 915);
+    for (float x : v.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId vv = t.input("v", std::move(v), DType::f16);
+    t.b.output(t.b.attention(qv, kv, vv, 0.5));
+    codegen::CodegenOptions wide;
+    wide.kernel_defines["attention_coop_rows.comp"] = {{"CM_N", "32"}};
+    expect_matches(t, "rows, 16 x 32 accumulators", target, "attention_coop_rows.comp", wide);
+  }
+  {
     Attn t;
     build(t, {2, 77, 64}, {2, 77, 64}, {2, 77, 64}, 909);
     expect_matches(t, "rows, 77 tokens", target, "attention_coop_rows.comp");
@@ -665,6 +684,41 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
       Status valid = codegen::validate_spirv(p.spirv);
       EXPECT_TRUE(valid.is_ok()) << p.name << ": " << valid.message();
     }
+  }
+  // The lowering takes 16 × 32 accumulators for the rows kernel on devices with flexible
+  // dimensions (rewritten to KHR), 16 × 16 without.
+  for (bool flexible : {false, true}) {
+    SCOPED_TRACE(flexible ? "flexible dimensions" : "16x16 only");
+    Attn t;
+    build(t, {2, 128, 64}, {2, 128, 64}, {2, 128, 64}, 303);
+    ASSERT_TRUE(t.b.ok());
+    codegen::Target target = h200;
+    target.coopmat_flexible = flexible;
+    auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    ASSERT_TRUE(uses(*plan, "attention_coop_rows.comp")) << attention_kernels(*plan).front();
+    EXPECT_EQ(plan->requirements.cooperative_matrix_flexible, flexible);
+    for (const auto& p : plan->pipelines) {
+      if (p.name.rfind("attention_coop_rows.comp", 0) != 0) continue;
+      EXPECT_EQ(p.name.find("COOPMAT_KHR=1") != std::string::npos, flexible) << p.name;
+      EXPECT_EQ(p.name.find("CM_N=32") != std::string::npos, flexible) << p.name;
+    }
+  }
+  // The rows kernel with 16 × 32 score and output accumulators, rewritten to KHR (the
+  // flexible-dimension variant), straight through the shader compiler.
+  {
+    const codegen::Defines rows32 = {{"D", "128"},      {"DV", "128"},         {"BC", "32"},   {"WG", "256"},
+                                     {"CM_SG", "32"},   {"COOPMAT", "1"},      {"CM_N", "32"}, {"COOPMAT_KHR", "1"},
+                                     {"O_T", "float16_t"}, {"F16", "1"},       {"ROUND", "ROUND_F16"}};
+    auto rows_spirv = codegen::compile_kernel("attention_coop_rows.comp", rows32);
+    ASSERT_TRUE(rows_spirv.has_value()) << rows_spirv.message();
+    // Debian's SPIRV-Tools predates the KHR capability (6022), so no validate_spirv
+    // here (test_spirv_khr_rewrite.cpp checks the rewrite's structure); the module must
+    // declare it: OpCapability (opcode 17, 2 words) CooperativeMatrixKHR.
+    bool khr = false;
+    for (size_t i = 5; i + 1 < rows_spirv->size(); ++i)
+      khr |= (*rows_spirv)[i] == ((2u << 16) | 17u) && (*rows_spirv)[i + 1] == 6022u;
+    EXPECT_TRUE(khr);
   }
   // And straight through the shader compiler.
   const codegen::Defines defines = {{"D", "512"},        {"DV", "512"},     {"BR", "64"},      {"BC", "32"},

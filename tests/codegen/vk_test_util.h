@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,8 +54,22 @@ inline Expected<std::shared_ptr<runtime::Device>> test_device_coopmat(const runt
   return device;
 }
 
+// The same device opened for the flexible-dimension kernels too (VK_KHR_cooperative_matrix
+// with VK_NV_cooperative_matrix2's flexible dimensions: SPIR-V rewritten with COOPMAT_KHR),
+// and always with the 16×16 NV shape, so one device serves every later plan of either kind.
+inline Expected<std::shared_ptr<runtime::Device>> test_device_coopmat_flexible(runtime::DeviceRequirements needs) {
+  needs.cooperative_matrix_nv = needs.vulkan_memory_model = true;
+  needs.shader_float16 = needs.storage_buffer_16bit_access = true;
+  if (std::find(needs.cooperative_matrix_shapes.begin(), needs.cooperative_matrix_shapes.end(),
+                codegen::kCoopShape16) == needs.cooperative_matrix_shapes.end())
+    needs.cooperative_matrix_shapes.push_back(codegen::kCoopShape16);
+  static Expected<std::shared_ptr<runtime::Device>> device = runtime::open_device({}, needs);
+  return device;
+}
+
 // The test device a plan with these requirements runs on.
 inline Expected<std::shared_ptr<runtime::Device>> test_device_for(const runtime::DeviceRequirements& needs) {
+  if (needs.cooperative_matrix_flexible) return test_device_coopmat_flexible(needs);
   if (needs.cooperative_matrix_nv) return test_device_coopmat(needs);
   return needs.shader_float16 || needs.storage_buffer_16bit_access ? test_device_f16() : test_device();
 }
