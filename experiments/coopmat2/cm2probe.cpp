@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     cpci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT, sm, "main"};
     cpci.layout = pl;
-    cpci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    cpci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     auto t0 = std::chrono::steady_clock::now();
     VkPipeline pipe;
     VkResult pr = vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipe);
@@ -172,6 +172,30 @@ int main(int argc, char** argv) {
           else if (x.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR) std::printf(" %s=%lld", x.name, (long long)x.value.i64);
         }
         std::printf("\n");
+        // Internal representations (does the driver show its ISA?): names, sizes, and
+        // the text ones written to $IR_DIR/<n>_<name>.txt when IR_DIR is set.
+        auto getIR = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+            dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
+        uint32_t nir = 0;
+        if (getIR && getIR(dev, &ei, &nir, nullptr) == VK_SUCCESS) {
+          std::vector<VkPipelineExecutableInternalRepresentationKHR> ir(
+              nir, VkPipelineExecutableInternalRepresentationKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+          getIR(dev, &ei, &nir, ir.data());
+          std::vector<std::vector<char>> data(nir);
+          for (uint32_t i = 0; i < nir; ++i) { data[i].resize(ir[i].dataSize); ir[i].pData = data[i].data(); }
+          getIR(dev, &ei, &nir, ir.data());
+          std::printf("%s internal representations: %u\n", path, nir);
+          const char* dir = std::getenv("IR_DIR");
+          for (uint32_t i = 0; i < nir; ++i) {
+            std::printf("  %s (%s): %zu bytes, text %u\n", ir[i].name, ir[i].description, ir[i].dataSize, ir[i].isText);
+            if (dir) {
+              std::string f = std::string(dir) + "/" + std::to_string(static_cast<unsigned>(time(nullptr)) % 100000) + "_" + std::to_string(i) + ".ir";
+              if (FILE* o = std::fopen(f.c_str(), "wb")) { std::fwrite(data[i].data(), 1, data[i].size(), o); std::fclose(o); }
+            }
+          }
+        } else {
+          std::printf("%s internal representations: query failed or absent\n", path);
+        }
       }
     }
 
@@ -250,10 +274,17 @@ int main(int argc, char** argv) {
     CHECK(vkEndCommandBuffer(cb));
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1; si.pCommandBuffers = &cb;
-    CHECK(vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE));
-    CHECK(vkQueueWaitIdle(q));
-    uint64_t ts[2]; CHECK(vkGetQueryPoolResults(dev, qp, 0, 2, sizeof ts, ts, 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-    double ms = double(ts[1] - ts[0]) * props.limits.timestampPeriod * 1e-6 / R;
+    // The same command buffer REPS times (env, default 1): the first submits of a
+    // process can run while the clocks ramp up; the last one is reported.
+    const int reps = std::getenv("REPS") ? std::atoi(std::getenv("REPS")) : 1;
+    double ms = 0;
+    for (int rep = 0; rep < reps; ++rep) {
+      CHECK(vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE));
+      CHECK(vkQueueWaitIdle(q));
+      uint64_t ts[2]; CHECK(vkGetQueryPoolResults(dev, qp, 0, 2, sizeof ts, ts, 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+      ms = double(ts[1] - ts[0]) * props.limits.timestampPeriod * 1e-6 / R;
+      if (rep + 1 < reps) std::printf("  rep %d: %.4f ms, %.1f TFLOP/s\n", rep, ms, 2.0 * M * N * K / (ms * 1e-3) / 1e12);
+    }
     double tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
     double maxrel = 0;
     for (int s = 0; s < 64; ++s) {
