@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <numbers>
 #include <numeric>
 #include <optional>
@@ -472,34 +473,12 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     return sink(emitted++, out);
   };
   const int64_t height = h * d.patch, width = wd * d.patch;
-  for (size_t k = 0; k < g.clips.size(); ++k) {
-    const auto [first, end] = g.clips[k];
-    // Runs of `batch` tiles (row major), each input [batch, C, clip_frames, tile_h,
-    // tile_w]; frames past T repeat the last (pad_tokens).
-    std::vector<Tensor> runs;
-    for (int64_t first_tile = 0; first_tile < g.tiles(); first_tile += batch) {
-      Tensor in({batch, ch, g.clip_frames, g.tile_h, g.tile_w});
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t i = (first_tile + b) / cols, j = (first_tile + b) % cols;
-        const int64_t y0 = g.ty.starts[static_cast<size_t>(i)] / d.patch;
-        const int64_t x0 = g.tx.starts[static_cast<size_t>(j)] / d.patch;
-        for (int64_t cc = 0; cc < ch; ++cc)
-          for (int64_t f = 0; f < g.clip_frames; ++f) {
-            const int64_t src_f = std::min(first + f, t - 1);
-            for (int64_t y = 0; y < g.tile_h; ++y)
-              std::copy_n(latent.data.begin() + ((cc * t + src_f) * h + y0 + y) * wd + x0, g.tile_w,
-                          in.data.begin() + (((b * ch + cc) * g.clip_frames + f) * g.tile_h + y) * g.tile_w);
-          }
-      }
-      auto out = run(plan, {std::move(in)});
-      if (!out)
-        return out.status().with_context(fmt::format("decoding clip {} (latent frames [{}, {}), tiles [{}, {}), plan "
-                                                     "'{}')", k, first, end, first_tile, first_tile + batch, plan));
-      const Shape want{batch, c.out_channels, clip_out, th, tw};
-      if (out->size() != 1 || (*out)[0].shape != want)
-        return error("plan '{}' did not return one tile stack of shape {}", plan, shape_str(want));
-      runs.push_back(std::move((*out)[0]));
-    }
+  // A clip's frames are stitched and handed to the sink on a second thread while the
+  // next clip runs on the device: the stitching of clip k overlaps the device work of
+  // clip k + 1. One stitching at a time, in clip order (each reads the tail the one
+  // before left), so the frames, their order and their bits are those of a serial
+  // decode; `run` stays on this thread and `sink` on the stitching one.
+  auto stitch = [&](std::vector<Tensor> runs) -> Status {
     const ClipTiles tiles{runs, g, batch, clip_out, th, tw, c.out_channels};
     // Chunk 0: kept, cross-faded over its first frames with the previous tail.
     const auto [a0, e0] = chunk_span(d, clip_out, 0);
@@ -520,7 +499,46 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
       const auto [a1, e1] = chunk_span(d, clip_out, 1);
       for (int64_t f = a1; f < e1; ++f) tail.push_back(tiles.frame(f));
     }
+    return Status::ok();
+  };
+  std::future<Status> stitching;  // the previous clip's; its destructor waits for it
+  auto stitched = [&]() { return stitching.valid() ? stitching.get() : Status::ok(); };
+  for (size_t k = 0; k < g.clips.size(); ++k) {
+    const auto [first, end] = g.clips[k];
+    // Runs of `batch` tiles (row major), each input [batch, C, clip_frames, tile_h,
+    // tile_w]; frames past T repeat the last (pad_tokens).
+    std::vector<Tensor> runs;
+    for (int64_t first_tile = 0; first_tile < g.tiles(); first_tile += batch) {
+      Tensor in({batch, ch, g.clip_frames, g.tile_h, g.tile_w});
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t i = (first_tile + b) / cols, j = (first_tile + b) % cols;
+        const int64_t y0 = g.ty.starts[static_cast<size_t>(i)] / d.patch;
+        const int64_t x0 = g.tx.starts[static_cast<size_t>(j)] / d.patch;
+        for (int64_t cc = 0; cc < ch; ++cc)
+          for (int64_t f = 0; f < g.clip_frames; ++f) {
+            const int64_t src_f = std::min(first + f, t - 1);
+            for (int64_t y = 0; y < g.tile_h; ++y)
+              std::copy_n(latent.data.begin() + ((cc * t + src_f) * h + y0 + y) * wd + x0, g.tile_w,
+                          in.data.begin() + (((b * ch + cc) * g.clip_frames + f) * g.tile_h + y) * g.tile_w);
+          }
+      }
+      auto out = run(plan, {std::move(in)});
+      if (!out) {
+        STRATA_RETURN_IF_ERROR(stitched());  // the earlier clip's error first: it happened first
+        return out.status().with_context(fmt::format("decoding clip {} (latent frames [{}, {}), tiles [{}, {}), plan "
+                                                     "'{}')", k, first, end, first_tile, first_tile + batch, plan));
+      }
+      const Shape want{batch, c.out_channels, clip_out, th, tw};
+      if (out->size() != 1 || (*out)[0].shape != want) {
+        STRATA_RETURN_IF_ERROR(stitched());
+        return error("plan '{}' did not return one tile stack of shape {}", plan, shape_str(want));
+      }
+      runs.push_back(std::move((*out)[0]));
+    }
+    STRATA_RETURN_IF_ERROR(stitched());
+    stitching = std::async(std::launch::async, stitch, std::move(runs));
   }
+  STRATA_RETURN_IF_ERROR(stitched());
   for (const auto& f : tail) STRATA_RETURN_IF_ERROR(emit(f, height, width));
   if (emitted != g.output_frames) return error("the clips gave {} frames, not {}", emitted, g.output_frames);
   return Status::ok();

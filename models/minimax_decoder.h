@@ -120,6 +120,10 @@ Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWei
 // built with the same value), and hands every output frame [3, H, W] of diffusers'
 // decode() to `sink` in order as soon as it is final. Blends are computed in f64 and
 // rounded to f32 once. Errors name the clip and tiles.
+// Threads: `run` is called on the caller's thread; a clip's frames are stitched and
+// handed to `sink` on a second thread while the next clip runs (one sink call at a
+// time, in frame order), so `sink` must not share unguarded state with `run`. The
+// decode returns only after every sink call it started has returned.
 Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, const PlanRunner& run,
                             const FrameSink& sink, int64_t max_tile_batch = 0);
 

@@ -56,7 +56,7 @@ const char* kUsage =
     "  strata decode --demo [--out demo.png] [--backend vulkan|cpu]\n"
     "  strata bench (--vae DIR | --arch NAME) --size N [--reps R] [--warmup W] [--out IMG.npy] [--device N]\n"
     "  strata bench --arch wan22|hunyuan|minimax --frames F --size HxW [--reps R] [--warmup W] [--whole] [--tile-batch N]   (a video VAE)\n"
-    "  strata bench --arch zimage --size N [--caption-length L] [--layers N] [--reps R] [--warmup W] [--profile]\n"
+    "  strata bench --arch zimage --size N [--caption-length L] [--layers N] [--reps R] [--warmup W] [--profile] [--steps N]\n"
     "      (the Z-Image transformer, seeded weights: one forward, per prompt and per step)\n"
     "  strata compile (--vae DIR | --arch NAME) --latent-shape CxHxW [--device N] [--precision f16|f32]\n"
     "                [--binding-limit BYTES] [--explain-bands] [--explain-kernels] [--backend cpu]\n"

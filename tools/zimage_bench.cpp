@@ -3,6 +3,9 @@
 
 #include "ir/cost.h"
 #include "ir/verifier.h"
+#include "models/config.h"
+#include "models/flow_match.h"
+#include "models/vae.h"
 #include "models/weights.h"
 #include "models/zimage.h"
 #include "passes/hoist_invariant.h"
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 namespace strata {
@@ -48,8 +52,83 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The non-state inputs of plan `name` of `program`, in order, by name from `inputs`.
+Expected<std::vector<Tensor>> plan_inputs(const ProgramGraph& program, const std::string& name,
+                                          const std::map<std::string, Tensor>& inputs) {
+  const Graph* g = program.find(name);
+  if (!g) return error("the hoisted program has no plan '{}'", name);
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < g->inputs().size(); ++i) {
+    if (g->input_state(i)) continue;
+    auto it = inputs.find(g->value(g->inputs()[i]).name);
+    if (it == inputs.end()) return error("plan '{}' takes input '{}'", name, g->value(g->inputs()[i]).name);
+    in.push_back(it->second);
+  }
+  return in;
+}
+
+// --steps N: what `strata generate` does, timed on the loaded program, as a user waits
+// for it once everything is loaded: the per-prompt plan once, then per step the per_t
+// and per_step plans (one branch: no CFG, as Z-Image-Turbo is run) with each step's
+// latent uploaded and its prediction read back, the flow-matching Euler update on the
+// host (FlowMatchConfig's defaults, Z-Image's scheduler), and the seeded Flux VAE
+// (released config, compiled and loaded before the clock starts) decoding the final
+// latent. The caption is `cap`.
+Status timed_generate(LoadedProgram& loaded, const ProgramGraph& program, const ZImageConfig& c,
+                      const ZImageOptions& o, const Tensor& cap, int64_t steps, const RunSettings& r,
+                      std::ostream& out) {
+  auto start = std::chrono::steady_clock::now();
+  Vae vae = seeded_vae(flux_full_config(), 1);
+  STRATA_ASSIGN_OR_RETURN(Graph decoder, build_decoder(vae, {.latent_h = o.latent_h, .latent_w = o.latent_w}));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> vae_loaded, load_on_device(decoder, vae.weights, r, out));
+  const double vae_load_ms = ms_since(start);
+  STRATA_ASSIGN_OR_RETURN(FlowMatchSchedule schedule,
+                          flow_match_schedule(FlowMatchConfig{}, steps, (o.latent_h / 2) * (o.latent_w / 2)));
+  const int64_t n = c.in_channels * o.latent_h * o.latent_w;
+  Tensor latent({c.in_channels, 1, o.latent_h, o.latent_w}, seeded_normal(0, "zimage.initial_latent", n, 0.0, 1.0));
+
+  start = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> prompt_in, plan_inputs(program, "per_prompt", {{"cap_feats", cap}}));
+  STRATA_RETURN_IF_ERROR(loaded.run("per_prompt", prompt_in).status());
+  const double prompt_ms = ms_since(start);
+  std::vector<double> step_ms;
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto step_start = std::chrono::steady_clock::now();
+    const float t = flow_match_model_t(schedule.timesteps[static_cast<size_t>(i)]);
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> t_in, plan_inputs(program, "per_t", {{"t", Tensor({1}, {t})}}));
+    STRATA_RETURN_IF_ERROR(loaded.run("per_t", t_in).status());
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> step_in, plan_inputs(program, "per_step", {{"latent", latent}}));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> pred, loaded.run("per_step", step_in));
+    if (pred.empty() || pred[0].data.size() != latent.data.size())
+      return error("the per_step plan did not return a prediction of the latent's shape");
+    std::vector<float> noise(pred[0].data.size());
+    for (size_t k = 0; k < noise.size(); ++k) noise[k] = -pred[0].data[k];
+    flow_match_euler_step(latent.data, noise, schedule.sigmas[static_cast<size_t>(i)],
+                          schedule.sigmas[static_cast<size_t>(i + 1)]);
+    step_ms.push_back(ms_since(step_start));
+  }
+  const auto decode_start = std::chrono::steady_clock::now();
+  Tensor z = latent;
+  z.shape = {1, c.in_channels, o.latent_h, o.latent_w};
+  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> image, vae_loaded->run({z}));
+  const double decode_ms = ms_since(decode_start), total_ms = ms_since(start);
+  if (image.empty()) return error("the VAE decoder returned no image");
+  double finite = 0;
+  for (float v : image[0].data) finite += std::isfinite(v) ? 1.0 : 0.0;
+  double steps_total = 0;
+  for (double ms : step_ms) steps_total += ms;
+  out << fmt::format("generate, {} steps (no CFG) + the Flux VAE decode, {}x{}: {:.1f} ms from the prompt to the "
+                     "image (per prompt {:.1f} ms, steps {:.1f} ms: median {:.1f} ms per step, first {:.1f} ms; "
+                     "decode {:.1f} ms); the VAE compiled and loaded beforehand in {:.0f} ms; image {} ({:.0f} % "
+                     "finite)\n",
+                     steps, o.latent_w * 8, o.latent_h * 8, total_ms, prompt_ms, steps_total, median(step_ms),
+                     step_ms.front(), decode_ms, vae_load_ms, shape_str(image[0].shape),
+                     100.0 * finite / static_cast<double>(image[0].data.size()));
+  return Status::ok();
+}
+
 Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t caption, int64_t reps, int64_t warmup,
-             int64_t layers, std::ostream& out) {
+             int64_t layers, int64_t steps, std::ostream& out) {
   ZImageConfig seeded_config;
   if (layers > 0) seeded_config.n_layers = layers;
   ZImageTransformer model = seeded_zimage(seeded_config, 1);
@@ -142,6 +221,7 @@ Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t ca
                      static_cast<double>(loaded->executor().host_bytes()) / (1ull << 30));
   for (const Timed& t : timed)
     if (!t.profile.empty()) out << "profile of " << t.plan << " (its last replay):\n" << t.profile;
+  if (steps > 0) return timed_generate(*loaded, program, c, o, inputs.at("cap_feats"), steps, r, out);
   return Status::ok();
 }
 
@@ -155,6 +235,9 @@ int cmd_bench_zimage(const std::vector<std::string>& args, std::ostream& out, st
       {"transformer", true, "a diffusers transformer/ directory instead of the released config's seeded weights"},
       {"reps", true, "timed replays per plan (default 5)"},
       {"warmup", true, "untimed runs per plan first (default 1)"},
+      {"steps", true,
+       "also time an N-step generate from the prompt to the image: the transformer's plans, the host's Euler "
+       "updates and the seeded Flux VAE's decode (default 0: none)"},
       {"layers", true,
        "main layers of the seeded model (default 30, the released config; fewer load in seconds, for measuring "
        "the per-layer kernels)"},
@@ -176,7 +259,9 @@ int cmd_bench_zimage(const std::vector<std::string>& args, std::ostream& out, st
   auto layers = parse_integer("layers", a->get_or("layers", "0"));
   if (!layers || (a->has("layers") && *layers < 1) || *layers > 1000)
     return usage(err, "--layers must be an integer from 1 to 1000");
-  if (Status s = bench(*a, *settings, *size, *caption, *reps, *warmup, *layers, out); !s.is_ok()) {
+  auto steps = parse_integer("steps", a->get_or("steps", "0"));
+  if (!steps || *steps < 0 || *steps > 1000) return usage(err, "--steps must be an integer from 0 to 1000");
+  if (Status s = bench(*a, *settings, *size, *caption, *reps, *warmup, *layers, *steps, out); !s.is_ok()) {
     err << "strata: error: " << s.message() << "\n";
     return 1;
   }

@@ -14,7 +14,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 namespace strata {
 namespace {
@@ -178,6 +183,67 @@ TEST(MiniMaxTiles, BlendAboveThenRawLeft) {
   // (4, not its blended 2.5): (4 + 5) / 2.
   EXPECT_DOUBLE_EQ(px(192, 192), 4.5);
   EXPECT_EQ(px(383, 383), 8.0);
+}
+
+// Clip k's frames are stitched and handed to the sink while clip k + 1 runs: the sink
+// of clip 0's first frame waits (up to 10 s) for the second run to start. A decode that
+// stitched before running the next clip would time out here.
+TEST(MiniMaxTiles, StitchingOverlapsTheNextClipsRun) {
+  const MiniMaxVaeConfig c = minimax_small_config();
+  auto g = minimax_geometry(c, 12, 4, 6);  // two clips of one 64 × 96 px tile
+  ASSERT_TRUE(g) << g.message();
+  ASSERT_EQ(g->clips.size(), 2u);
+  std::mutex mu;
+  std::condition_variable cv;
+  int runs = 0;
+  auto stub = [&](const std::string&, const std::vector<Tensor>& in) -> Expected<std::vector<Tensor>> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++runs;
+    }
+    cv.notify_all();
+    std::vector<Tensor> result;
+    result.push_back(Tensor({in[0].shape[0], 3, 28, 64, 96}));
+    return result;
+  };
+  bool second_run_seen_by_sink = false;
+  int64_t frames = 0;
+  Status s = decode_minimax_video(c, Tensor({24, 12, 4, 6}), stub, [&](int64_t index, const Tensor&) {
+    if (index == 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      second_run_seen_by_sink = cv.wait_for(lock, std::chrono::seconds(10), [&] { return runs >= 2; });
+    }
+    ++frames;
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(frames, g->output_frames);
+  EXPECT_TRUE(second_run_seen_by_sink) << "clip 1 did not run while clip 0 was being stitched";
+}
+
+// A run that fails after an earlier clip was handed to the stitcher: the error names
+// the failing clip, and every frame of the earlier clip's first chunk reached the sink
+// (the stitching finished before the decode returned).
+TEST(MiniMaxTiles, AFailingRunWaitsForTheStitchingBeforeItReturns) {
+  const MiniMaxVaeConfig c = minimax_small_config();
+  int runs = 0;
+  auto stub = [&](const std::string&, const std::vector<Tensor>& in) -> Expected<std::vector<Tensor>> {
+    if (++runs == 2) return error("device lost");
+    std::vector<Tensor> result;
+    result.push_back(Tensor({in[0].shape[0], 3, 28, 64, 96}));
+    return result;
+  };
+  std::atomic<int64_t> frames{0};
+  Status s = decode_minimax_video(c, Tensor({24, 12, 4, 6}), stub, [&](int64_t, const Tensor&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a slow writer
+    ++frames;
+    return Status::ok();
+  });
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("device lost"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("decoding clip 1"), std::string::npos) << s.message();
+  EXPECT_EQ(frames.load(), 17);  // clip 0's chunk 0; its chunk 1 is the tail clip 1 would fade from
 }
 
 // Weights are looked up by diffusers' names and checked against the config's shapes.

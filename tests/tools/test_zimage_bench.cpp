@@ -47,6 +47,33 @@ TEST(ZImageBench, ReportsPerPromptAndPerStepParts) {
   EXPECT_NEAR(std::stod(m[2]), ms["per_t"] + ms["per_step"], 0.02);
 }
 
+// --steps N: after the per-plan timings, an N-step generate on the loaded program and
+// the seeded Flux VAE's decode of its latent: one line with the step count, N step
+// times, and an image of the requested size with every value finite.
+TEST(ZImageBench, StepsTimesAGenerateFromThePromptToTheImage) {
+  STRATA_REQUIRE_CASE(kCase);
+  std::ostringstream out, err;
+  const int code = run_cli({"bench", "--arch", "zimage", "--transformer", case_file(kCase, "transformer"), "--size",
+                            "32", "--caption-length", "45", "--reps", "1", "--warmup", "0", "--no-cache", "--steps",
+                            "2"},
+                           out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  const std::string text = out.str();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m,
+                                std::regex("generate, 2 steps \\(no CFG\\) \\+ the Flux VAE decode, 32x32: ([0-9.]+) ms "
+                                           "from the prompt to the image \\(per prompt ([0-9.]+) ms, steps ([0-9.]+) ms")))
+      << text;
+  EXPECT_GT(std::stod(m[1]), std::stod(m[2]) + std::stod(m[3]) - 0.05);  // the total holds both parts
+  EXPECT_NE(text.find("image [1,3,32,32] (100 % finite)"), std::string::npos) << text;
+}
+
+TEST(ZImageBench, StepsMustBeACount) {
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cli({"bench", "--arch", "zimage", "--size", "1024", "--steps", "-1"}, out, err), 2);
+  EXPECT_NE(err.str().find("--steps must be an integer from 0 to 1000"), std::string::npos) << err.str();
+}
+
 TEST(ZImageBench, SizeMustBeAMultipleOf16) {
   std::ostringstream out, err;
   EXPECT_EQ(run_cli({"bench", "--arch", "zimage", "--size", "1000"}, out, err), 2);
