@@ -63,7 +63,7 @@ std::string stage_of(const std::string& label) {
   return join_dots(parts, 2);
 }
 
-std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan& plan) {
+std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan& plan, size_t first, size_t count) {
   std::vector<DispatchCost> costs(plan.dispatches.size());
   // Bytes: the binding windows.
   for (size_t i = 0; i < plan.dispatches.size(); ++i)
@@ -75,7 +75,8 @@ std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan
   std::map<std::string, double> flops;
   for (const Node& n : graph.nodes()) flops[n.name] += node_flops(graph, n);
   std::map<std::string, std::vector<size_t>> dispatches_of;
-  for (size_t i = 0; i < plan.dispatches.size(); ++i) dispatches_of[node_of(plan.dispatches[i].label)].push_back(i);
+  const size_t end = first + std::min(count, plan.dispatches.size() - std::min(first, plan.dispatches.size()));
+  for (size_t i = first; i < end; ++i) dispatches_of[node_of(plan.dispatches[i].label)].push_back(i);
   auto kind_of = [&](size_t i) { return kernel_kind(plan.pipelines[plan.dispatches[i].pipeline].name); };
   for (const auto& [node, indices] : dispatches_of) {
     auto f = flops.find(node);

@@ -51,7 +51,13 @@ struct DispatchCost {
 // twice (read and written). An upper bound of the memory traffic the dispatch needs:
 // a window may be wider than what the kernel touches (a conv band's window spans its
 // halo, a norm's the whole tensor); caches are not modelled.
-std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan& plan);
+// With `first` and `count`, only the dispatches [first, first + count) (one entry of a
+// program, runtime::EntryDesc) share a node's FLOPs; the others count 0. Programs whose
+// entries run nodes of the same names (a video decoder's first_chunk and next_frame
+// plans) need this: split across every entry, each entry's dispatches would get a
+// fraction of their node's work.
+std::vector<DispatchCost> dispatch_costs(const Graph& graph, const runtime::Plan& plan, size_t first = 0,
+                                         size_t count = SIZE_MAX);
 
 // "conv_gemm.comp[CI=64,...]" -> "conv_gemm".
 std::string kernel_kind(const std::string& pipeline_name);

@@ -307,12 +307,13 @@ Expected<std::vector<double>> replay_plan(LoadedProgram& program, const std::str
   const Program& p = program.program();
   size_t plan_index = 0;
   while (p.graphs.size() > 1 && plan_index < p.graphs.size() && p.graphs[plan_index].name != name) ++plan_index;
-  ProfileReportOptions report{.device_name = p.target.device.name,
-                              .costs = plan_index < p.graphs.size()
-                                           ? dispatch_costs(p.graphs[plan_index], program.plan())
-                                           : std::vector<DispatchCost>{}};
+  ProfileReportOptions report{.device_name = p.target.device.name};
   for (const runtime::EntryDesc& e : entries)
     if (e.name == entry) report.first = e.first_dispatch, report.count = e.dispatch_count;
+  // The plans of a video program share node names: the work of this plan's nodes goes
+  // to this entry's dispatches only.
+  if (plan_index < p.graphs.size())
+    report.costs = dispatch_costs(p.graphs[plan_index], program.plan(), report.first, report.count);
   out << "profile of plan '" << name << "':\n" << profile_report(program.plan(), program.executor().last_profile(), report);
   return replays;
 }

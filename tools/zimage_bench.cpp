@@ -38,7 +38,7 @@ std::vector<DispatchCost> program_costs(const Program& p, const runtime::Plan& p
   for (const runtime::EntryDesc& e : plan.entries)
     if (e.name == entry) first = e.first_dispatch, end = e.first_dispatch + e.dispatch_count;
   for (const Graph& g : p.graphs) {
-    const std::vector<DispatchCost> c = dispatch_costs(g, plan);
+    const std::vector<DispatchCost> c = dispatch_costs(g, plan, first, end - first);
     for (size_t i = first; i < c.size() && i < end; ++i) {
       costs[i].flops = std::max(costs[i].flops, c[i].flops);
       costs[i].bytes = std::max(costs[i].bytes, c[i].bytes);

@@ -163,6 +163,39 @@ TEST(ProfileReport, DispatchCostsSplitANodesWorkOverItsMainDispatches) {
   EXPECT_DOUBLE_EQ(c[6].flops, 512.0 * 1 / 4);
 }
 
+// Two entries of one program run the same nodes (a video decoder's first_chunk and
+// next_frame plans): with an entry's dispatch range, the node's whole work goes to that
+// entry's dispatches; the other entry's get none (measured before: each got a share,
+// so the profile of one plan reported a fraction of its FLOPs).
+TEST(ProfileReport, DispatchCostsOfOneEntryHoldItsNodesWholeWork) {
+  Graph g;
+  auto type = [](Shape s) {
+    TensorType t;
+    t.shape = std::move(s);
+    return t;
+  };
+  ValueId x = g.add_input("x", type({1, 4, 8, 8}));
+  ValueId w = g.add_constant("w", type({8, 4, 3, 3}), "w");
+  ValueId y = g.add_value("y", type({1, 8, 8, 8}));
+  g.add_node(Node{.op = Op::conv2d, .name = "c", .attrs = {}, .inputs = {x, w}, .outputs = {y}});
+  g.mark_output(y);
+  const double conv_flops = 2.0 * 512 * 36;
+  runtime::Plan plan;
+  plan.pipelines = {pipeline("conv_gemm.comp[A=1]")};
+  using runtime::Access;
+  plan.dispatches = {
+      dispatch(0, "c", {2, 1, 1}, {{0, 0, 100, Access::read}}),  // entry "first_chunk"
+      dispatch(0, "c", {2, 1, 1}, {{0, 0, 100, Access::read}}),  // entry "next_frame"
+  };
+  const std::vector<DispatchCost> second = dispatch_costs(g, plan, 1, 1);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].flops, 0.0);
+  EXPECT_DOUBLE_EQ(second[1].flops, conv_flops);
+  EXPECT_EQ(second[0].bytes, 100.0);  // bytes stay per dispatch
+  const std::vector<DispatchCost> all = dispatch_costs(g, plan);  // no range: the node's work shared
+  EXPECT_DOUBLE_EQ(all[0].flops + all[1].flops, conv_flops);
+}
+
 struct CliResult {
   int code;
   std::string out, err;
