@@ -82,6 +82,10 @@ struct CodegenOptions {
   // "thN" or "fN" (codegen/lower_conv_gemm.cpp); empty: the default. For measuring
   // tiles (`strata bench --conv-tile`).
   std::string conv_tile;
+  // Upsample convs (the upsample2x gather, 3×3, pad 1, stride 1) as four 2×2 phase
+  // convs on the tensor-core kernel (lower_conv_gemm.cpp, PHASES): 4/9 of the
+  // multiply-adds. false keeps the 3×3 gather (`--no-phase-convs`, for measuring).
+  bool phase_convs = true;
   // Defines added to (or replacing) those the lowering chose, per kernel file, e.g.
   // {"attention_coop_dsplit.comp", {{"PF", "1"}}}: variants named in a kernel's
   // header, for measuring them (`strata bench --kernel-define`). A define the

@@ -22,6 +22,21 @@
 // a default) stages each channel chunk's input halo once for all taps of a stride-1
 // conv; its pixel tiles are TH rows of the band by pixels / TH columns.
 //
+// Upsample convs as phases (CodegenOptions::phase_convs, the default; `--no-phase-convs`
+// keeps the 3×3 gather): a tensor-core conv over the upsample2x gather with a 3×3
+// kernel, pad 1 and stride 1
+// (every Upsample2D / WanResample conv after fold_upsample) runs the kernel's PHASES
+// variant: four 2×2 convs over the half-size map, one per output parity, with the 3×3
+// weights that land on the same input pixel summed (4/9 of the multiply-adds;
+// kernels/conv_gemm_coop.comp's header). Its pixel tiles are phase-major: per band,
+// two phases of ⌈even rows · w_in / BP⌉ tiles and two of ⌈odd rows · w_in / BP⌉. The
+// sums round each summed weight to f16 once, so results differ from the 3×3 kernel's
+// by that rounding (tests/codegen/test_conv_gemm_coop.cpp checks the phases against a
+// reference with those weights); bands stay bit-identical. The kernel sums the
+// weights as it fetches them (up to four 16-byte loads per staged B load): on the H200
+// the upsample convs take 22-31 % less time, not the 4/9 of their multiply-adds
+// (docs/PERFORMANCE.md, session 15); weights summed once, at load, would save the rest.
+//
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
 // rows of x those read (ir/band_math.h: needed_rows through the upsample gather and
@@ -118,6 +133,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   KernelKey key;
   uint32_t tile_pixels = 0, tile_channels = 0;
   uint32_t tile_rows = 0;  // > 0: pixel tiles of tile_rows rows × tile_pixels / tile_rows columns
+  bool phases = false;     // the PHASES variant (above): phase-major pixel tiles
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
     // tests/codegen/test_conv_gemm_coop.cpp on lavapipe's coroutine stacks).
@@ -162,6 +178,9 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
     }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
+    phases = l.options().phase_convs && *gather == GatherKind::upsample2x && k[0] == 3 && k[1] == 3 && pad[0] == 1 &&
+             pad[1] == 1 && stride[0] == 1 && stride[1] == 1 && !frames->on() && tile.th == 0;
+    if (phases) key.defines["PHASES"] = "1";
     if (frames->on()) key.defines["FRAMES"] = "1";
     if (frames->taps > 1) key.defines["FRAME_TAPS"] = std::to_string(frames->taps);
     key.workgroup_size = {invocations, 1, 1};
@@ -226,10 +245,15 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
     // Pixel tiles run along x, folded into z when there are more than x allows; halo
     // tiles row-major over the band's rows and columns.
+    // Phases: the band's output rows of each parity (kernel's main()), two phases each.
+    const uint64_t even_rows = static_cast<uint64_t>((row0 + rows + 1) / 2 - (row0 + 1) / 2),
+                   odd_rows = static_cast<uint64_t>((row0 + rows) / 2 - row0 / 2);
     const uint64_t pixel_tiles =
-        tile_rows == 0 ? ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels)
-                       : ceil_div(static_cast<uint64_t>(rows), tile_rows) *
-                             ceil_div(static_cast<uint64_t>(ys[3]), tile_pixels / tile_rows);
+        phases           ? 2 * ceil_div(even_rows * static_cast<uint64_t>(xs[3]), tile_pixels) +
+                               2 * ceil_div(odd_rows * static_cast<uint64_t>(xs[3]), tile_pixels)
+        : tile_rows == 0 ? ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels)
+                         : ceil_div(static_cast<uint64_t>(rows), tile_rows) *
+                               ceil_div(static_cast<uint64_t>(ys[3]), tile_pixels / tile_rows);
     const uint64_t gx = std::min<uint64_t>(pixel_tiles, target.max_workgroup_count_x);
     const uint64_t split = ceil_div(pixel_tiles, gx);
     const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile_channels);

@@ -170,9 +170,10 @@ std::string codegen_options_text(const codegen::CodegenOptions& o, const Target&
   std::string defines;
   for (const auto& [file, names] : o.kernel_defines)
     for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
-  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {} attention_dsplit {} attention_rows '{}'",
+  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {} attention_dsplit {} attention_rows '{}'{}",
                      codegen::tensor_cores_name(target.codegen.tensor_cores), o.conv_tile, defines,
-                     o.attention_query_chunk, o.attention_dsplit, o.attention_rows);
+                     o.attention_query_chunk, o.attention_dsplit, o.attention_rows,
+                     o.phase_convs ? "" : " no_phase_convs");
 }
 
 Expected<Program> compile(const Graph& graph, WeightStore& weights, const Target& target,

@@ -42,6 +42,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "pixels x channels, fragments per subgroup, input channels per step, shared buffers, 16-byte output stores, "
        "halo rows, fragment side; or thN / fN (the default tiles with N halo rows / NxN fragments); for measuring "
        "tiles, docs/KERNELS.md"},
+      {"no-phase-convs", false,
+       "keep the upsample convs' 3x3 gather on the tensor-core kernel instead of four 2x2 phase convs (for "
+       "measuring the two: docs/PERFORMANCE.md)"},
       {"attention-tile", true,
        "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
        "default 8x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
@@ -99,6 +102,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
+  r.phase_convs = !a.has("no-phase-convs");
   r.attention_tile = a.get_or("attention-tile", "");
   if (auto text = a.get("pipeline-threads")) {
     STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("pipeline-threads", *text));
@@ -157,6 +161,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   if (r.ranks.ranks > 1) o.min_bands = r.ranks.ranks;  // every rank gets bands of every large node
   o.codegen.profile = r.profile;
   o.codegen.conv_tile = r.conv_tile;
+  o.codegen.phase_convs = r.phase_convs;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

@@ -42,6 +42,7 @@ struct RunSettings {
   bool no_cache = false;               // --no-cache
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
+  bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)
   std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
   uint32_t pipeline_threads = 0;       // --pipeline-threads (runtime::ExecutorOptions; 0: all cores)

@@ -55,7 +55,7 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES, PHASES,
 //          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
@@ -240,6 +240,33 @@ shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup
 #define EP_READ(i) ep_sh[i]
 #endif
 
+// PHASES = 1: a nearest-2× upsample gather (U = 1) with a 3×3 kernel, pad 1, stride 1,
+// computed as four 2×2 convs over the half-size map, one per output parity (py, px).
+// Output pixel (2i + py, 2j + px) reads input rows {i − 1 + py, i + py} and columns
+// {j − 1 + px, j + px} only: kernel rows R(py, 0), R(py, 1) = {0}, {1, 2} (py = 0) or
+// {0, 1}, {2} (py = 1) land on those two rows (columns likewise), so the 2×2 tap
+// (dy, dx) takes the sum of the weights of R(py, dy) × R(px, dx), added in f32 from the
+// o_hwi weights as they are fetched and rounded to f16 once. 4·Ci multiply-adds per
+// output instead of 9·Ci; the padding rows and columns stay the padding. The GEMM's
+// rows are phase-major (main() below): each phase is the pixel tiles of the band's
+// output pixels of its parity, so a workgroup's tile has one phase and one B, and a
+// pixel's value does not depend on the band or tile that computes it (bands stay
+// bit-identical). The im2col tile with FETCH_PRE only.
+#ifndef PHASES
+#define PHASES 0
+#endif
+#if PHASES
+#if U != 1 || KH != 3 || KW != 3 || TH > 0 || FRAMES
+#error "conv_gemm_coop.comp: PHASES takes the upsample gather, a 3x3 kernel and the im2col tile"
+#endif
+#define KH_L 2  // taps the main loop runs: the phase's 2×2
+#define KW_L 2
+#else
+#define KH_L KH
+#define KW_L KW
+#endif
+#define TAPS_L (KH_L * KW_L)
+
 #if TH > 0
 uvec4 a_reg[HALO_PARTS];
 uvec4 b_reg[B_LOADS];
@@ -250,11 +277,15 @@ uvec4 b_reg[B_LOADS];
 #ifndef FETCH_PRE
 #define FETCH_PRE (KH * KW <= 30 && !FRAMES)
 #endif
+
 #if FETCH_PRE && FRAMES
 #error "conv_gemm_coop.comp: frame stacks clamp their taps (FETCH_PRE = 0)"
 #endif
 #if FETCH_PRE && KH * KW > 30
 #error "conv_gemm_coop.comp: FETCH_PRE keeps a tap mask of at most 30 taps"
+#endif
+#if PHASES && !FETCH_PRE
+#error "conv_gemm_coop.comp: PHASES needs FETCH_PRE"
 #endif
 #if FETCH_PRE
 // FETCH_PRE = 1 (the default up to 30 taps): per A load, the address of its pixel's
@@ -276,6 +307,7 @@ int a_f[A_LOADS];  // the pixel's frame
 #endif
 #endif
 uint x_img, c_tile0, load_k;
+uint phase_py, phase_px, phase_i0;  // PHASES: this workgroup's output parity, its first half-size row
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
 // invocation / VECS_PER_ROW) has each quarter-subgroup of a 16-byte store write rows r
 // and r + 1, ROW halfs apart; at BK 32 (80-byte rows) their last and first units share
@@ -298,7 +330,38 @@ uint load_row(uint j) {
 }
 
 #if TH == 0
-#if FETCH_PRE
+#if PHASES
+// Phase tap (ky, kx) of the 2×2: A from the half-size map; B the sum of the 3×3
+// weights that land on it (see PHASES above), in f32, rounded to f16 once.
+void fetch(uint ky, uint kx, uint c0) {
+  const bool c_ok = c0 + load_k < pc.ci;
+  const uint tap = ky * 2u + kx;
+  [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+    const bool ok = c_ok && ((a_mask[j] >> tap) & 1u) != 0u;
+    const uint at = a_base[j] + c0 + ky * pc.xs_y + kx * pc.xs_x;
+    a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+  }
+  const uint wy0 = ky == 0u ? 0u : 1u + phase_py, wy1 = ky == 0u ? phase_py : 2u;
+  const uint wx0 = kx == 0u ? 0u : 1u + phase_px, wx1 = kx == 0u ? phase_px : 2u;
+  // At most 2 × 2 weights per tap: unrolled, the absent ones not loaded, so that a
+  // step's loads are in flight together (a loop over the taps' ranges serialised them:
+  // 8× slower on the H200).
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const bool ok = c_ok && b_base[j] != 0xFFFFFFFFu;
+    vec2 s0 = vec2(0.0), s1 = vec2(0.0), s2 = vec2(0.0), s3 = vec2(0.0);
+    [[unroll]] for (uint a = 0u; a < 2u; ++a)
+      [[unroll]] for (uint b = 0u; b < 2u; ++b) {
+        const uint wy = wy0 + a, wx = wx0 + b;
+        const uvec4 v = ok && wy <= wy1 && wx <= wx1 ? wv[(b_base[j] + (wy * 3u + wx) * pc.ci + c0) >> 3] : uvec4(0u);
+        s0 += unpackHalf2x16(v.x);
+        s1 += unpackHalf2x16(v.y);
+        s2 += unpackHalf2x16(v.z);
+        s3 += unpackHalf2x16(v.w);
+      }
+    b_reg[j] = uvec4(packHalf2x16(s0), packHalf2x16(s1), packHalf2x16(s2), packHalf2x16(s3));
+  }
+}
+#elif FETCH_PRE
 void fetch(uint ky, uint kx, uint c0) {
   const bool c_ok = c0 + load_k < pc.ci;
   const uint tap = ky * KW + kx;
@@ -463,6 +526,16 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 }
 #endif
 
+// The band-relative output row and column of GEMM row p (of the band's pixels, or with
+// PHASES of this phase's half-size pixels).
+#if PHASES
+#define OUT_Y(p) (2u * (phase_i0 + (p) / pc.w_in) + phase_py - pc.row0)
+#define OUT_X(p) (2u * ((p) % pc.w_in) + phase_px)
+#else
+#define OUT_Y(p) ((p) / pc.w_out)
+#define OUT_X(p) ((p) % pc.w_out)
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationIndex;
 #if TH > 0
@@ -476,16 +549,52 @@ void main() {
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
 #else
-  const uint pixels = pc.rows * pc.w_out;  // of the band
   const uint img = gl_WorkGroupID.z / pc.split;
+#if PHASES
+  // Phase-major tiles, phases (py, px) = (0, 0), (0, 1), (1, 0), (1, 1). The band's
+  // output rows [row0, row0 + rows) of parity py are 2i + py for i from i0(py), n(py)
+  // of them; a phase's GEMM rows are those n(py) × w_in half-size pixels,
+  // ⌈n(py)·w_in / BP⌉ tiles.
+  const uint r_end = pc.row0 + pc.rows;
+  const uint i0_even = (pc.row0 + 1u) / 2u, n_even = (r_end + 1u) / 2u - i0_even;
+  const uint i0_odd = pc.row0 / 2u, n_odd = r_end / 2u - i0_odd;
+  const uint tiles_even = (n_even * pc.w_in + BP - 1u) / BP, tiles_odd = (n_odd * pc.w_in + BP - 1u) / BP;
+  uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint phase_tiles;
+  if (tile < 2u * tiles_even) {
+    phase_py = 0u, phase_tiles = tiles_even, phase_i0 = i0_even;
+  } else {
+    tile -= 2u * tiles_even;
+    if (tile >= 2u * tiles_odd) return;  // the whole workgroup leaves together
+    phase_py = 1u, phase_tiles = tiles_odd, phase_i0 = i0_odd;
+  }
+  phase_px = tile / phase_tiles;
+  const uint pixels = (phase_py == 0u ? n_even : n_odd) * pc.w_in;
+  const uint p0 = tile % phase_tiles * BP;
+#else
+  const uint pixels = pc.rows * pc.w_out;  // of the band
   const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
   if (p0 >= pixels) return;  // the whole workgroup leaves together
+#endif
   c_tile0 = gl_WorkGroupID.y * BC;
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
-#if FETCH_PRE
+#if PHASES
+    // Half-size pixel (i, j) of the band; its 2×2 taps start at (i − 1 + py, j − 1 + px).
+    const bool valid = r < BP && p < pixels;
+    const int vy0 = int(phase_i0 + p / pc.w_in) - 1 + int(phase_py);
+    const int vx0 = int(p % pc.w_in) - 1 + int(phase_px);
+    uint m = 0u;
+    [[unroll]] for (uint ky = 0; ky < 2u; ++ky)
+      [[unroll]] for (uint kx = 0; kx < 2u; ++kx) {
+        const int vy = vy0 + int(ky), vx = vx0 + int(kx);
+        if (valid && vy >= 0 && vy < int(pc.h_in) && vx >= 0 && vx < int(pc.w_in)) m |= 1u << (ky * 2u + kx);
+      }
+    a_mask[j] = m;
+    a_base[j] = pc.x_off + x_img + load_k + uint(vy0) * pc.xs_y + uint(vx0) * pc.xs_x;
+#elif FETCH_PRE
     const bool valid = r < BP && p < pixels;
     const int vy0 = int((pc.row0 + p / pc.w_out) * pc.stride_h) - pc.pad_h;
     const int vx0 = int(p % pc.w_out * pc.stride_w) - pc.pad_w;
@@ -529,7 +638,7 @@ void main() {
     [[unroll]] for (uint j = 0; j < FC; ++j) CM_FILL(acc[i][j], 0.0);
 
   const uint chunks = (pc.ci + BK - 1) / BK;
-  const uint steps = TAPS * chunks;
+  const uint steps = TAPS_L * chunks;
 #if TH > 0
   // Step s = (chunk c, tap t): B of the tap is staged per step; the halo of chunk c
   // is in buffer c % 2, staged part by part during chunk c - 1 (the first chunk's
@@ -586,9 +695,9 @@ void main() {
   for (uint s = 0; s < steps; ++s) {
     const uint buf = s & 1u;
     if (s + 1 < steps) {
-      if (++kx == KW) {
+      if (++kx == KW_L) {
         kx = 0;
-        if (++ky == KH) {
+        if (++ky == KH_L) {
           ky = 0;
           c0 += BK;
         }
@@ -605,9 +714,9 @@ void main() {
     stage(0u);
     barrier();
     if (s + 1 < steps) {
-      if (++kx == KW) {
+      if (++kx == KW_L) {
         kx = 0;
-        if (++ky == KH) {
+        if (++ky == KH_L) {
           ky = 0;
           c0 += BK;
         }
@@ -648,7 +757,7 @@ void main() {
         const uint p = p0 + (sg_p * FP + i) * FM + gp;
         const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
         if (g < FM * FN / 8 && p < pixels && o < pc.co_store) {
-          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+          const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
 #endif
 #if HAS_RES
           const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
@@ -687,7 +796,7 @@ void main() {
         const uint p = p0 + (sg_p * FP + i) * FM + e / FN;
         const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (p < pixels && o < pc.co_store) {
-          const uint oy = p / pc.w_out, ox = p % pc.w_out;  // oy: row in the band
+          const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
 #endif
           float v = 0.0;
           if (o < pc.co) {

@@ -118,11 +118,13 @@ struct Ran {
   std::string pipelines;
 };
 
+// `phases`: CodegenOptions::phase_convs (the upsample convs as four 2×2 phase convs).
 Ran run(const Built& t, const codegen::Target& target, const std::string& conv_tile = "",
-        const codegen::Defines& coop_defines = {}) {
+        const codegen::Defines& coop_defines = {}, bool phases = false) {
   Ran r;
   codegen::CodegenOptions options;
   options.conv_tile = conv_tile;
+  options.phase_convs = phases;
   if (!coop_defines.empty()) options.kernel_defines["conv_gemm_coop.comp"] = coop_defines;
   auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
   EXPECT_TRUE(plan) << plan.message();
@@ -304,7 +306,7 @@ TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
   // the bytes of one whole-frame dispatch.
   CoopCase c;
   c.upsample = true, c.ci = 16, c.co = 32, c.h = 5, c.w = 4, c.residual = true;
-  const Ran whole = run(build(c), emulated_target());
+  const Ran whole = run(build(c), emulated_target(), "");
   ASSERT_EQ(whole.outputs.size(), 1u);
   // The whole frame on the default (im2col) tile; the bands also on halo tiles (2 rows
   // of 16 or 32 pixels in the emulation): a band's last tile has rows past the band,
@@ -320,6 +322,109 @@ TEST(CodegenConvGemmCoop, BandsAreBitIdentical) {
       testing::expect_identical(banded.outputs[0], whole.outputs[0]);
     }
   }
+}
+
+// What the PHASES kernel computes (lower_conv_gemm.cpp, conv_gemm_coop.comp): output
+// pixel (2i + py, 2j + px) as a 2×2 conv over the half-size f16 x at (i − 1 + py + dy,
+// j − 1 + px + dx), each 2×2 weight the f16 rounding of the sum of the (f16) 3×3
+// weights that land on that input pixel; then the epilogue (scales, bias, residual)
+// and the output's f16 rounding. Computed in double from the test's tensors.
+Tensor phase_reference(const Built& t, const CoopCase& c) {
+  auto f16 = [](double v) { return static_cast<double>(half_to_float(float_to_half(static_cast<float>(v)))); };
+  const std::vector<float> x = t.inputs[0].data;  // [1, ci, h, w], rounded below
+  const std::vector<float> w = t.weights.get("w")->to_f32();  // o_hwi [co, 9·ci]
+  const std::vector<float> bias = c.bias ? t.weights.get("b")->to_f32() : std::vector<float>{};
+  const int64_t ho = 2 * c.h, wo = 2 * c.w;
+  Tensor y({1, c.co, ho, wo});
+  auto taps = [](int64_t parity, int64_t d) {  // kernel rows (or columns) of 2×2 tap d
+    return d == 0 ? std::pair<int64_t, int64_t>{0, parity} : std::pair<int64_t, int64_t>{1 + parity, 2};
+  };
+  for (int64_t o = 0; o < c.co; ++o)
+    for (int64_t oy = 0; oy < ho; ++oy)
+      for (int64_t ox = 0; ox < wo; ++ox) {
+        const int64_t py = oy % 2, px = ox % 2, i = oy / 2, j = ox / 2;
+        double acc = 0.0;
+        for (int64_t dy = 0; dy < 2; ++dy)
+          for (int64_t dx = 0; dx < 2; ++dx) {
+            const int64_t sy = i - 1 + py + dy, sx = j - 1 + px + dx;
+            if (sy < 0 || sy >= c.h || sx < 0 || sx >= c.w) continue;
+            const auto [ky0, ky1] = taps(py, dy);
+            const auto [kx0, kx1] = taps(px, dx);
+            for (int64_t ci = 0; ci < c.ci; ++ci) {
+              double sum = 0.0;
+              for (int64_t ky = ky0; ky <= ky1; ++ky)
+                for (int64_t kx = kx0; kx <= kx1; ++kx) sum += f16(w[static_cast<size_t>(o * 9 * c.ci + (ky * 3 + kx) * c.ci + ci)]);
+              acc += f16(sum) * f16(x[static_cast<size_t>((ci * c.h + sy) * c.w + sx)]);
+            }
+          }
+        double v = acc * c.acc_scale;
+        if (c.bias) v += bias[static_cast<size_t>(o)];
+        if (c.residual) v += f16(t.inputs[1].data[static_cast<size_t>((o * ho + oy) * wo + ox)]) * c.residual_scale;
+        y.data[static_cast<size_t>((o * ho + oy) * wo + ox)] = static_cast<float>(f16(v * c.out_scale));
+      }
+  return y;
+}
+
+// The upsample convs as four 2×2 phase convs (CodegenOptions::phase_convs): against their
+// reference within the tolerance above (the same error sources: f32 accumulation order
+// and one f16 rounding of the output), with 16-byte and per-element stores, partial
+// tiles in every phase, and a residual with scales.
+TEST(CodegenConvGemmCoop, PhasesMatchTheirReference) {
+  CoopCase a;
+  a.upsample = true, a.ci = 32, a.co = 32, a.h = 5, a.w = 6, a.residual = true;
+  a.acc_scale = 4.0, a.residual_scale = 0.25, a.out_scale = 0.5;
+  CoopCase odd = a;  // per-element stores; 3 × 7 half-size pixels: one partial tile per phase
+  odd.co = 20, odd.h = 3, odd.w = 7, odd.bias = false, odd.acc_scale = 1.0;
+  CoopCase chunks = a;  // two channel chunks, the second partial
+  chunks.ci = 40, chunks.residual = false;
+  for (const CoopCase& c : {a, odd, chunks}) {
+    SCOPED_TRACE(describe(c));
+    const Built t = build(c);
+    const Ran got = run(t, emulated_target(), "", {}, true);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    EXPECT_NE(got.pipelines.find("PHASES=1"), std::string::npos) << got.pipelines;
+    const Tensor want = phase_reference(t, c);
+    double scale = 0.0;
+    for (float v : want.data) scale = std::max(scale, double(std::fabs(v)));
+    testing::expect_close(got.outputs[0], want, 1e-3, 1e-5 * scale);
+    // And the 3×3 conv itself (the interpreter): each summed weight moves by at most
+    // half an f16 ULP (2^-11 of its magnitude, at most Σ|w| of its taps), so an output
+    // by at most 2^-11 · |acc_scale · out_scale| · 9·Ci · max|w| · max|x|, plus the
+    // tolerance above.
+    auto exact = interpret(t.graph, t.weights, t.inputs);
+    ASSERT_TRUE(exact) << exact.message();
+    double wmax = 0.0, xmax = 0.0, worst = 0.0;
+    for (float v : t.weights.get("w")->to_f32()) wmax = std::max(wmax, double(std::fabs(v)));
+    for (float v : t.inputs[0].data) xmax = std::max(xmax, double(std::fabs(v)));
+    const double bound = std::ldexp(1.0, -11) * std::fabs(c.acc_scale * c.out_scale) * 9.0 *
+                             static_cast<double>(c.ci) * wmax * xmax + 1e-3 * scale;
+    for (size_t i = 0; i < want.data.size(); ++i)
+      worst = std::max(worst, double(std::fabs(got.outputs[0].data[i] - (*exact)[0].data[i])));
+    EXPECT_LE(worst, bound) << "the phases are not the 3x3 conv";
+  }
+}
+
+// Bands of any height (odd ones too: rows of both parities) and 32 × 32 fragments give
+// the bytes of one whole-frame dispatch of the phases.
+TEST(CodegenConvGemmCoop, PhaseBandsAndFragmentsAreBitIdentical) {
+  CoopCase c;
+  c.upsample = true, c.ci = 16, c.co = 32, c.h = 5, c.w = 4, c.residual = true;
+  const Ran whole = run(build(c), emulated_target(), "", {}, true);
+  ASSERT_EQ(whole.outputs.size(), 1u);
+  EXPECT_NE(whole.pipelines.find("PHASES=1"), std::string::npos) << whole.pipelines;
+  for (int64_t rows : {3, 1, 4}) {
+    c.band_rows = rows;
+    SCOPED_TRACE(describe(c));
+    const Ran banded = run(build(c), emulated_target(), "", {}, true);
+    ASSERT_EQ(banded.outputs.size(), 1u);
+    EXPECT_NE(banded.pipelines.find("PHASES=1"), std::string::npos) << banded.pipelines;
+    testing::expect_identical(banded.outputs[0], whole.outputs[0]);
+  }
+  c.band_rows = 0;
+  const Ran big = run(build(c), emulated_target(), "2x2x1x1x32x1x1x0x32", {}, true);
+  ASSERT_EQ(big.outputs.size(), 1u);
+  EXPECT_NE(big.pipelines.find("CM_M=32"), std::string::npos) << big.pipelines;
+  testing::expect_identical(big.outputs[0], whole.outputs[0]);
 }
 
 TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
@@ -345,15 +450,16 @@ TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
 TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // GL_NV_cooperative_matrix, as on the H200 (subgroup 32), the variants the
   // decoders use: 3×3 with upsample gather and residual, 1×1, the 96-channel tile
-  // (FC 3) with the device's f16 rounding (F16_RTE), and the halo tiles (TH 4, 8).
+  // (FC 3) with the device's f16 rounding (F16_RTE), the halo tiles (TH 4, 8), and the
+  // upsample conv as phases (PHASES).
   struct Variant {
-    const char *k, *fc, *bk, *stages, *rte, *th, *tap_unroll = "0";
+    const char *k, *fc, *bk, *stages, *rte, *th, *tap_unroll = "0", *phases = "0";
   };
   for (const Variant& v : {Variant{"1", "4", "64", "1", "0", "0"}, Variant{"3", "4", "32", "2", "0", "0"},
                            Variant{"3", "3", "32", "1", "1", "0"}, Variant{"3", "4", "32", "1", "1", "4"},
-                           Variant{"3", "4", "32", "1", "1", "8", "1"}}) {
+                           Variant{"3", "4", "32", "1", "1", "8", "1"}, Variant{"3", "4", "32", "1", "1", "0", "0", "1"}}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll},
+                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll}, {"PHASES", v.phases},
                           {"KH", v.k},      {"KW", v.k},     {"U", "1"},        {"HAS_BIAS", "1"},
                           {"HAS_RES", "1"}, {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"F16_RTE", v.rte},
                           {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
