@@ -34,7 +34,7 @@
 // by that rounding (tests/codegen/test_conv_gemm_coop.cpp checks the phases against a
 // reference with those weights); bands stay bit-identical. The kernel sums the
 // weights as it fetches them (up to four 16-byte loads per staged B load): on the H200
-// the upsample convs take 22-31 % less time, not the 4/9 of their multiply-adds
+// the upsample convs take 11-31 % less time, not the 4/9 of their multiply-adds
 // (docs/PERFORMANCE.md, session 15); weights summed once, at load, would save the rest.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch

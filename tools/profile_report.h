@@ -46,7 +46,8 @@ struct DispatchCost {
 // staging, "input.<name>" / "output.<name>") count 0 FLOPs. The graph is the one the
 // plan was compiled from (after the passes), so padded channels count: these are
 // the FLOPs the kernels execute, not the model's useful work (graph_flops of the
-// model graph, as bench reports it).
+// model graph, as bench reports it). One exception: an upsample conv run as phases
+// (codegen/lower_conv_gemm.cpp) counts its 3×3 work and executes 4/9 of it.
 // Bytes: the sum of the dispatch's binding ranges, a read-write binding counted
 // twice (read and written). An upper bound of the memory traffic the dispatch needs:
 // a window may be wider than what the kernel touches (a conv band's window spans its
