@@ -33,7 +33,8 @@
 //       state in scratch memory (KEY_WINDOWS, see attention.comp): bit-identical
 //       to one dispatch over all keys. Only the portable kernel walks key windows.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
-//       fit the range.
+//       fit the range. Rows of 2048 and more (attention scores) are read once into
+//       registers (softmax.comp ROW_REGS), 32 elements per invocation.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -54,6 +55,7 @@ using runtime::Access;
 // invocations.
 constexpr uint32_t kRows = 16, kKeys = 32, kDChunk = 64, kAttentionWg = 128;
 constexpr uint32_t kSoftmaxWg = 128;
+constexpr uint64_t kSoftmaxRegisterRow = 2048;  // rows at least this long: softmax.comp ROW_REGS
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -417,15 +419,24 @@ Status lower_softmax(Lowering& l, const Node& node) {
     return l.fail(node, fmt::format("one softmax row ({} floats) exceeds the storage-buffer range {}", cols,
                                     l.target().max_storage_buffer_range));
 
+  // Long rows (attention scores, passes/attention_gemms.cpp) stay in registers, read
+  // once: 32 elements per invocation up to 1024 invocations, at most 64 per invocation.
+  uint32_t wg = kSoftmaxWg, row_regs = 0;
+  if (cols >= kSoftmaxRegisterRow) {
+    while (wg < 1024 && wg * 32 < cols) wg *= 2;
+    if (ceil_div(cols, wg) <= 64) row_regs = static_cast<uint32_t>(ceil_div(cols, wg));
+    else wg = kSoftmaxWg;
+  }
   KernelKey key;
   key.file = "softmax.comp";
-  key.defines = {{"WG", std::to_string(kSoftmaxWg)}};
+  key.defines = {{"WG", std::to_string(wg)}};
+  if (row_regs > 0) key.defines["ROW_REGS"] = std::to_string(row_regs);
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.defines["ROUND"] = round_define(l.type(y).dtype);
   key.bindings = 2;
   key.push_constant_bytes = 3 * 4;
-  key.workgroup_size = {kSoftmaxWg, 1, 1};
+  key.workgroup_size = {wg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   for (uint64_t r0 = 0; r0 < rows; r0 += rows_per) {
@@ -437,7 +448,7 @@ Status lower_softmax(Lowering& l, const Node& node) {
                                       xw.base, yw.base));
     PushConstants push;
     push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(count)).u32(xw.base);
-    l.dispatch(pipe, {xw.binding, yw.binding}, push, l.grid_1d(count * kSoftmaxWg, kSoftmaxWg), node);
+    l.dispatch(pipe, {xw.binding, yw.binding}, push, l.grid_1d(count * wg, wg), node);
   }
   return Status::ok();
 }

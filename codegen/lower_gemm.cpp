@@ -43,6 +43,9 @@ struct GemmTile {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Fewer tiles than this take half-height tiles (lower_linear_coop).
+constexpr uint64_t kFewTiles = 128;
+
 // conv_gemm_coop.comp's tile for a linear: 128 rows × 128 columns (the conv's default
 // 128 × 128 tile, without its narrow and 96-channel variants); with flexible fragments
 // (the H200) 2 × 2 fragments of 32 × 32 per subgroup; the emulation one fragment per
@@ -80,7 +83,14 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   const Target& target = l.target();
   const Expected<CoopTile> asked = coop_gemm_tile(l);
   if (!asked) return l.fail(node, fmt::format("linear on conv_gemm_coop: {}", asked.status().message()));
-  const CoopTile& tile = *asked;
+  CoopTile tile = *asked;
+  // A GEMM of few tiles (the attention output of passes/attention_gemms.cpp: 4096
+  // rows × 384 columns are 96 tiles) leaves most of the device idle: half-height
+  // tiles double the workgroups. Each element's sum runs in the same k order.
+  if (l.options().conv_tile.empty() && tile.fp > 1 &&
+      ceil_div(static_cast<uint64_t>(rows), tile.pixels()) * ceil_div(static_cast<uint64_t>(m), tile.channels()) <
+          kFewTiles)
+    tile.fp /= 2;
   const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
   const uint32_t shared = tile.shared_bytes(1, 1, target.tensor_cores == TensorCores::nv_coopmat);
   if (invocations % (tile.bk / 8) != 0 || shared > target.max_shared_memory_bytes)
@@ -110,9 +120,12 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
     if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
   }
   key.workgroup_size = {invocations, 1, 1};
-  // 16-byte stores of 8 output features where y is f16 with aligned rows.
-  const bool vec_out = tile.vec_out && l.storage(y) == DType::f16 && m % 8 == 0 && l.location(y).offset % 16 == 0;
+  // 16-byte stores of 8 output features where y is f16 with aligned rows, of 4 where
+  // it is f32 (VEC_F32).
+  const bool f32_out = l.storage(y) == DType::f32;
+  const bool vec_out = tile.vec_out && m % (f32_out ? 4 : 8) == 0 && l.location(y).offset % 16 == 0;
   key.defines["VEC_OUT"] = vec_out ? "1" : "0";
+  if (vec_out && f32_out) key.defines["VEC_F32"] = "1";
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.bindings = 3 + (bias != kNoValue);

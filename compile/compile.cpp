@@ -155,6 +155,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.precision = target.precision;
   p.channel_tile = target.channel_tile;
   p.fuse_frame_taps = target.fuse_frame_taps;
+  p.attention_gemms = target.tensor_cores() && options.attention_gemms;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

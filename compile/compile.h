@@ -49,6 +49,9 @@ struct CompilerOptions {
   std::optional<int> range_guard_log2;
   bool f16_conv_weights = true;
   bool write_in_place = true;
+  // Long wide single-head attentions as GEMMs (passes/attention_gemms.cpp) where the
+  // target has tensor cores; false keeps the flash kernel (`--no-attention-gemms`).
+  bool attention_gemms = true;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

@@ -412,8 +412,11 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::gelu:
     case Op::tanh:
     case Op::scale:
-    case Op::clamp:
-    case Op::softmax: return std::vector{like(x, x.shape)};
+    case Op::clamp: return std::vector{like(x, x.shape)};
+    case Op::softmax: {
+      STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(attrs, x, x.shape));
+      return std::vector{t};
+    }
     case Op::upsample_nearest: return infer_upsample(attrs, inputs);
     case Op::attention: return infer_attention(attrs, inputs);
     case Op::reshape: return infer_reshape(attrs, inputs);

@@ -23,6 +23,8 @@ constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
 constexpr AttrSpec kTokenRmsNorm[] = {{"eps", K::float_, true}, {"dtype", K::string, false}};
 // linear: the result's storage dtype (lower_precision; default x's).
 constexpr AttrSpec kLinear[] = {{"dtype", K::string, false}};
+// softmax: the result's storage dtype (passes/attention_gemms.cpp; default x's).
+constexpr AttrSpec kSoftmax[] = {{"dtype", K::string, false}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
 constexpr AttrSpec kClamp[] = {{"min", K::float_, true}, {"max", K::float_, true}};
 constexpr AttrSpec kUpsample[] = {{"factors", K::ints, true}};
@@ -65,7 +67,7 @@ constexpr std::array kOps = {
     OpInfo{Op::clamp, "clamp", 1, 1, 1, kClamp},
     OpInfo{Op::upsample_nearest, "upsample_nearest", 1, 1, 1, kUpsample},
     OpInfo{Op::attention, "attention", 3, 3, 1, kAttention},
-    OpInfo{Op::softmax, "softmax", 1, 1, 1, {}},
+    OpInfo{Op::softmax, "softmax", 1, 1, 1, kSoftmax},
     OpInfo{Op::rope, "rope", 3, 3, 1, {}},
     OpInfo{Op::sinusoidal, "sinusoidal", 2, 2, 1, {}},
     OpInfo{Op::reshape, "reshape", 1, 1, 1, kReshape},

@@ -10,7 +10,8 @@
 // straight line, verifying (ir/verifier.h) and optionally dumping after each.
 //
 // Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
-// fold_upsample → pad_channels → assign_layout → lower_precision → split_bands →
+// fold_upsample → pad_channels → assign_layout → lower_precision → attention_gemms →
+// split_bands →
 // schedule → plan_buffers.
 #pragma once
 
@@ -48,6 +49,11 @@ struct CompileOptions {
   // target sets it where the tensor-core conv gains from the longer reduction
   // (compile/target.cpp); off, every tap stays its own conv.
   bool fuse_frame_taps = false;
+  // attention_gemms runs a long single-head attention with a wide head (the decoders'
+  // mid-block attention) as a scores GEMM, a softmax and an output GEMM in chunks of
+  // query rows. The target sets it where linears of f16 operands run on tensor cores
+  // (compile/target.cpp); off, attention stays one flash-attention node.
+  bool attention_gemms = false;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

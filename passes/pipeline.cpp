@@ -37,7 +37,8 @@ constexpr PassEntry kPasses[] = {
     {"fuse_residual", run_fuse_residual}, {"fuse_frame_taps", run_fuse_frame_taps},
     {"fold_upsample", run_fold_upsample},
     {"pad_channels", run_pad_channels},   {"assign_layout", run_assign_layout},
-    {"lower_precision", run_lower_precision}, {"split_bands", run_split_bands},
+    {"lower_precision", run_lower_precision}, {"attention_gemms", run_attention_gemms},
+    {"split_bands", run_split_bands},
     {"schedule", run_schedule},           {"plan_buffers", run_plan_buffers},
 };
 

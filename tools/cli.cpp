@@ -162,11 +162,12 @@ bool progress_enabled(const std::ostream& err) { return &err == &std::cerr && st
 // --profile: device time per kernel kind and per stage, with the rates the compiled
 // graph's work gives (tools/profile_report.h).
 // A profile compiles afresh (never from the cache), so the graph after the passes is there.
-std::string profile_of(LoadedProgram& loaded) {
+std::string profile_of(LoadedProgram& loaded, size_t slowest) {
   const Program& p = loaded.program();
   return profile_report(loaded.plan(), loaded.executor().last_profile(),
                         {.device_name = p.target.device.name,
-                         .costs = p.graphs.empty() ? std::vector<DispatchCost>{} : dispatch_costs(p.graphs[0], loaded.plan())});
+                         .costs = p.graphs.empty() ? std::vector<DispatchCost>{} : dispatch_costs(p.graphs[0], loaded.plan()),
+                         .slowest = slowest});
 }
 
 // --pipeline-stats: what the driver reports per pipeline executable, one line each.
@@ -209,7 +210,7 @@ Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostr
     progress.stage("decoding");
     start = std::chrono::steady_clock::now();
     STRATA_ASSIGN_OR_RETURN(outputs, loaded->run({latent}));
-    if (r.profile) log << profile_of(*loaded);
+    if (r.profile) log << profile_of(*loaded, r.profile_slowest);
   }
   log << fmt::format("decoded {} latent {} -> {} on the {} backend in {:.1f} ms\n", vae_class_name(vae.config),
                      shape_str(latent.shape), shape_str(outputs[0].shape), r.backend, ms_since(start));
@@ -485,7 +486,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
     if (Status s = write_npy(*path, image); !s.is_ok()) return fail(err, s);
   }
   progress.done();
-  if (settings->profile) out << profile_of(**loaded);
+  if (settings->profile) out << profile_of(**loaded, settings->profile_slowest);
   if (settings->pipeline_stats) out << pipeline_stats_of(**loaded);
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2], tflop = graph_flops(*g) * 1e-12;

@@ -22,6 +22,7 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"check-range", false, "report the largest |value| at every f16 site (runs the interpreter)"},
       {"profile", false,
        "device time per kernel kind and model stage, with TFLOP/s and GB/s (timestamp queries; compiles afresh)"},
+      {"profile-slowest", true, "with --profile: how many of the slowest dispatches to list (default 8)"},
       {"pipeline-stats", false,
        "the driver's statistics of every pipeline: registers, local memory, ... (VK_KHR_pipeline_executable_"
        "properties, where the device has it; compiles afresh)"},
@@ -45,6 +46,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-phase-convs", false,
        "keep the upsample convs' 3x3 gather on the tensor-core kernel instead of four 2x2 phase convs (for "
        "measuring the two: docs/PERFORMANCE.md)"},
+      {"no-attention-gemms", false,
+       "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
+       "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
       {"attention-tile", true,
        "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
        "default 8x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
@@ -88,6 +92,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   }
   r.check_range = a.has("check-range");
   r.profile = a.has("profile");
+  if (auto text = a.get("profile-slowest")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("profile-slowest", *text));
+    if (n < 0) return error("--profile-slowest '{}' must be 0 or more", *text);
+    r.profile_slowest = static_cast<size_t>(n);
+  }
   r.pipeline_stats = a.has("pipeline-stats");
   r.stop_after = a.get_or("stop-after", "");
   for (const char* flag : {"binding-limit", "memory-budget"}) {
@@ -103,6 +112,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
   r.phase_convs = !a.has("no-phase-convs");
+  r.attention_gemms = !a.has("no-attention-gemms");
   r.attention_tile = a.get_or("attention-tile", "");
   if (auto text = a.get("pipeline-threads")) {
     STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("pipeline-threads", *text));
@@ -162,6 +172,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.codegen.profile = r.profile;
   o.codegen.conv_tile = r.conv_tile;
   o.codegen.phase_convs = r.phase_convs;
+  o.attention_gemms = r.attention_gemms;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

@@ -33,6 +33,7 @@ struct RunSettings {
   std::string dump_graph;              // --dump-graph STAGE | all | ""
   bool check_range = false;            // --check-range
   bool profile = false;                // --profile
+  size_t profile_slowest = 8;          // --profile-slowest: dispatches listed by the profile
   bool pipeline_stats = false;         // --pipeline-stats: the driver's statistics per pipeline
   std::string stop_after;              // --stop-after PASS: compile the graph as it is after PASS
   std::optional<uint64_t> binding_limit;  // --binding-limit: at most this, the device's range if lower
@@ -42,6 +43,7 @@ struct RunSettings {
   bool no_cache = false;               // --no-cache
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
+  bool attention_gemms = true;         // off with --no-attention-gemms (CompilerOptions::attention_gemms)
   bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)
   std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define

@@ -30,7 +30,10 @@
 //
 // VEC_OUT = 1 (f16 NHWC y with 16-byte aligned pixels and Co_store % 8 == 0, the
 // residual likewise or absent): each lane finishes 8 channels of one pixel and stores
-// them (and loads their residual) as one 16-byte access.
+// them (and loads their residual) as one 16-byte access. VEC_F32 = 1 with VEC_OUT (f32
+// y, Co_store % 4 == 0, no residual: the attention scores of passes/attention_gemms.cpp):
+// 4 channels per lane, one 16-byte store; the same arithmetic per element as the
+// scalar stores.
 //
 // STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
@@ -112,6 +115,12 @@
 #define HALO_PARTS ((H_LOADS + TAPS - 2) / (TAPS - 1))
 #define HALO_STEPS ((H_LOADS + HALO_PARTS - 1) / HALO_PARTS)
 #endif
+#ifndef VEC_F32
+#define VEC_F32 0
+#endif
+#if VEC_F32 && (HAS_RES || TH > 0)
+#error "conv_gemm_coop.comp: VEC_F32 takes no residual and the im2col tile"
+#endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
@@ -164,7 +173,9 @@ layout(std430, binding = 2 + HAS_BIAS) readonly buffer RBufV { uvec4 resv[]; };
 #endif
 #endif
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]; };
-#if VEC_OUT
+#if VEC_OUT && VEC_F32
+layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { vec4 yv[]; };
+#elif VEC_OUT
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { uvec4 yv[]; };
 #endif
 
@@ -743,7 +754,30 @@ void main() {
       EP_STORE(acc[i][j], ep_at);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-#if VEC_OUT
+#if VEC_OUT && VEC_F32
+      // FM pixels × FN / 4 groups of 4 f32 channels of one pixel: one 16-byte store each.
+      [[dont_unroll]] for (uint t = 0; t < (FM * FN / 4 + CM_SG - 1) / CM_SG; ++t) {
+        const uint g = lane + t * CM_SG, gp = g / (FN / 4), gc = g % (FN / 4);
+        const uint p = p0 + (sg_p * FP + i) * FM + gp;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 4;
+        if (g < FM * FN / 4 && p < pixels && o < pc.co_store) {
+          const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
+          vec4 v;
+          [[unroll]] for (uint c = 0; c < 4; ++c) {
+            v[c] = 0.0;
+            if (o + c < pc.co) {
+              v[c] = EP_READ(ep_at + gp * FN + gc * 4 + c) * pc.acc_scale;
+#if HAS_BIAS
+              v[c] += float(bias[o + c]);
+#endif
+              v[c] *= pc.out_scale;
+            }
+            v[c] = store_round(v[c]);
+          }
+          yv[(pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o) >> 2] = v;
+        }
+      }
+#elif VEC_OUT
       // FM pixels × FN / 8 groups of 8 channels of one pixel per fragment, one group per
       // lane and pass: one 16-byte residual load and y store each.
       [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {

@@ -11,9 +11,17 @@
 // A dispatch covers `rows` whole rows through windows of x and y whose element
 // x_base is the first row's first element.
 //
-// Defines: WG (a power of two).
+// ROW_REGS = n > 0 (long rows: the attention scores of passes/attention_gemms.cpp):
+// every invocation keeps its n elements of the row (tid, tid + WG, ...; cols ≤ n·WG)
+// in registers and computes their exponentials once, so the row is read from memory
+// once instead of three times. The same maxima, sums in the same order and the same
+// products as the sweeps: the same bits.
+//
+// Defines: WG (a power of two), ROW_REGS.
 // X_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), y (write).
+
+#extension GL_EXT_control_flow_attributes : enable
 
 #ifndef X_T
 #define X_T float
@@ -41,8 +49,21 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint first = pc.x_base + row * pc.cols;
 
+#ifndef ROW_REGS
+#define ROW_REGS 0
+#endif
+#if ROW_REGS > 0
+  float v[ROW_REGS];
+  float m = -3.402823e38;
+  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j) {
+    const uint i = tid + j * WG;
+    v[j] = i < pc.cols ? float(x[first + i]) : -3.402823e38;
+    m = max(m, v[j]);
+  }
+#else
   float m = -3.402823e38;
   for (uint i = tid; i < pc.cols; i += WG) m = max(m, float(x[first + i]));
+#endif
   s_red[tid] = m;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -53,7 +74,15 @@ void main() {
   barrier();
 
   float s = 0.0;
+#if ROW_REGS > 0
+  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j)
+    if (tid + j * WG < pc.cols) {
+      v[j] = exp_precise(v[j] - row_max);
+      s += v[j];
+    }
+#else
   for (uint i = tid; i < pc.cols; i += WG) s += exp_precise(float(x[first + i]) - row_max);
+#endif
   s_red[tid] = s;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -62,5 +91,12 @@ void main() {
   }
   const float inv_sum = 1.0 / s_red[0];
 
+#if ROW_REGS > 0
+  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j) {
+    const uint i = tid + j * WG;
+    if (i < pc.cols) y[first + i] = Y_T(store_round(v[j] * inv_sum));
+  }
+#else
   for (uint i = tid; i < pc.cols; i += WG) y[first + i] = Y_T(store_round(exp_precise(float(x[first + i]) - row_max) * inv_sum));
+#endif
 }

@@ -7,6 +7,8 @@
 //   - the linear is bit for bit the 1×1 conv_gemm over the map [1, K, 1, N] (NHWC,
 //     the same bytes as x[N, K]) with the o_hwi weight w[M, K, 1, 1]: one kernel,
 //     one arithmetic, so the lowering's strides, grid and push constants are right;
+//   - f32 results stored 4 per 16-byte store (VEC_F32) are the bits of the conv's
+//     scalar f32 stores;
 //   - against the interpreter within f16 storage: f16 x and w, whose products are
 //     exact in f32, differ by the f32 accumulation order and one f16 rounding of y
 //     (≤ 1e-3 relative plus 1e-5 of max |y|, conv_gemm_coop's own bound);
@@ -142,8 +144,10 @@ TEST(CodegenGemmCoop, LinearIsTheOneByOneConvBitForBitAndCloseToTheInterpreter) 
     const Ran got = run(lin, target);
     EXPECT_NE(got.pipelines.find("conv_gemm_coop.comp"), std::string::npos) << got.pipelines;
     EXPECT_EQ(got.pipelines.find("gemm.comp["), std::string::npos) << got.pipelines;
-    EXPECT_NE(got.pipelines.find(c.out == DType::f16 ? "VEC_OUT=1" : "VEC_OUT=0"), std::string::npos)
-        << got.pipelines;
+    // 16-byte stores: 8 f16 or 4 f32 outputs (VEC_F32), against the conv's scalar f32
+    // stores below.
+    EXPECT_NE(got.pipelines.find("VEC_OUT=1"), std::string::npos) << got.pipelines;
+    EXPECT_EQ(got.pipelines.find("VEC_F32=1") != std::string::npos, c.out == DType::f32) << got.pipelines;
     const Ran conv = run(build_conv(c.n, c.k, c.m, c.bias, c.out), target);
     Tensor conv_y(got.y.shape);  // the map [1, M, 1, N] back to tokens [N, M]
     ASSERT_EQ(conv.y.data.size(), conv_y.data.size());

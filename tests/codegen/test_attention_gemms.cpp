@@ -1,0 +1,188 @@
+// attention_gemms (passes/attention_gemms.cpp): a long single-head attention with a
+// wide head becomes a scores GEMM, a softmax and an output GEMM per chunk of query
+// rows, and the tensor-core GEMM (emulated on lavapipe) runs them.
+//
+// What must hold:
+//   - the rewrite: no attention left, one softmax per chunk (the chunk count follows
+//     the binding limit), the result keeps the attention's value; narrow heads, short
+//     key runs, frame masks and the option off keep the attention;
+//   - the values, in the interpreter: within the bound that q·scale rounded to f16 and
+//     the weights rounded to f16 allow (derived per row below from the data);
+//   - the kernels: conv_gemm_coop and softmax.comp run it (no attention kernel), within
+//     one f16 ulp of each weight and of each output of the interpreter's run of the
+//     same graph.
+#include "codegen/vk_test_util.h"
+
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "ir/verifier.h"
+#include "passes/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata {
+namespace {
+
+using testing::random_tensor;
+
+struct Built {
+  Graph graph;
+  WeightStore weights;
+  std::vector<Tensor> inputs;
+};
+
+// attention(q[tq, d], k[tk, d], v[tk, dv]) on f16 inputs, result f16.
+Built build(int64_t tq, int64_t tk, int64_t d, int64_t dv, int64_t frame_tokens = 0) {
+  Built t;
+  Builder b(t.graph, &t.weights);
+  ValueId q = b.input("q", {tq, d}, DType::f16);
+  ValueId k = b.input("k", {tk, d}, DType::f16);
+  ValueId v = b.input("v", {tk, dv}, DType::f16);
+  b.output(b.attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(d)), frame_tokens));
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  t.inputs = {random_tensor({tq, d}, 31, -2.0f, 2.0f), random_tensor({tk, d}, 32, -2.0f, 2.0f),
+              random_tensor({tk, dv}, 33, -1.0f, 1.0f)};
+  return t;
+}
+
+Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit) {
+  CompileOptions options;
+  options.precision = Precision::f16;
+  options.attention_gemms = on;
+  options.binding_limit = binding_limit;
+  PassContext ctx{options, w, {}};
+  STRATA_RETURN_IF_ERROR(run_attention_gemms(g, ctx));
+  return verify(g);
+}
+
+int64_t count(const Graph& g, Op op) {
+  return std::count_if(g.nodes().begin(), g.nodes().end(), [op](const Node& n) { return n.op == op; });
+}
+
+TEST(AttentionGemms, LongWideAttentionBecomesChunkedGemms) {
+  Built t = build(300, 1024, 256, 264);
+  const ValueId out = t.graph.outputs()[0];
+  const std::string name = t.graph.value(out).name;
+  // Scores of 128 rows × 1024 keys in f32 are 512 KiB: three chunks (128, 128, 44).
+  ASSERT_TRUE(rewrite(t.graph, t.weights, true, 512 << 10).is_ok());
+  EXPECT_EQ(count(t.graph, Op::attention), 0);
+  EXPECT_EQ(count(t.graph, Op::softmax), 3);
+  EXPECT_EQ(count(t.graph, Op::linear), 6);
+  EXPECT_EQ(count(t.graph, Op::concat), 1);
+  EXPECT_EQ(t.graph.outputs()[0], out);
+  EXPECT_EQ(t.graph.value(out).name, name);
+  for (const Node& n : t.graph.nodes())
+    if (n.op == Op::softmax) {
+      EXPECT_EQ(t.graph.value(n.inputs[0]).type.dtype, DType::f32);  // the scores stay f32
+      EXPECT_EQ(t.graph.value(n.outputs[0]).type.dtype, DType::f16);
+      EXPECT_LE(t.graph.value(n.inputs[0]).type.bytes(), 512u << 10);
+    }
+  // No binding limit and room for all scores: one chunk, no slice or concat.
+  Built one = build(300, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(one.graph, one.weights, true, 0).is_ok());
+  EXPECT_EQ(count(one.graph, Op::softmax), 1);
+  EXPECT_EQ(count(one.graph, Op::concat), 0);
+  EXPECT_EQ(count(one.graph, Op::slice), 0);
+}
+
+TEST(AttentionGemms, OtherAttentionsAndTheOptionOffKeepTheAttention) {
+  struct Case {
+    const char* what;
+    int64_t tq, tk, d, frame_tokens;
+    bool on;
+  };
+  for (const Case& c : {Case{"the option off", 64, 1024, 256, 0, false}, Case{"a 128-dim head", 64, 1024, 128, 0, true},
+                        Case{"512 keys", 64, 512, 256, 0, true}, Case{"a frame mask", 64, 1024, 256, 256, true}}) {
+    SCOPED_TRACE(c.what);
+    Built t = build(c.tq, c.tk, c.d, c.d, c.frame_tokens);
+    ASSERT_TRUE(rewrite(t.graph, t.weights, c.on, 0).is_ok());
+    EXPECT_EQ(count(t.graph, Op::attention), 1);
+    EXPECT_EQ(count(t.graph, Op::softmax), 0);
+  }
+}
+
+// Per query row i, how far the rewritten graph may move the output from the fused
+// attention's (both in the interpreter, results rounded to f16):
+//   - q·scale rounded to f16 moves each q element by at most 2^-11 relative, so score
+//     s_ij by e_i ≤ 2^-11 · scale · Σ_d |q_id · k_jd| (max over j);
+//   - a weight p_ij = exp(s_ij − m) / Σ: its ratio to the exact one is within
+//     exp(±2·e_i); then it is rounded to f16 (2^-11 relative);
+//   - so |Δo_ij| ≤ (exp(2·e_i)·(1 + 2^-11) − 1) · Σ_j p_ij |v_j| ≤ that · max |v|;
+//   - and both outputs are rounded to f16: 2^-11 · |o| each.
+std::vector<double> row_bounds(const Built& t, double scale) {
+  const Tensor &q = t.inputs[0], &k = t.inputs[1], &v = t.inputs[2];
+  const int64_t tq = q.shape[0], d = q.shape[1], tk = k.shape[0];
+  double vmax = 0;
+  for (float x : v.data) vmax = std::max(vmax, double(std::fabs(x)));
+  std::vector<double> bounds(static_cast<size_t>(tq));
+  const double u = std::ldexp(1.0, -11);
+  for (int64_t i = 0; i < tq; ++i) {
+    double e = 0;
+    for (int64_t j = 0; j < tk; ++j) {
+      double s = 0;
+      for (int64_t c = 0; c < d; ++c)
+        s += std::fabs(double(q.data[size_t(i * d + c)]) * double(k.data[size_t(j * d + c)]));
+      e = std::max(e, u * scale * s);
+    }
+    bounds[size_t(i)] = (std::exp(2 * e) * (1 + u) - 1) * vmax;
+  }
+  return bounds;
+}
+
+TEST(AttentionGemms, InterpreterResultsStayWithinTheRoundingBound) {
+  const Built before = build(300, 1024, 256, 264);
+  Built after = build(300, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(after.graph, after.weights, true, 512 << 10).is_ok());
+  auto want = interpret(before.graph, before.weights, before.inputs);
+  auto got = interpret(after.graph, after.weights, after.inputs);
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_TRUE(got) << got.message();
+  const Tensor &w = (*want)[0], &g = (*got)[0];
+  ASSERT_EQ(g.shape, w.shape);
+  const std::vector<double> bounds = row_bounds(before, 1.0 / 16.0);
+  const int64_t dv = w.shape[1];
+  size_t bad = 0;
+  double moved = 0;
+  for (size_t i = 0; i < w.data.size(); ++i) {
+    const double diff = std::fabs(double(g.data[i]) - double(w.data[i]));
+    moved = std::max(moved, diff);
+    const double bound = bounds[i / size_t(dv)] + std::ldexp(1.0, -11) * (std::fabs(w.data[i]) + std::fabs(g.data[i]));
+    if (diff > bound && bad++ < 5) ADD_FAILURE() << "element " << i << ": |d| " << diff << " > " << bound;
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(moved, 0.0);  // the rewrite ran: the two graphs round differently
+}
+
+TEST(AttentionGemms, TensorCoreGemmsRunItWithinAnUlpOfTheInterpreter) {
+  Built t = build(130, 1024, 256, 264);
+  // Two chunks (128 and 2 rows): the second a partial row tile.
+  ASSERT_TRUE(rewrite(t.graph, t.weights, true, 512 << 10).is_ok());
+  ASSERT_EQ(count(t.graph, Op::softmax), 2);
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+  ASSERT_TRUE(plan) << plan.message();
+  std::string pipelines;
+  for (const auto& p : plan->pipelines) pipelines += p.name + "\n";
+  EXPECT_NE(pipelines.find("conv_gemm_coop.comp"), std::string::npos) << pipelines;
+  EXPECT_NE(pipelines.find("softmax.comp"), std::string::npos) << pipelines;
+  EXPECT_EQ(pipelines.find("attention"), std::string::npos) << pipelines;
+  auto got = testing::run_for_target_graph(t.graph, t.weights, t.inputs, target);
+  ASSERT_TRUE(got) << got.message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  // The kernels' scores and exponentials are f32 (the interpreter's f64); a weight's or
+  // an output's f16 rounding may then go the other way: one ulp (2^-10 relative) of
+  // each weight moves an output by at most 2^-10 · Σ_j p_ij |v_j| ≤ 2^-10 · max |v|.
+  double vmax = 0;
+  for (float x : t.inputs[2].data) vmax = std::max(vmax, double(std::fabs(x)));
+  testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), std::ldexp(1.0, -10) * vmax);
+}
+
+}  // namespace
+}  // namespace strata
