@@ -34,7 +34,8 @@
 //       to one dispatch over all keys. Only the portable kernel walks key windows.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
 //       fit the range. Rows of 2048 and more (attention scores) are read once into
-//       registers (softmax.comp ROW_REGS), 32 elements per invocation.
+//       registers (softmax.comp ROW_REGS), 32 elements per invocation, their maxima
+//       and sums combined by subgroup operations.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -430,7 +431,10 @@ Status lower_softmax(Lowering& l, const Node& node) {
   KernelKey key;
   key.file = "softmax.comp";
   key.defines = {{"WG", std::to_string(wg)}};
-  if (row_regs > 0) key.defines["ROW_REGS"] = std::to_string(row_regs);
+  if (row_regs > 0) {
+    key.defines["ROW_REGS"] = std::to_string(row_regs);
+    key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
+  }
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.defines["ROUND"] = round_define(l.type(y).dtype);

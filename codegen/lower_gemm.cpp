@@ -43,8 +43,10 @@ struct GemmTile {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Fewer tiles than this take half-height tiles (lower_linear_coop).
+// Fewer tiles than this take half-height tiles (lower_linear_coop); reductions this
+// long take 64 input features per step.
 constexpr uint64_t kFewTiles = 128;
+constexpr int64_t kLongReduction = 8192;
 
 // conv_gemm_coop.comp's tile for a linear: 128 rows × 128 columns (the conv's default
 // 128 × 128 tile, without its narrow and 96-channel variants); with flexible fragments
@@ -84,13 +86,21 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   const Expected<CoopTile> asked = coop_gemm_tile(l);
   if (!asked) return l.fail(node, fmt::format("linear on conv_gemm_coop: {}", asked.status().message()));
   CoopTile tile = *asked;
-  // A GEMM of few tiles (the attention output of passes/attention_gemms.cpp: 4096
-  // rows × 384 columns are 96 tiles) leaves most of the device idle: half-height
-  // tiles double the workgroups. Each element's sum runs in the same k order.
-  if (l.options().conv_tile.empty() && tile.fp > 1 &&
+  // Unless a tile is asked for, a GEMM of few tiles, which leaves most of the device
+  // idle, takes longer steps or shorter tiles (each element's sum runs in the same k
+  // order either way). A long reduction (the attention output of
+  // passes/attention_gemms.cpp: K = every token, Qwen-Image's 4096 rows × 384 columns
+  // are 96 tiles) steps through 64 input features at a time on 32 × 32 fragments,
+  // 128-byte row segments per load (H200: 2.10 → 1.48 ms for Qwen-Image 1024²'s four;
+  // at Flux's 256 tiles 64 was slower, 1.08 → 1.45 ms). A shorter one takes
+  // half-height tiles: twice the workgroups.
+  const bool few_tiles =
       ceil_div(static_cast<uint64_t>(rows), tile.pixels()) * ceil_div(static_cast<uint64_t>(m), tile.channels()) <
-          kFewTiles)
-    tile.fp /= 2;
+      kFewTiles;
+  if (l.options().conv_tile.empty() && few_tiles) {
+    if (k >= kLongReduction && tile.frag == 32) tile.bk = 64;
+    else if (tile.fp > 1) tile.fp /= 2;
+  }
   const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
   const uint32_t shared = tile.shared_bytes(1, 1, target.tensor_cores == TensorCores::nv_coopmat);
   if (invocations % (tile.bk / 8) != 0 || shared > target.max_shared_memory_bytes)

@@ -6,7 +6,7 @@
 // elements tid, tid + WG, ..., then a shared-memory tree), the sum of exp(x - max)
 // (likewise, a fixed tree), then the output. Subtracting the max keeps every exp in
 // (0, 1], so large logits cannot overflow; exp_precise (common.glsl) gives the same
-// bits on every device. No subgroup operations.
+// bits on every device. No subgroup operations in the sweeps.
 //
 // A dispatch covers `rows` whole rows through windows of x and y whose element
 // x_base is the first row's first element.
@@ -14,14 +14,21 @@
 // ROW_REGS = n > 0 (long rows: the attention scores of passes/attention_gemms.cpp):
 // every invocation keeps its n elements of the row (tid, tid + WG, ...; cols ≤ n·WG)
 // in registers and computes their exponentials once, so the row is read from memory
-// once instead of three times. The same maxima, sums in the same order and the same
-// products as the sweeps: the same bits.
+// once instead of three times. Maxima and sums are combined with subgroup operations
+// and then over the subgroups' partials in subgroup order by every invocation (two
+// barriers per row instead of two trees): a fixed order on a device, not the sweeps'.
 //
 // Defines: WG (a power of two), ROW_REGS.
 // X_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), y (write).
 
 #extension GL_EXT_control_flow_attributes : enable
+#ifndef ROW_REGS
+#define ROW_REGS 0
+#endif
+#if ROW_REGS > 0
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 #ifndef X_T
 #define X_T float
@@ -42,6 +49,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 shared float s_red[WG];
+#if ROW_REGS > 0
+shared float s_sum[WG];  // the sums' partials (s_red holds the maxima's while they are read)
+#endif
 
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -49,9 +59,6 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint first = pc.x_base + row * pc.cols;
 
-#ifndef ROW_REGS
-#define ROW_REGS 0
-#endif
 #if ROW_REGS > 0
   float v[ROW_REGS];
   float m = -3.402823e38;
@@ -60,10 +67,30 @@ void main() {
     v[j] = i < pc.cols ? float(x[first + i]) : -3.402823e38;
     m = max(m, v[j]);
   }
+  m = subgroupMax(m);
+  if (subgroupElect()) s_red[gl_SubgroupID] = m;
+  barrier();
+  float row_max = s_red[0];
+  for (uint g = 1; g < gl_NumSubgroups; ++g) row_max = max(row_max, s_red[g]);
+  float s = 0.0;
+  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j)
+    if (tid + j * WG < pc.cols) {
+      v[j] = exp_precise(v[j] - row_max);
+      s += v[j];
+    }
+  s = subgroupAdd(s);
+  if (subgroupElect()) s_sum[gl_SubgroupID] = s;
+  barrier();
+  float total = s_sum[0];
+  for (uint g = 1; g < gl_NumSubgroups; ++g) total += s_sum[g];
+  const float inv_sum = 1.0 / total;
+  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j) {
+    const uint i = tid + j * WG;
+    if (i < pc.cols) y[first + i] = Y_T(store_round(v[j] * inv_sum));
+  }
 #else
   float m = -3.402823e38;
   for (uint i = tid; i < pc.cols; i += WG) m = max(m, float(x[first + i]));
-#endif
   s_red[tid] = m;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -74,15 +101,7 @@ void main() {
   barrier();
 
   float s = 0.0;
-#if ROW_REGS > 0
-  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j)
-    if (tid + j * WG < pc.cols) {
-      v[j] = exp_precise(v[j] - row_max);
-      s += v[j];
-    }
-#else
   for (uint i = tid; i < pc.cols; i += WG) s += exp_precise(float(x[first + i]) - row_max);
-#endif
   s_red[tid] = s;
   barrier();
   for (uint stride = WG / 2; stride > 0; stride >>= 1) {
@@ -91,12 +110,6 @@ void main() {
   }
   const float inv_sum = 1.0 / s_red[0];
 
-#if ROW_REGS > 0
-  [[unroll]] for (uint j = 0; j < ROW_REGS; ++j) {
-    const uint i = tid + j * WG;
-    if (i < pc.cols) y[first + i] = Y_T(store_round(v[j] * inv_sum));
-  }
-#else
   for (uint i = tid; i < pc.cols; i += WG) y[first + i] = Y_T(store_round(exp_precise(float(x[first + i]) - row_max) * inv_sum));
 #endif
 }

@@ -190,5 +190,43 @@ TEST(CodegenGemmCoop, ConvTileOptionSetsTheLinearsTile) {
   EXPECT_NE(bad.message().find("conv tile '2x2x9'"), std::string::npos) << bad.message();
 }
 
+// On the H200's kind of target (native cooperative matrices, 32 × 32 fragments), a
+// linear of few tiles takes 64 input features per step where its reduction is long
+// (the attention output of passes/attention_gemms.cpp) and half-height tiles where it
+// is short; one of many tiles keeps the default. Compiled only (native variants, f16
+// and the f32 vector epilogue), not run.
+TEST(CodegenGemmCoop, FewTilesTakeLongerStepsOrShorterTiles) {
+  codegen::Target nv = emulated_target();
+  nv.tensor_cores = codegen::TensorCores::nv_coopmat;
+  nv.coopmat_flexible = true;
+  nv.subgroup_size = 32;
+  nv.max_shared_memory_bytes = 48 << 10;
+  struct Case {
+    int64_t n, k, m;
+    DType out;
+    const char *fp, *bk;
+  };
+  for (const Case& c : {Case{4096, 16384, 384, DType::f16, "FP=2,", "BK=64,"},  // 96 tiles, long K
+                        Case{256, 64, 64, DType::f32, "FP=1,", "BK=32,"},        // 2 tiles, short K
+                        Case{8192, 512, 512, DType::f16, "FP=2,", "BK=32,"}}) {  // 256 tiles
+    SCOPED_TRACE(fmt::format("linear [{}, {}] x [{}, {}]ᵀ", c.n, c.k, c.m, c.k));
+    Graph g;
+    WeightStore weights;
+    Builder b(g, &weights);
+    ValueId x = b.input("x", {c.n, c.k}, DType::f16);
+    ASSERT_TRUE(weights.add_owned("w", {c.m, c.k}, std::vector<float>(static_cast<size_t>(c.m * c.k), 0.01f)));
+    ValueId w = b.constant("w", TensorType{{c.m, c.k}, DType::f16, {}});
+    b.output(b.op(Op::linear, {x, w}, Attrs{{"dtype", std::string(c.out == DType::f16 ? "f16" : "f32")}}));
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    auto plan = codegen::compile_plan(g, weights, nv, {});
+    ASSERT_TRUE(plan) << plan.message();
+    std::string names;
+    for (const auto& p : plan->pipelines) names += p.name + "\n";
+    EXPECT_NE(names.find(c.fp), std::string::npos) << names;
+    EXPECT_NE(names.find(c.bk), std::string::npos) << names;
+    EXPECT_EQ(names.find("VEC_F32=1") != std::string::npos, c.out == DType::f32) << names;
+  }
+}
+
 }  // namespace
 }  // namespace strata
