@@ -144,6 +144,10 @@ Status lower_reshape(Lowering& l, const Node& node) {
 
 Status lower_permute(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], y = node.outputs[0];
+  // A permute that keeps its operand's bytes in place shares its storage
+  // (passes/memory_plan.h, permute_keeps_bytes): nothing to move.
+  const Location &in = l.location(x), &out = l.location(y);
+  if (in.buffer == out.buffer && in.offset == out.offset) return Status::ok();
   const std::vector<int64_t> perm = node.attrs.get_ints("perm"), sx = l.strides(x);
   std::vector<int64_t> src(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) src[d] = sx[static_cast<size_t>(perm[d])];

@@ -90,11 +90,47 @@ bool same_stored_bytes(const TensorType& x, const TensorType& y) {
   return (row_major(x) && row_major(y)) || (x.layout == y.layout && x.shape == y.shape) || spatial_regroup();
 }
 
+// Element strides of every logical dim in the physical layout (codegen/storage.h's
+// physical_strides for unpadded types: row major, or NHWC's dim 0, dims 2.., dim 1).
+std::vector<int64_t> unpadded_strides(const TensorType& t) {
+  const size_t r = t.shape.size();
+  std::vector<int64_t> s(r, 1);
+  if (r < 2) return s;
+  if (t.layout.kind != LayoutKind::nhwc) {
+    for (size_t i = r; i-- > 1;) s[i - 1] = s[i] * t.shape[i];
+    return s;
+  }
+  int64_t step = t.shape[1];
+  for (size_t i = r; i-- > 2;) {
+    s[i] = step;
+    step *= t.shape[i];
+  }
+  s[0] = step;
+  return s;
+}
+
+bool permute_keeps_bytes(const TensorType& x, const TensorType& y, const std::vector<int64_t>& perm) {
+  if (stored_dtype(x.dtype) != stored_dtype(y.dtype) || perm.size() != y.shape.size() ||
+      x.shape.size() != y.shape.size() || x.elements() != y.elements())
+    return false;
+  for (const TensorType* t : {&x, &y})
+    if (t->rank() >= 2 && t->layout.padded_channels > t->shape[1]) return false;
+  const std::vector<int64_t> sx = unpadded_strides(x), sy = unpadded_strides(y);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || static_cast<size_t>(perm[d]) >= sx.size()) return false;
+    if (y.shape[d] > 1 && sy[d] != sx[static_cast<size_t>(perm[d])]) return false;
+  }
+  return true;
+}
+
 bool is_buffer_alias(const Graph& g, const Node& n, const std::vector<ValueHome>& homes) {
-  if (n.op != Op::reshape || n.inputs.empty() || n.outputs.size() != 1 || n.inputs[0] == kNoValue) return false;
+  if ((n.op != Op::reshape && n.op != Op::permute) || n.inputs.empty() || n.outputs.size() != 1 ||
+      n.inputs[0] == kNoValue)
+    return false;
   const ValueId x = n.inputs[0], y = n.outputs[0];
-  return homes[at(x)].storage != Storage::none && homes[at(y)].storage == Storage::planned &&
-         same_stored_bytes(g.value(x).type, g.value(y).type);
+  if (homes[at(x)].storage == Storage::none || homes[at(y)].storage != Storage::planned) return false;
+  const TensorType &tx = g.value(x).type, &ty = g.value(y).type;
+  return n.op == Op::reshape ? same_stored_bytes(tx, ty) : permute_keeps_bytes(tx, ty, n.attrs.get_ints("perm"));
 }
 
 bool may_run_in_place(const Graph& g, const Node& n) {

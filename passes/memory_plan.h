@@ -17,8 +17,9 @@
 //     (padding slots included) × its stored element size (f16: 2 bytes; f32 and bf16:
 //     4, bf16 held in f32), rounded up to the alignment.
 //   - Storage roots: a reshape whose operand and result hold the same bytes (one
-//     stored dtype; both row major, or one layout and shape) shares its operand's
-//     storage when its result is planned and its operand is not `none`
+//     stored dtype; both row major, or one layout and shape), or a permute that keeps
+//     its operand's bytes in place (passes/fold_transposes.cpp makes them), shares its
+//     operand's storage when its result is planned and its operand is not `none`
 //     (is_buffer_alias). With in place on, a node that may_run_in_place writes its
 //     result over its first operand x when x's storage (x and its aliases) is planned
 //     and last read there; the result's storage joins x's.
@@ -92,8 +93,15 @@ struct MemoryRequest {
 // count (a regrouping of the spatial dims: the bytes are (N, H·W, C) either way).
 bool same_stored_bytes(const TensorType& x, const TensorType& y);
 
-// True when `n` is a reshape whose result shares its operand's storage under `homes`:
-// same_stored_bytes, the operand not `none`, the result `planned`.
+// Whether permute(x, perm) of type `y` keeps x's bytes where they are: one stored
+// dtype, no channel padding, and every output dim with more than one element at the
+// physical stride of the input dim it takes (e.g. [1, C, 1, T] NHWC permuted by
+// [0, 3, 2, 1] to a row-major [1, T, 1, C]: both store (T, C)).
+bool permute_keeps_bytes(const TensorType& x, const TensorType& y, const std::vector<int64_t>& perm);
+
+// True when `n` is a reshape or permute whose result shares its operand's storage under
+// `homes`: same_stored_bytes (a reshape) or permute_keeps_bytes (a permute), the operand
+// not `none`, the result `planned`.
 bool is_buffer_alias(const Graph& g, const Node& n, const std::vector<ValueHome>& homes);
 
 // True when `n` may write its result over its first operand x, at the node where x's

@@ -11,7 +11,7 @@
 //
 // Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
 // fold_upsample → pad_channels → assign_layout → lower_precision → attention_gemms →
-// split_bands →
+// fold_transposes → split_bands →
 // schedule → plan_buffers.
 #pragma once
 
