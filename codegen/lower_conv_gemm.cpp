@@ -35,7 +35,10 @@
 // reference with those weights); bands stay bit-identical. The kernel sums the
 // weights as it fetches them (up to four 16-byte loads per staged B load): on the H200
 // the upsample convs take 11-31 % less time, not the 4/9 of their multiply-adds
-// (docs/PERFORMANCE.md, session 15); weights summed once, at load, would save the rest.
+// (docs/PERFORMANCE.md, session 15). Weights summed once, at compile time
+// (passes/phase_weights.cpp: weight_layout "phases", w[4·Co, 4·Ci]), run the same
+// variant with PHASE_W = 1: one 16-byte weight load per staged load, the phase's rows.
+// Such a node has no portable kernel: lowering it elsewhere is an error.
 //
 // Bands: with attr band_rows (passes/split_bands.cpp) the node becomes one dispatch
 // per band of output rows [a, b), binding rows [a, b) of y and the residual and the
@@ -125,11 +128,15 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
 
   // The tensor-core kernel reads 8 channels of a pixel (or a weight row) as one
   // 16-byte load: every such group must start 16-byte aligned in its binding.
+  const bool phase_weights = *layout == WeightLayout::phases;
   const bool coop = target.tensor_cores != TensorCores::none && l.storage(x) == DType::f16 &&
-                    l.storage(w) == DType::f16 && *layout == WeightLayout::o_hwi && x_cfast && ci % 8 == 0 &&
-                    sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
+                    l.storage(w) == DType::f16 && (*layout == WeightLayout::o_hwi || phase_weights) && x_cfast &&
+                    ci % 8 == 0 && sx[0] % 8 == 0 && sx[2] % 8 == 0 && sx[3] % 8 == 0 &&
                     l.offset_alignment() % 16 == 0 && l.location(x).offset % 16 == 0 &&
                     l.location(w).offset % 16 == 0;
+  if (phase_weights && !coop)
+    return l.fail(node, "phases weights (passes/phase_weights.cpp) run on the tensor-core kernel only: it needs "
+                        "f16 x and weights, NHWC x with 16-byte aligned pixels and Ci % 8 == 0");
   KernelKey key;
   uint32_t tile_pixels = 0, tile_channels = 0;
   uint32_t tile_rows = 0;  // > 0: pixel tiles of tile_rows rows × tile_pixels / tile_rows columns
@@ -145,7 +152,7 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     tile = *asked;
     // The halo only pays where taps overlap: stride 1, more than one tap. Frame stacks
     // clamp their taps per frame: the im2col tile.
-    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on()) tile.th = 0;
+    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on() || phase_weights) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (tile.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
       return l.fail(node, fmt::format("conv_gemm_coop fragments of {}x{}: the device takes 16x16 cooperative "
@@ -178,9 +185,13 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
     }
     if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
-    phases = l.options().phase_convs && *gather == GatherKind::upsample2x && k[0] == 3 && k[1] == 3 && pad[0] == 1 &&
-             pad[1] == 1 && stride[0] == 1 && stride[1] == 1 && !frames->on() && tile.th == 0;
+    // Phases weights (infer checked the gather, kernel, pad and stride) take the
+    // phases tiles whatever the option says.
+    phases = phase_weights || (l.options().phase_convs && *gather == GatherKind::upsample2x && k[0] == 3 &&
+                               k[1] == 3 && pad[0] == 1 && pad[1] == 1 && stride[0] == 1 && stride[1] == 1 &&
+                               !frames->on() && tile.th == 0);
     if (phases) key.defines["PHASES"] = "1";
+    if (phase_weights) key.defines["PHASE_W"] = "1";
     if (frames->on()) key.defines["FRAMES"] = "1";
     if (frames->taps > 1) key.defines["FRAME_TAPS"] = std::to_string(frames->taps);
     key.workgroup_size = {invocations, 1, 1};

@@ -138,13 +138,16 @@ runtime::WeightSource replaying(runtime::WeightSource inner, std::shared_ptr<Cap
 }
 
 // BandDesc::flops_per_row of every banded conv_gemm: 2 · output width · weight
-// elements (each output element is a dot product over the weight's Ci · taps).
+// elements (each output element is a dot product over the weight's Ci · taps; a
+// phases weight holds four such kernels, one per output parity).
 void record_band_flops(const Graph& g, runtime::Plan& plan) {
   for (runtime::BandDesc& b : plan.bands)
     for (const Node& n : g.nodes()) {
       if (n.name != b.node || n.op != Op::conv_gemm || n.inputs.size() < 2 || n.outputs.empty()) continue;
       const Shape& y = g.value(n.outputs[0]).type.shape;
-      if (y.size() == 4) b.flops_per_row = 2 * y[3] * g.value(n.inputs[1]).type.elements();
+      const auto layout = conv_weight_layout(n.attrs);
+      const int64_t kernels = layout && *layout == WeightLayout::phases ? 4 : 1;
+      if (y.size() == 4) b.flops_per_row = 2 * y[3] * g.value(n.inputs[1]).type.elements() / kernels;
     }
 }
 
@@ -156,6 +159,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.channel_tile = target.channel_tile;
   p.fuse_frame_taps = target.fuse_frame_taps;
   p.attention_gemms = target.tensor_cores() && options.attention_gemms;
+  p.phase_weights = target.tensor_cores() && options.phase_convs;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

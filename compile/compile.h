@@ -52,6 +52,10 @@ struct CompilerOptions {
   // Long wide single-head attentions as GEMMs (passes/attention_gemms.cpp) where the
   // target has tensor cores; false keeps the flash kernel (`--no-attention-gemms`).
   bool attention_gemms = true;
+  // Upsample convs as four 2×2 phase convs with their weights summed at compile time
+  // (passes/phase_weights.cpp) where the target has tensor cores; false keeps the 3×3
+  // gather (`--no-phase-convs`, with codegen::CodegenOptions::phase_convs).
+  bool phase_convs = true;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

@@ -36,7 +36,10 @@ double node_flops(const Graph& g, const Node& n) {
     case Op::conv_gemm: {
       auto k = n.attrs.get_ints("kernel", {1, 1});
       double ci = static_cast<double>(shape(0)[1]);
-      return 2.0 * out_elems * ci * static_cast<double>(k[0] * k[1]);
+      // Phases weights: 2×2 taps per output pixel (ir/ops.h WeightLayout::phases).
+      const auto layout = conv_weight_layout(n.attrs);
+      const double taps = layout && *layout == WeightLayout::phases ? 4.0 : static_cast<double>(k[0] * k[1]);
+      return 2.0 * out_elems * ci * taps;
     }
     case Op::linear: return 2.0 * out_elems * static_cast<double>(shape(1)[1]);
     case Op::matmul: return 2.0 * out_elems * static_cast<double>(shape(0).back());

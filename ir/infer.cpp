@@ -362,10 +362,21 @@ Expected<std::vector<TensorType>> infer_conv_gemm(const Attrs& a, const Types& i
         return error("conv_gemm packed weight {} needs {} columns (kernel {} x {} input channels)",
                      shape_str(w->shape), k[0] * k[1] * ci, shape_str(k), ci);
       break;
+    case WeightLayout::phases:
+      STRATA_RETURN_IF_ERROR(need_rank(w, 2, "conv_gemm phases weight"));
+      if (w->shape[0] % 4 != 0 || w->shape[1] != 4 * ci)
+        return error("conv_gemm phases weight {} needs 4·Co rows and {} columns (2×2 taps x {} input channels)",
+                     shape_str(w->shape), 4 * ci, ci);
+      break;
   }
-  co = w->shape[0];
+  co = layout == WeightLayout::phases ? w->shape[0] / 4 : w->shape[0];
   STRATA_ASSIGN_OR_RETURN(const GatherKind gather, conv_gather(a));
   const int64_t up = gather_upsample(gather);
+  if (layout == WeightLayout::phases &&
+      (gather != GatherKind::upsample2x || k[0] != 3 || k[1] != 3 || pad[0] != 1 || pad[1] != 1 || stride[0] != 1 ||
+       stride[1] != 1 || a.get_int("frame_rows", 0) != 0))
+    return error("conv_gemm phases weights need the upsample2x gather, kernel [3, 3], pad [1, 1], stride [1, 1] "
+                 "and no frame stack");
   STRATA_RETURN_IF_ERROR(need_vector(b, co, "conv_gemm bias"));
   STRATA_ASSIGN_OR_RETURN(const int64_t kh, check_frames(a, "conv_gemm", x->shape[2] * up, k[0], k[1], pad, stride));
   STRATA_ASSIGN_OR_RETURN(int64_t h, conv_out(x->shape[2] * up, kh, pad[0], pad[0], stride[0], "H"));

@@ -211,6 +211,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       p.stride = pair(a.get_ints("stride", {1, 1}));
       // check_graph inferred every node's types, so both attributes parse.
       p.packed = *conv_weight_layout(a) == WeightLayout::o_hwi;
+      p.phases = *conv_weight_layout(a) == WeightLayout::phases;
       p.upsample = gather_upsample(*conv_gather(a));
       p.frame_rows = a.get_int("frame_rows", 0);
       p.frame_shift = a.get_int("frame_shift", 0);

@@ -156,6 +156,7 @@ struct ConvGemmParams {
   std::array<int64_t, 2> pad{0, 0};
   std::array<int64_t, 2> stride{1, 1};
   bool packed = false;    // true: o_hwi weights
+  bool phases = false;    // true: phases weights (ir/ops.h WeightLayout::phases)
   int64_t upsample = 1;   // 2: gather "upsample2x"
   // A frame stack (ir/ops.h FrameGather): rows per frame of the virtual input (0: a
   // plain image, zero padding), and the temporal shift. Replicate padding per frame.

@@ -145,6 +145,34 @@ Tensor norm_act(const Tensor& x, const Tensor& gamma, const Tensor* beta, const 
   return y;
 }
 
+namespace {
+
+// The sums of output row oy = 2i + py of a phases conv (ir/ops.h WeightLayout::phases):
+// acc[ox] += w[(py·2 + px)·Co + co][(dy·2 + dx)·Ci + ci] · x[ci, i − 1 + py + dy,
+// ox / 2 − 1 + px + dx] for px = ox mod 2, over the half-size x (zeros outside it).
+void phase_sums(const Tensor& x, const Tensor& w, int64_t b, int64_t co, int64_t co_n, int64_t oy,
+                std::vector<double>& acc) {
+  const int64_t ci_n = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  const int64_t py = oy % 2, i = oy / 2, wo = 2 * wd;
+  for (int64_t ci = 0; ci < ci_n; ++ci)
+    for (int64_t dy = 0; dy < 2; ++dy) {
+      const int64_t iy = i - 1 + py + dy;
+      if (iy < 0 || iy >= h) continue;
+      const float* row = x.data.data() + ((b * ci_n + ci) * h + iy) * wd;
+      for (int64_t px = 0; px < 2; ++px)
+        for (int64_t dx = 0; dx < 2; ++dx) {
+          const double wval =
+              w.data[static_cast<size_t>(((py * 2 + px) * co_n + co) * 4 * ci_n + (dy * 2 + dx) * ci_n + ci)];
+          for (int64_t ox = px; ox < wo; ox += 2) {
+            const int64_t ix = ox / 2 - 1 + px + dx;
+            if (ix >= 0 && ix < wd) acc[static_cast<size_t>(ox)] += wval * row[ix];
+          }
+        }
+    }
+}
+
+}  // namespace
+
 Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  const ConvGemmParams& p, const Parallel& par) {
   const int64_t n = x.shape[0], ci_n = x.shape[1], h = x.shape[2], wd = x.shape[3];
@@ -152,7 +180,7 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
   const auto [kh, kw] = p.kernel;
   const auto [ph, pw] = p.pad;
   const auto [sh, sw] = p.stride;
-  const int64_t co_n = w.shape[0];
+  const int64_t co_n = p.phases ? w.shape[0] / 4 : w.shape[0];
   // A frame stack's kernel rows are frame_taps temporal taps of kh_tap rows each.
   const int64_t kh_tap = p.frame_rows > 0 ? kh / p.frame_taps : kh;
   const int64_t ho = (hv + 2 * ph - kh_tap) / sh + 1, wo = (wv + 2 * pw - kw) / sw + 1;
@@ -182,7 +210,8 @@ Tensor conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
     for (int64_t u = begin; u < end; ++u) {
       const int64_t oy = u % ho, co = (u / ho) % co_n, b = u / (ho * co_n);
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t ci = 0; ci < ci_n; ++ci)
+      if (p.phases) phase_sums(x, w, b, co, co_n, oy, acc);
+      for (int64_t ci = 0; ci < ci_n && !p.phases; ++ci)
         for (int64_t ky = 0; ky < kh; ++ky) {
           const int64_t iy = virtual_row(oy, ky);  // in the virtual input
           if (iy < 0) continue;

@@ -118,9 +118,10 @@ constexpr bool gathers_in_enum_order() {
 }
 static_assert(gathers_in_enum_order(), "gather rows must follow the GatherKind enum");
 
-constexpr std::array<std::pair<WeightLayout, std::string_view>, 2> kLayouts = {{
+constexpr std::array<std::pair<WeightLayout, std::string_view>, 3> kLayouts = {{
     {WeightLayout::oihw, "oihw"},
     {WeightLayout::o_hwi, "o_hwi"},
+    {WeightLayout::phases, "phases"},
 }};
 
 }  // namespace
@@ -156,7 +157,7 @@ std::optional<WeightLayout> weight_layout_from_name(std::string_view name) {
 Expected<WeightLayout> conv_weight_layout(const Attrs& a) {
   const std::string text = a.get_string("weight_layout");
   if (auto l = weight_layout_from_name(text)) return *l;
-  return error("conv_gemm weight_layout '{}' is not oihw or o_hwi", text);
+  return error("conv_gemm weight_layout '{}' is not oihw, o_hwi or phases", text);
 }
 
 Expected<FrameGather> conv_frames(const Attrs& a) {

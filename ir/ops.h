@@ -164,9 +164,14 @@ Expected<FrameGather> conv_frames(const Attrs& a);
 void set_frames(Attrs& a, FrameGather f);  // nothing when !f.on()
 
 // How conv_gemm's weight is stored: oihw = w[Co,Ci,kh,kw] (as diffusers stores it),
-// o_hwi = w[Co, kh·kw·Ci] tap-major (column (ky·kw + kx)·Ci + ci; assign_layout).
-enum class WeightLayout { oihw, o_hwi };
-std::string_view weight_layout_name(WeightLayout l);  // "oihw", "o_hwi"
+// o_hwi = w[Co, kh·kw·Ci] tap-major (column (ky·kw + kx)·Ci + ci; assign_layout),
+// phases = an upsample conv's 3×3 weights summed into four 2×2 kernels, one per output
+// parity (passes/phase_weights.cpp): w[4·Co, 4·Ci], row (py·2 + px)·Co + co, column
+// (dy·2 + dx)·Ci + ci. Output pixel (2i + py, 2j + px) is Σ w · x[i − 1 + py + dy,
+// j − 1 + px + dx] over the half-size input (zeros outside it); only with the
+// upsample2x gather, a 3×3 kernel, pad 1 and stride 1, no frame stack.
+enum class WeightLayout { oihw, o_hwi, phases };
+std::string_view weight_layout_name(WeightLayout l);  // "oihw", "o_hwi", "phases"
 std::optional<WeightLayout> weight_layout_from_name(std::string_view name);
 // Attr "weight_layout" (required); an error when absent or unknown.
 Expected<WeightLayout> conv_weight_layout(const Attrs& a);

@@ -10,7 +10,8 @@
 // straight line, verifying (ir/verifier.h) and optionally dumping after each.
 //
 // Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
-// fold_upsample → pad_channels → assign_layout → lower_precision → attention_gemms →
+// fold_upsample → pad_channels → assign_layout → lower_precision → phase_weights →
+// attention_gemms →
 // fold_transposes → split_bands →
 // schedule → plan_buffers.
 #pragma once
@@ -54,6 +55,10 @@ struct CompileOptions {
   // query rows. The target sets it where linears of f16 operands run on tensor cores
   // (compile/target.cpp); off, attention stays one flash-attention node.
   bool attention_gemms = false;
+  // phase_weights sums an upsample conv's 3×3 weights into four 2×2 kernels, one per
+  // output parity (passes/phase_weights.cpp), for the tensor-core conv kernel. Set on
+  // targets with tensor cores unless the phase convs are off (compile/compile.cpp).
+  bool phase_weights = false;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

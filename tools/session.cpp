@@ -173,6 +173,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.codegen.conv_tile = r.conv_tile;
   o.codegen.phase_convs = r.phase_convs;
   o.attention_gemms = r.attention_gemms;
+  o.phase_convs = r.phase_convs;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

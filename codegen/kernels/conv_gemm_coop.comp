@@ -58,7 +58,7 @@
 // parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
-// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES, PHASES,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES, PHASES, PHASE_W,
 //          VEC_OUT, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
@@ -266,6 +266,15 @@ shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup
 #ifndef PHASES
 #define PHASES 0
 #endif
+// PHASE_W = 1 (with PHASES): the weights come summed, as passes/phase_weights.cpp
+// writes them (ir/ops.h weight layout "phases"): w[4·Co, 4·Ci], row (py·2 + px)·Co + co,
+// column (dy·2 + dx)·Ci + ci. Each staged B load is one 16-byte load of the phase's row.
+#ifndef PHASE_W
+#define PHASE_W 0
+#endif
+#if PHASE_W && !PHASES
+#error "conv_gemm_coop.comp: PHASE_W is a layout of the PHASES variant's weights"
+#endif
 #if PHASES
 #if U != 1 || KH != 3 || KW != 3 || TH > 0 || FRAMES
 #error "conv_gemm_coop.comp: PHASES takes the upsample gather, a 3x3 kernel and the im2col tile"
@@ -352,6 +361,14 @@ void fetch(uint ky, uint kx, uint c0) {
     const uint at = a_base[j] + c0 + ky * pc.xs_y + kx * pc.xs_x;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
   }
+#if PHASE_W
+  // The phase's summed weights (b_base: the phase's row): one load per staged load.
+  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
+    const bool ok = c_ok && b_base[j] != 0xFFFFFFFFu;
+    b_reg[j] = ok ? wv[(b_base[j] + tap * pc.ci + c0) >> 3] : uvec4(0u);
+  }
+  return;
+#endif
   const uint wy0 = ky == 0u ? 0u : 1u + phase_py, wy1 = ky == 0u ? phase_py : 2u;
   const uint wx0 = kx == 0u ? 0u : 1u + phase_px, wx1 = kx == 0u ? phase_px : 2u;
   // At most 2 × 2 weights per tap: unrolled, the absent ones not loaded, so that a
@@ -637,7 +654,12 @@ void main() {
 #if FETCH_PRE
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const uint row = load_row(j), o = c_tile0 + row;
+#if PHASE_W
+    const uint w_row = (phase_py * 2u + phase_px) * pc.co + o;  // 4 taps of Ci per row
+    b_base[j] = row < BC && o < pc.co ? w_row * (4u * pc.ci) + load_k : 0xFFFFFFFFu;
+#else
     b_base[j] = row < BC && o < pc.co ? o * (TAPS * pc.ci) + load_k : 0xFFFFFFFFu;
+#endif
   }
 #endif
 #endif

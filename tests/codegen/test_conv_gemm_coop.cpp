@@ -18,6 +18,7 @@
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
+#include "passes/passes.h"
 
 #include <gtest/gtest.h>
 
@@ -427,6 +428,71 @@ TEST(CodegenConvGemmCoop, PhaseBandsAndFragmentsAreBitIdentical) {
   testing::expect_identical(big.outputs[0], whole.outputs[0]);
 }
 
+// `c` with its weights summed into phases by passes/phase_weights.cpp.
+Built build_phased(const CoopCase& c) {
+  Built t = build(c);
+  CompileOptions options;
+  options.phase_weights = true;
+  PassContext ctx{options, t.weights, {}};
+  EXPECT_TRUE(run_phase_weights(t.graph, ctx).is_ok());
+  int64_t phased = 0;
+  for (const Node& n : t.graph.nodes()) phased += *conv_weight_layout(n.attrs) == WeightLayout::phases;
+  EXPECT_EQ(phased, 1) << (ctx.log.empty() ? "" : ctx.log[0]);
+  return t;
+}
+
+// Weights summed at compile time (PHASE_W) give the bytes of the sums the PHASES kernel
+// forms as it fetches them: the same f32 sums of the f16 weights, rounded to f16 once
+// (here by the upload, there by the kernel), the same products in the same order.
+// Bands and 32 × 32 fragments as well.
+TEST(CodegenConvGemmCoop, SummedPhaseWeightsGiveTheBytesOfTheKernelsSums) {
+  CoopCase a;
+  a.upsample = true, a.ci = 32, a.co = 32, a.h = 5, a.w = 6, a.residual = true;
+  a.acc_scale = 4.0, a.residual_scale = 0.25, a.out_scale = 0.5;
+  CoopCase odd = a;  // per-element stores; one partial tile per phase
+  odd.co = 20, odd.h = 3, odd.w = 7, odd.bias = false, odd.acc_scale = 1.0;
+  CoopCase chunks = a;  // two channel chunks, the second partial
+  chunks.ci = 40, chunks.residual = false;
+  CoopCase banded = a;  // odd band heights: rows of both parities per band
+  banded.band_rows = 3;
+  for (const CoopCase& c : {a, odd, chunks, banded}) {
+    SCOPED_TRACE(describe(c));
+    const Built phased = build_phased(c);
+    const Ran summed_in_kernel = run(build(c), emulated_target(), "", {}, true);
+    const Ran summed_before = run(phased, emulated_target());
+    ASSERT_EQ(summed_in_kernel.outputs.size(), 1u);
+    ASSERT_EQ(summed_before.outputs.size(), 1u);
+    EXPECT_NE(summed_before.pipelines.find("PHASE_W=1"), std::string::npos) << summed_before.pipelines;
+    EXPECT_EQ(summed_in_kernel.pipelines.find("PHASE_W=1"), std::string::npos) << summed_in_kernel.pipelines;
+    testing::expect_identical(summed_before.outputs[0], summed_in_kernel.outputs[0]);
+    // And the interpreter reads the phases layout as the kernel does.
+    auto want = interpret(phased.graph, phased.weights, phased.inputs);
+    ASSERT_TRUE(want) << want.message();
+    double scale = 0.0;
+    for (float v : (*want)[0].data) scale = std::max(scale, double(std::fabs(v)));
+    testing::expect_close(summed_before.outputs[0], (*want)[0], 1e-3, 1e-5 * scale);
+  }
+  const Ran big = run(build_phased(a), emulated_target(), "2x2x1x1x32x1x1x0x32");
+  const Ran whole = run(build_phased(a), emulated_target());
+  ASSERT_EQ(big.outputs.size(), 1u);
+  ASSERT_EQ(whole.outputs.size(), 1u);
+  EXPECT_NE(big.pipelines.find("CM_M=32"), std::string::npos) << big.pipelines;
+  testing::expect_identical(big.outputs[0], whole.outputs[0]);
+}
+
+// Phases weights have no portable kernel: lowering them without tensor cores is an
+// error that says so (the pass runs only for targets with them).
+TEST(CodegenConvGemmCoop, PhaseWeightsWithoutTensorCoresAreAnError) {
+  CoopCase c;
+  c.upsample = true, c.ci = 16, c.co = 16, c.h = 3, c.w = 4;
+  codegen::Target none = emulated_target();
+  none.tensor_cores = codegen::TensorCores::none;
+  const Built t = build_phased(c);
+  auto plan = codegen::compile_plan(t.graph, t.weights, none);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find("tensor-core kernel only"), std::string::npos) << plan.message();
+}
+
 TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
   const CoopCase ok;
   CoopCase nchw = ok;
@@ -451,15 +517,16 @@ TEST(CodegenConvGemmCoop, NativeVariantCompilesAndValidates) {
   // GL_NV_cooperative_matrix, as on the H200 (subgroup 32), the variants the
   // decoders use: 3×3 with upsample gather and residual, 1×1, the 96-channel tile
   // (FC 3) with the device's f16 rounding (F16_RTE), the halo tiles (TH 4, 8), and the
-  // upsample conv as phases (PHASES).
+  // upsample conv as phases (PHASES; phases "2": with summed weights, PHASE_W).
   struct Variant {
     const char *k, *fc, *bk, *stages, *rte, *th, *tap_unroll = "0", *phases = "0";
   };
   for (const Variant& v : {Variant{"1", "4", "64", "1", "0", "0"}, Variant{"3", "4", "32", "2", "0", "0"},
                            Variant{"3", "3", "32", "1", "1", "0"}, Variant{"3", "4", "32", "1", "1", "4"},
-                           Variant{"3", "4", "32", "1", "1", "8", "1"}, Variant{"3", "4", "32", "1", "1", "0", "0", "1"}}) {
+                           Variant{"3", "4", "32", "1", "1", "8", "1"}, Variant{"3", "4", "32", "1", "1", "0", "0", "1"},
+                           Variant{"3", "4", "32", "1", "1", "0", "0", "2"}}) {
     codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"WP", "2"},       {"WC", "2"},
-                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll}, {"PHASES", v.phases},
+                          {"FP", "4"},      {"FC", v.fc},    {"BK", v.bk},      {"STAGES", v.stages}, {"TH", v.th}, {"TAP_UNROLL", v.tap_unroll}, {"PHASES", v.phases[0] == '0' ? "0" : "1"}, {"PHASE_W", v.phases[0] == '2' ? "1" : "0"},
                           {"KH", v.k},      {"KW", v.k},     {"U", "1"},        {"HAS_BIAS", "1"},
                           {"HAS_RES", "1"}, {"ROUND", "ROUND_F16"}, {"F16", "1"}, {"F16_RTE", v.rte},
                           {"R_T", "float16_t"}, {"Y_T", "float16_t"}};
