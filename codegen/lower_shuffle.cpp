@@ -1,6 +1,7 @@
 // Data movement: reshape (aliased: no dispatch, unless it must land elsewhere),
 // permute, slice, concat (one dispatch per operand, into its window of the output)
-// through kernels/strided_copy.comp, and upsample_nearest (kernels/upsample_nearest.comp).
+// through kernels/strided_copy.comp, and upsample_nearest (kernels/upsample_nearest.comp,
+// or strided_copy in 16-byte units where the innermost run allows).
 // Every operand is indexed through its physical strides (any layout, codegen/storage.h),
 // and elements of one storage type are copied bit for bit (4-byte words for f32
 // storage, halves for f16), so results equal the interpreter's bit for bit. A reshape
@@ -200,6 +201,24 @@ Status lower_upsample(Lowering& l, const Node& node) {
     const Window wx = window(l, x, 0, last_element(l, x), runtime::Access::read);
     const Window wy = window(l, y, 0, last_element(l, y), runtime::Access::write);
     return copy_loop(l, node, upsample_loop(out, f, sx, sy), x, 0, wx, y, 0, wy, "");
+  }
+  // An upsample whose innermost run (in y's memory order) is unscaled and contiguous on
+  // both sides, such as an NHWC map's channels, in 16-byte units: the same copy as a
+  // loop with stride-0 dims through strided_copy (VEC), one index computation per 16
+  // bytes instead of one per element (Wan's DupUp3D shortcuts ran at ~0.3 TB/s on the
+  // H200 one element at a time, docs/PERFORMANCE.md session 17). The same bits.
+  {
+    const StridedLoop loop = physical_order(upsample_loop(out, f, sx, sy), 1);
+    const uint32_t v = 16 / l.elem_bytes(x);
+    const size_t rank = loop.shape.size();
+    bool units = rank >= 1 && rank <= static_cast<size_t>(kMaxRank) && loop.shape[rank - 1] % v == 0;
+    for (size_t k = 0; k < 2 && units; ++k)
+      for (size_t d = 0; d < rank; ++d)
+        units = units && (d + 1 == rank ? loop.strides[k][d] == 1 : loop.strides[k][d] % v == 0);
+    const Window wx = window(l, x, 0, last_element(l, x), runtime::Access::read);
+    const Window wy = window(l, y, 0, last_element(l, y), runtime::Access::write);
+    if (units && wx.base % v == 0 && wy.base % v == 0 && wx.binding.offset % 16 == 0 && wy.binding.offset % 16 == 0)
+      return copy_loop(l, node, loop, x, 0, wx, y, 0, wy, "");
   }
   // In y's memory order (as strided.h physical_order), merge dims of size 1 away, and
   // neighbours that are both unscaled and contiguous in x and in y.

@@ -124,8 +124,48 @@ TEST(CodegenShuffle, NhwcCopiesRunInMemoryOrder) {
   ASSERT_TRUE(plan) << plan.message();
   std::string names;
   for (const auto& p : plan->pipelines) names += p.name + "\n";
-  EXPECT_NE(names.find("upsample_nearest.comp[RANK=2]"), std::string::npos) << names;
-  EXPECT_NE(names.find("strided_copy.comp[RANK=1"), std::string::npos) << names;  // (VEC: 16-byte units)
+  // The upsample: frames × the duplicate × one run of a frame's pixels with their
+  // channels, 16-byte units (4 f32 words); the slice: one run.
+  EXPECT_NE(names.find("strided_copy.comp[RANK=3,VEC=4]"), std::string::npos) << names;
+  EXPECT_NE(names.find("strided_copy.comp[RANK=1"), std::string::npos) << names;
+  EXPECT_EQ(names.find("upsample_nearest.comp"), std::string::npos) << names;
+}
+
+// Upsamples of NHWC maps (f16 and f32, channels in 16-byte units or not, factors on H
+// and W, a 5-D frame stack) give the interpreter's bits; those whose channel runs fill
+// 16-byte units take strided_copy's VEC path, the others the upsample kernel.
+TEST(CodegenShuffle, NhwcUpsamplesInSixteenByteUnits) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> factors;
+    DType dtype;
+    bool units;
+  };
+  for (const Case& c : {Case{{1, 16, 3, 5}, {2, 2}, DType::f16, true}, Case{{1, 8, 4, 3}, {2, 2}, DType::f32, true},
+                        Case{{1, 12, 3, 4}, {2, 2}, DType::f16, false}, Case{{1, 6, 3, 4}, {1, 2}, DType::f32, false}}) {
+    SCOPED_TRACE(shape_str(c.shape) + " x " + shape_str(c.factors));
+    Graph g;
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", c.shape, c.dtype);
+    ValueId r = b.reshape(x, c.shape);  // relayout to NHWC
+    ValueId u = b.upsample_nearest(r, c.factors);
+    ValueId back = b.reshape(u, b.shape(u));  // relayout to logical
+    b.output(back);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    for (ValueId n : {r, u}) g.value(n).type.layout = Layout{LayoutKind::nhwc, 0};
+    const std::vector<Tensor> inputs{random_tensor(c.shape, 5)};
+    auto r2 = run_both(g, WeightStore(), inputs);
+    ASSERT_EQ(r2.vulkan.size(), 1u);
+    expect_identical(r2.vulkan[0], r2.interpreter[0]);
+    auto device = testing::test_device_f16();
+    ASSERT_TRUE(device) << device.message();
+    auto plan = codegen::compile_plan(g, WeightStore(), codegen::target_for((*device)->info()), {});
+    ASSERT_TRUE(plan) << plan.message();
+    std::string names;
+    for (const auto& p : plan->pipelines) names += p.name + "\n";
+    EXPECT_EQ(names.find("upsample_nearest.comp") == std::string::npos, c.units) << names;
+    EXPECT_EQ(names.find(c.dtype == DType::f16 ? "VEC=8" : "VEC=4") != std::string::npos, c.units) << names;
+  }
 }
 
 TEST(CodegenShuffle, ChainReusesTheArena) {

@@ -34,11 +34,12 @@ TEST(ConvAttrs, AbsentGatherIsPlainAndSetGatherPrintsItsName) {
 
 TEST(ConvAttrs, WeightLayoutIsRequiredAndSpelledOnce) {
   Attrs a;
-  EXPECT_EQ(conv_weight_layout(a).message(), "conv_gemm weight_layout '' is not oihw or o_hwi");
+  EXPECT_EQ(conv_weight_layout(a).message(), "conv_gemm weight_layout '' is not oihw, o_hwi or phases");
   set_weight_layout(a, WeightLayout::o_hwi);
   EXPECT_EQ(attrs_str(a), "{weight_layout = \"o_hwi\"}");
   EXPECT_EQ(*conv_weight_layout(a), WeightLayout::o_hwi);
   EXPECT_EQ(weight_layout_from_name("oihw"), WeightLayout::oihw);
+  EXPECT_EQ(weight_layout_from_name("phases"), WeightLayout::phases);
   EXPECT_EQ(weight_layout_from_name("OIHW"), std::nullopt);
 }
 
