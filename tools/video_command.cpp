@@ -288,9 +288,9 @@ namespace {
 
 // Replays plan `name` of a loaded program `reps` times with its inputs in place (the
 // last decode uploaded them): device-resident times, sorted. With `profile`, prints the
-// last replay's dispatches per kind.
+// last replay's dispatches per kind and its `slowest` slowest dispatches.
 Expected<std::vector<double>> replay_plan(LoadedProgram& program, const std::string& name, int64_t reps,
-                                          bool profile, std::ostream& out, Progress& progress) {
+                                          bool profile, size_t slowest, std::ostream& out, Progress& progress) {
   // A program of one plan runs it as its only entry (named '' here).
   const auto& entries = program.plan().entries;
   const std::string entry = entries.size() <= 1 ? std::string() : name;
@@ -307,7 +307,7 @@ Expected<std::vector<double>> replay_plan(LoadedProgram& program, const std::str
   const Program& p = program.program();
   size_t plan_index = 0;
   while (p.graphs.size() > 1 && plan_index < p.graphs.size() && p.graphs[plan_index].name != name) ++plan_index;
-  ProfileReportOptions report{.device_name = p.target.device.name};
+  ProfileReportOptions report{.device_name = p.target.device.name, .slowest = slowest};
   for (const runtime::EntryDesc& e : entries)
     if (e.name == entry) report.first = e.first_dispatch, report.count = e.dispatch_count;
   // The plans of a video program share node names: the work of this plan's nodes goes
@@ -410,7 +410,8 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
   progress.done();
   std::sort(times.begin(), times.end());
   const std::string plan = hunyuan_plan_name(hunyuan_windows(s.frames, whole).front().count);
-  STRATA_ASSIGN_OR_RETURN(std::vector<double> replays, replay_plan(*runner.device, plan, reps, r.profile, out, progress));
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> replays,
+                          replay_plan(*runner.device, plan, reps, r.profile, r.profile_slowest, out, progress));
   out << fmt::format("{} {} frames of {}x{} (latent {}, {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
                      "(wall time: each window's latent uploaded, its frames read back and cross-faded on the host)\n",
                      vae_class_name(vae.config), frames, size[0], size[1], shape_str(latent_shape),
@@ -481,7 +482,8 @@ Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, c
   std::vector<double> replays;
   const std::string plan = minimax_plan_name(batch, g.clip_frames, g.tile_h, g.tile_w);
   if (runner.device) {
-    STRATA_ASSIGN_OR_RETURN(replays, replay_plan(*runner.device, plan, reps, r.profile, out, progress));
+    STRATA_ASSIGN_OR_RETURN(replays,
+                            replay_plan(*runner.device, plan, reps, r.profile, r.profile_slowest, out, progress));
   }
   out << fmt::format("{} {} frames of {}x{} (latent {}, {} clips of {} tiles of {}x{}x{} latent cells, {} per run): "
                      "median {:.1f} ms per video, min {:.1f} ms over {} decodes (wall time: each clip's tiles "
@@ -546,7 +548,8 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
   // Device time per latent frame: the recorded plan replayed with its inputs in place
   // (its states advance, which changes values, not work).
   STRATA_ASSIGN_OR_RETURN(std::vector<double> replays,
-                          replay_plan(program, wan_plan_for_frame(s.frames - 1), reps, r.profile, out, progress));
+                          replay_plan(program, wan_plan_for_frame(s.frames - 1), reps, r.profile, r.profile_slowest,
+                                      out, progress));
   std::sort(times.begin(), times.end());
   out << fmt::format("{} {} frames of {}x{} (latent {}): median {:.1f} ms per clip, min {:.1f} ms over {} decodes "
                      "(wall time: each latent frame uploaded, its frames read back)\n",

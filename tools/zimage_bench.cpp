@@ -191,7 +191,9 @@ Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t ca
     if (r.profile) {
       const Program& p = loaded->program();
       t.profile = profile_report(loaded->plan(), loaded->executor().last_profile(),
-                                 {.device_name = p.target.device.name, .costs = program_costs(p, loaded->plan(), t.plan)});
+                                 {.device_name = p.target.device.name,
+                                  .costs = program_costs(p, loaded->plan(), t.plan),
+                                  .slowest = r.profile_slowest});
     }
     timed.push_back(std::move(t));
   }
