@@ -33,9 +33,10 @@
 //       state in scratch memory (KEY_WINDOWS, see attention.comp): bit-identical
 //       to one dispatch over all keys. Only the portable kernel walks key windows.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
-//       fit the range. Rows of 2048 and more (attention scores) are read once into
-//       registers (softmax.comp ROW_REGS), 32 elements per invocation, their maxima
-//       and sums combined by subgroup operations.
+//       fit the range. Rows of 2048 to 32 768 (attention scores) are read once into
+//       registers (softmax.comp ROW_REGS), up to 32 elements per invocation, their
+//       maxima and sums combined by subgroup operations; longer rows in two online
+//       sweeps (ONLINE: a running maximum and sum, then the output).
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -421,20 +422,21 @@ Status lower_softmax(Lowering& l, const Node& node) {
                                     l.target().max_storage_buffer_range));
 
   // Long rows (attention scores, passes/attention_gemms.cpp) stay in registers, read
-  // once: 32 elements per invocation up to 1024 invocations, at most 64 per invocation.
+  // once: 32 elements per invocation up to 1024 invocations. Longer rows (more than 32
+  // per invocation of 1024 spill registers) take the two online sweeps.
   uint32_t wg = kSoftmaxWg, row_regs = 0;
+  bool online = false;
   if (cols >= kSoftmaxRegisterRow) {
     while (wg < 1024 && wg * 32 < cols) wg *= 2;
-    if (ceil_div(cols, wg) <= 64) row_regs = static_cast<uint32_t>(ceil_div(cols, wg));
-    else wg = kSoftmaxWg;
+    if (ceil_div(cols, wg) <= 32) row_regs = static_cast<uint32_t>(ceil_div(cols, wg));
+    else online = true;
   }
   KernelKey key;
   key.file = "softmax.comp";
   key.defines = {{"WG", std::to_string(wg)}};
-  if (row_regs > 0) {
-    key.defines["ROW_REGS"] = std::to_string(row_regs);
-    key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
-  }
+  if (row_regs > 0) key.defines["ROW_REGS"] = std::to_string(row_regs);
+  if (online) key.defines["ONLINE"] = "1";
+  if (row_regs > 0 || online) key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "Y_T", l.storage(y));
   key.defines["ROUND"] = round_define(l.type(y).dtype);

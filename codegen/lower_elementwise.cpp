@@ -9,6 +9,11 @@
 // of the same logical elements, for reshapes between layouts and for the staging of
 // graph inputs and outputs.
 //
+// A unary op between layouts that transpose (the dim contiguous in x is not the one
+// contiguous in y, each at least 8 long: a reshape or cast between NHWC and logical
+// maps) runs in 32 × 32 tiles through shared memory (unary.comp TILED), reading and
+// writing along each side's contiguous dim; the same arithmetic per element.
+//
 // Values larger than one binding (the target's maxStorageBufferRange) are processed
 // in windows, one dispatch each, when every operand is read element for element (or
 // is a single broadcast scalar) in row-major order. Otherwise the op runs in boxes
@@ -112,10 +117,69 @@ Status unary_boxes(Lowering& l, const Node& node, const char* op, float p0, floa
   return Status::ok();
 }
 
+// The loop of a unary op between layouts that transpose, in unary.comp's TILED order:
+// the outer dims, then A (stride 1 in x), then B (stride 1 in y); nullopt unless x and
+// y have such distinct dims of at least kTileMin elements (a shorter one fills too
+// little of a 32 × 32 tile) and the loop takes at most kMaxRank dims.
+constexpr int64_t kTileMin = 8;
+std::optional<StridedLoop> transpose_loop(const TensorRef& x, const TensorRef& y) {
+  const std::optional<StridedLoop> joint =
+      x.shape == y.shape ? std::optional(collapse(StridedLoop{y.shape, {x.strides, y.strides}}))
+                         : reshape_loop(x.shape, x.strides, y.shape, y.strides);
+  if (!joint || joint->shape.size() < 2 || joint->shape.size() > static_cast<size_t>(kMaxRank)) return std::nullopt;
+  std::optional<size_t> a, b;
+  for (size_t d = 0; d < joint->shape.size(); ++d) {
+    if (joint->strides[0][d] == 1 && joint->shape[d] >= kTileMin) a = d;
+    if (joint->strides[1][d] == 1 && joint->shape[d] >= kTileMin) b = d;
+  }
+  if (!a || !b || *a == *b) return std::nullopt;
+  StridedLoop t{{}, {{}, {}}};
+  auto take = [&](size_t d) {
+    t.shape.push_back(joint->shape[d]);
+    for (size_t k = 0; k < 2; ++k) t.strides[k].push_back(joint->strides[k][d]);
+  };
+  for (size_t d = 0; d < joint->shape.size(); ++d)
+    if (d != *a && d != *b) take(d);
+  take(*a);
+  take(*b);
+  return t;
+}
+
+// unary() as 32 × 32 tiles through shared memory (unary.comp TILED): one dispatch over
+// the whole bindings.
+Status unary_tiled(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
+                   const TensorRef& y, DType out_dtype, const StridedLoop& loop, const std::string& step) {
+  const size_t rank = loop.shape.size();
+  KernelKey key{"unary.comp",
+                {{"OP", op},
+                 {"ROUND", round_define(out_dtype)},
+                 {"TILED", "1"},
+                 {"XRANK", std::to_string(rank)},
+                 {"YRANK", std::to_string(rank)}},
+                2, static_cast<uint32_t>(4 * (5 + 4 * rank)), {32, 8, 1}};
+  add_type_define(key.defines, "X_T", x.storage);
+  add_type_define(key.defines, "Y_T", y.storage);
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  const auto tiles_of = [](int64_t n) { return static_cast<uint64_t>((n + 31) / 32); };
+  uint64_t tiles = tiles_of(loop.shape[rank - 2]) * tiles_of(loop.shape[rank - 1]);
+  for (size_t d = 0; d + 2 < rank; ++d) tiles *= static_cast<uint64_t>(loop.shape[d]);
+  PushConstants push;
+  push.u32(static_cast<uint32_t>(tiles)).f32(p0).f32(p1).u32(0).u32(0);
+  for (size_t k = 0; k < 2; ++k) {
+    for (int64_t v : loop.shape) push.u32(static_cast<uint32_t>(v));
+    for (int64_t v : loop.strides[k]) push.u32(static_cast<uint32_t>(v));
+  }
+  l.dispatch(pipe, {x.binding, y.binding}, push, l.grid_1d(tiles * 256, 256), node, step);
+  return Status::ok();
+}
+
 Status unary(Lowering& l, const Node& node, const char* op, float p0, float p1, const TensorRef& x,
              const TensorRef& y, DType out_dtype, const std::string& step) {
   const uint64_t range = l.target().max_storage_buffer_range;
   StridedLoop xs = collapse_one(x), ys = collapse_one(y);
+  if (!(contiguous(xs) && contiguous(ys)) && x.binding.range <= range && y.binding.range <= range)
+    if (const std::optional<StridedLoop> t = transpose_loop(x, y))
+      return unary_tiled(l, node, op, p0, p1, x, y, out_dtype, *t, step);
   if (!(contiguous(xs) && contiguous(ys)) && (x.binding.range > range || y.binding.range > range))
     return unary_boxes(l, node, op, p0, p1, x, y, out_dtype, step);
   if (xs.shape.size() > kMaxRank || ys.shape.size() > kMaxRank)

@@ -18,7 +18,14 @@
 // and then over the subgroups' partials in subgroup order by every invocation (two
 // barriers per row instead of two trees): a fixed order on a device, not the sweeps'.
 //
-// Defines: WG (a power of two), ROW_REGS.
+// ONLINE = 1 (rows too long for registers: 64 elements per invocation of 1024 spilled,
+// Flux's 2048² scores of 65 536 columns ran at ~1.6 TB/s on the H200): two sweeps. The
+// first reads the row once, each invocation keeping a running maximum and its sum of
+// exp(x − maximum) (rescaled when the maximum grows); the subgroups and then the
+// workgroup combine those pairs (every sum brought to the row maximum); the second
+// sweep reads the row again, mostly from L2, and writes exp(x − max) / sum.
+//
+// Defines: WG (a power of two), ROW_REGS, ONLINE.
 // X_T Y_T: float | float16_t (default float); ROUND (common.glsl).
 // Bindings: x (read), y (write).
 
@@ -26,7 +33,13 @@
 #ifndef ROW_REGS
 #define ROW_REGS 0
 #endif
-#if ROW_REGS > 0
+#ifndef ONLINE
+#define ONLINE 0
+#endif
+#if ONLINE && ROW_REGS > 0
+#error "softmax.comp: ONLINE sweeps the row, ROW_REGS keeps it"
+#endif
+#if ROW_REGS > 0 || ONLINE
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
@@ -49,7 +62,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 shared float s_red[WG];
-#if ROW_REGS > 0
+#if ROW_REGS > 0 || ONLINE
 shared float s_sum[WG];  // the sums' partials (s_red holds the maxima's while they are read)
 #endif
 
@@ -88,6 +101,29 @@ void main() {
     const uint i = tid + j * WG;
     if (i < pc.cols) y[first + i] = Y_T(store_round(v[j] * inv_sum));
   }
+#elif ONLINE
+  float m = -3.402823e38, s = 0.0;
+  for (uint i = tid; i < pc.cols; i += WG) {
+    const float v = float(x[first + i]);
+    if (v > m) {
+      s *= exp_precise(m - v);
+      m = v;
+    }
+    s += exp_precise(v - m);
+  }
+  const float m_sg = subgroupMax(m);
+  s = subgroupAdd(s * exp_precise(m - m_sg));
+  if (subgroupElect()) {
+    s_red[gl_SubgroupID] = m_sg;
+    s_sum[gl_SubgroupID] = s;
+  }
+  barrier();
+  float row_max = s_red[0];
+  for (uint g = 1; g < gl_NumSubgroups; ++g) row_max = max(row_max, s_red[g]);
+  float total = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) total += s_sum[g] * exp_precise(s_red[g] - row_max);
+  const float inv_sum = 1.0 / total;
+  for (uint i = tid; i < pc.cols; i += WG) y[first + i] = Y_T(store_round(exp_precise(float(x[first + i]) - row_max) * inv_sum));
 #else
   float m = -3.402823e38;
   for (uint i = tid; i < pc.cols; i += WG) m = max(m, float(x[first + i]));

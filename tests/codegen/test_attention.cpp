@@ -245,8 +245,8 @@ TEST(CodegenSoftmax, MatchesInterpreter) {
     Shape x;
     float magnitude;
   };
-  // Rows of 5000 and 40 000 stay in registers (ROW_REGS: 20 per invocation of 256, 40
-  // of 1024, partial); 70 000 is past 64 per invocation and sweeps the row again.
+  // Rows of 5000 stay in registers (ROW_REGS: 20 per invocation of 256, partial); 40 000
+  // and 70 000 are past 32 per invocation of 1024 and take the two online sweeps.
   const Case cases[] = {{{5, 3}, 1.0f},     {{4, 7, 1000}, 100.0f}, {{2, 129}, 500.0f}, {{3, 5000}, 30.0f},
                         {{2, 40000}, 30.0f}, {{1, 70000}, 30.0f},  {{1}, 1.0f},        {{6, 1}, 1000.0f}};
   uint32_t seed = 70;
@@ -258,6 +258,33 @@ TEST(CodegenSoftmax, MatchesInterpreter) {
     check.abs_tol = 0;
     check.rel_tol = 1e-5;
     expect_matches_interpreter(t, fmt::format("softmax x{} logits ×{}", shape_str(c.x), c.magnitude), check);
+  }
+}
+
+// The variant per row length: the three sweeps below 2048 columns, the row in
+// registers up to 32 per invocation of 1024 (32 768 columns), the online sweeps beyond.
+TEST(CodegenSoftmax, RowLengthPicksTheVariant) {
+  struct Case {
+    int64_t cols;
+    const char* variant;  // in the pipeline's name; nullptr: neither ROW_REGS nor ONLINE
+  };
+  for (const Case& c : {Case{1000, nullptr}, Case{20000, "ROW_REGS=20,"}, Case{32768, "ROW_REGS=32,"},
+                        Case{32769, "ONLINE=1,"}, Case{70000, "ONLINE=1,"}}) {
+    SCOPED_TRACE(c.cols);
+    OneNode t;
+    ValueId x = t.input("x", random_input({2, c.cols}, 90, 10.0f));
+    t.b.output(t.b.softmax(x));
+    auto plan = codegen::compile_plan(t.graph, t.weights, codegen::Target{});
+    ASSERT_TRUE(plan) << plan.message();
+    std::string names;
+    for (const auto& p : plan->pipelines) names += p.name + "\n";
+    ASSERT_NE(names.find("softmax.comp["), std::string::npos) << names;
+    if (c.variant) {
+      EXPECT_NE(names.find(c.variant), std::string::npos) << names;
+    } else {
+      EXPECT_EQ(names.find("ROW_REGS"), std::string::npos) << names;
+      EXPECT_EQ(names.find("ONLINE"), std::string::npos) << names;
+    }
   }
 }
 

@@ -168,6 +168,49 @@ TEST(CodegenShuffle, NhwcUpsamplesInSixteenByteUnits) {
   }
 }
 
+// Relayouts that transpose (NHWC <-> logical: the contiguous dim of one side is strided
+// on the other) run in 32 × 32 tiles through shared memory (unary.comp TILED), with
+// sizes that leave partial tiles: Wan's DupUp3D regrouping (NHWC [1, C, H, W] ->
+// logical [C/2, 2, H, W] -> NHWC [1, C/2, 2H, W]), a cast to f16 into NHWC and a scale
+// between layouts. The interpreter's bits; the tiled kernel in the plan, and not for
+// a relayout whose other side has fewer than 8 channels.
+TEST(CodegenShuffle, TransposingRelayoutsRunInTiles) {
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  const codegen::Target target = codegen::target_for((*device)->info());
+  struct Case {
+    const char* what;
+    int64_t c;
+    bool tiled;
+  };
+  for (const Case& k : {Case{"40 channels", 40, true}, Case{"6 channels", 6, false}}) {
+    SCOPED_TRACE(k.what);
+    const int64_t c = k.c, h = 9, w = 37;
+    Graph g;
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", {1, c, h, w});
+    ValueId n = b.cast(x, DType::f16);                             // logical f32 -> NHWC f16
+    ValueId r = b.reshape(n, {c / 2, 2, h, w});                    // NHWC -> logical
+    ValueId p = b.permute(r, {0, 2, 1, 3});                        // [c/2, h, 2, w]
+    ValueId m = b.reshape(p, {1, c / 2, 2 * h, w});                // logical -> NHWC
+    ValueId s = b.scale(m, 2.0);                                   // NHWC -> logical
+    b.output(b.cast(s, DType::f32));
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    for (ValueId v : {n, m}) g.value(v).type.layout = Layout{LayoutKind::nhwc, 0};
+    const std::vector<Tensor> inputs{random_tensor({1, c, h, w}, 11)};
+    auto both = run_both(g, WeightStore(), inputs);
+    ASSERT_EQ(both.vulkan.size(), 1u);
+    expect_identical(both.vulkan[0], both.interpreter[0]);
+    auto plan = codegen::compile_plan(g, WeightStore(), target, {});
+    ASSERT_TRUE(plan) << plan.message();
+    int tiled = 0;
+    for (const auto& d : plan->dispatches)
+      if (plan->pipelines[d.pipeline].name.find("TILED=1") != std::string::npos) ++tiled;
+    // The cast into NHWC, the regrouping's two reshapes and the scale out of NHWC.
+    EXPECT_EQ(tiled, k.tiled ? 4 : 0);
+  }
+}
+
 TEST(CodegenShuffle, ChainReusesTheArena) {
   // A long chain: intermediates share memory, results stay exact.
   check({{1, 4, 6, 6}}, [](Builder& b, std::vector<ValueId>& x) {
