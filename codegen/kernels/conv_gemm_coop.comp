@@ -564,6 +564,23 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 #define OUT_X(p) ((p) % pc.w_out)
 #endif
 
+// CO_FAST = 1: workgroups in launch order (x fastest, then y) take the output-channel
+// tiles of one pixel tile one after another, so the workgroups that read the same
+// pixels (A) run together and find them in L2; the default gives consecutive
+// workgroups one channel tile (B, the weights, which L2 holds anyway) and other pixels.
+// The same tiles, so the same bits.
+#ifndef CO_FAST
+#define CO_FAST 0
+#endif
+#if CO_FAST
+#define WG_LIN (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)
+#define WG_X (WG_LIN / gl_NumWorkGroups.y)
+#define WG_Y (WG_LIN % gl_NumWorkGroups.y)
+#else
+#define WG_X gl_WorkGroupID.x
+#define WG_Y gl_WorkGroupID.y
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationIndex;
 #if TH > 0
@@ -587,7 +604,7 @@ void main() {
   const uint i0_even = (pc.row0 + 1u) / 2u, n_even = (r_end + 1u) / 2u - i0_even;
   const uint i0_odd = pc.row0 / 2u, n_odd = r_end / 2u - i0_odd;
   const uint tiles_even = (n_even * pc.w_in + BP - 1u) / BP, tiles_odd = (n_odd * pc.w_in + BP - 1u) / BP;
-  uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + WG_X;
   uint phase_tiles;
   if (tile < 2u * tiles_even) {
     phase_py = 0u, phase_tiles = tiles_even, phase_i0 = i0_even;
@@ -601,10 +618,10 @@ void main() {
   const uint p0 = tile % phase_tiles * BP;
 #else
   const uint pixels = pc.rows * pc.w_out;  // of the band
-  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BP;
+  const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + WG_X) * BP;
   if (p0 >= pixels) return;  // the whole workgroup leaves together
 #endif
-  c_tile0 = gl_WorkGroupID.y * BC;
+  c_tile0 = WG_Y * BC;
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
