@@ -42,6 +42,9 @@ struct Target {
   bool fuse_frame_taps = false;
   uint64_t binding_limit = 0;   // what split_bands bands for and codegen checks
   uint64_t memory_budget = 0;   // 0: none
+  // With tensor cores on a device that reports its multiprocessors: how many
+  // workgroups of the tensor-core GEMM's default tile run at once (passes/pass.h).
+  uint32_t gemm_wave_workgroups = 0;
   codegen::Target codegen;      // limits and kernel family codegen compiles for
 
   bool tensor_cores() const { return codegen.tensor_cores != codegen::TensorCores::none; }

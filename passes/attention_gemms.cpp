@@ -25,6 +25,14 @@
 // chosen so that s_c and p_c of one chunk (6·R·Tk bytes) take at most twice the
 // largest activation of the graph (so the arena's peak, set by the full-size maps of
 // a decoder, does not grow; at least 64 MiB), and s_c fits the binding limit.
+// Where the target knows its GEMM wave (CompileOptions::gemm_wave_workgroups: the
+// workgroups that run at once), R is instead the most rows within those bounds whose
+// output GEMM, R/128 × ⌈Dv/128⌉ workgroups, fills whole waves: the output GEMM's long
+// reduction (Tk) makes every workgroup take one wave's time, so Flux 2048²'s even
+// chunks of 9472 rows (296 workgroups on the H200's 264) took two waves each, at 147
+// TFLOP/s; chunks of 8448 rows take one. The scores GEMM has Tk/128 times as many
+// workgroups and fills its waves either way. Chunking changes no result: every query
+// row's scores, weights and output are computed alike in any chunk.
 //
 // Runs only when CompileOptions::attention_gemms is set (tensor-core targets, where a
 // linear of f16 operands runs on the tensor-core GEMM; compile/target.cpp), after
@@ -48,6 +56,7 @@ namespace {
 constexpr int64_t kMinHeadDim = 256;   // narrower heads fit the flash kernels' registers
 constexpr int64_t kMinKeys = 1024;     // shorter: the flash kernel's fixed costs are small
 constexpr int64_t kRowMultiple = 128;  // the GEMM's pixel tile
+constexpr int64_t kColumnTile = 128;   // the GEMM's channel tile (the output GEMM's Dv)
 constexpr uint64_t kMinScoreBytes = 64ull << 20;
 
 bool row_major_f16(const TensorType& t) { return t.dtype == DType::f16 && t.layout.is_default(); }
@@ -62,12 +71,19 @@ bool applies(const Graph& g, const Node& n) {
 }
 
 // Query rows per chunk: a multiple of kRowMultiple (or all of them) with the chunk's
-// scores and weights within `budget` bytes and its f32 scores within `binding_limit`.
-int64_t chunk_rows(int64_t tq, int64_t tk, uint64_t budget, uint64_t binding_limit) {
+// scores and weights within `budget` bytes and its f32 scores within `binding_limit`;
+// with `wave` > 0 (workgroups per wave) whole waves of the output GEMM where the bounds
+// allow one.
+int64_t chunk_rows(int64_t tq, int64_t tk, int64_t dv, uint64_t budget, uint64_t binding_limit, uint32_t wave) {
   const uint64_t per_row = 6 * static_cast<uint64_t>(tk);
   uint64_t rows = std::max<uint64_t>(budget / per_row, 1);
   if (binding_limit > 0) rows = std::min<uint64_t>(rows, std::max<uint64_t>(binding_limit / (4 * tk), 1));
   if (rows >= static_cast<uint64_t>(tq)) return tq;
+  const uint64_t column_tiles = static_cast<uint64_t>((dv + kColumnTile - 1) / kColumnTile);
+  const uint64_t wave_row_tiles = wave / column_tiles;  // row tiles whose output GEMM is one wave
+  const uint64_t max_row_tiles = rows / kRowMultiple;
+  if (wave_row_tiles > 0 && max_row_tiles >= wave_row_tiles)
+    return static_cast<int64_t>(max_row_tiles / wave_row_tiles * wave_row_tiles * kRowMultiple);
   // Even chunks: as many as the budget needs, each rounded up to the tile, unless that
   // breaks the binding limit.
   const int64_t chunks = (tq + static_cast<int64_t>(rows) - 1) / static_cast<int64_t>(rows);
@@ -88,11 +104,11 @@ Node make_node(Op op, std::string name, std::vector<ValueId> in, ValueId out, At
 }
 
 // The nodes that compute attention node `a` (see the header), writing its result.
-std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t binding_limit) {
+std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t binding_limit, uint32_t wave) {
   const ValueId q = a.inputs[0], k = a.inputs[1], v = a.inputs[2], out = a.outputs[0];
   const TensorType qt = g.value(q).type, vt_in = g.value(v).type, ot = g.value(out).type;
   const int64_t tq = qt.shape[0], d = qt.shape[1], tk = g.value(k).type.shape[0], dv = vt_in.shape[1];
-  const int64_t rows = chunk_rows(tq, tk, budget, binding_limit);
+  const int64_t rows = chunk_rows(tq, tk, dv, budget, binding_limit, wave);
   const std::string& name = a.name;
   std::vector<Node> nodes;
 
@@ -156,14 +172,18 @@ Status run_attention_gemms(Graph& g, PassContext& ctx) {
       nodes.push_back(n);
       continue;
     }
-    std::vector<Node> parts = decompose(g, n, budget, ctx.options.binding_limit);
+    std::vector<Node> parts =
+        decompose(g, n, budget, ctx.options.binding_limit, ctx.options.gemm_wave_workgroups);
     chunks += std::count_if(parts.begin(), parts.end(), [](const Node& p) { return p.op == Op::softmax; });
     ++rewritten;
     for (Node& p : parts) nodes.push_back(std::move(p));
   }
   g.nodes() = std::move(nodes);
-  ctx.log.push_back(fmt::format("attention_gemms: {} attentions as score and output GEMMs ({} chunks of query rows)",
-                                rewritten, chunks));
+  ctx.log.push_back(fmt::format("attention_gemms: {} attentions as score and output GEMMs ({} chunks of query rows{})",
+                                rewritten, chunks,
+                                ctx.options.gemm_wave_workgroups
+                                    ? fmt::format(", output GEMM waves of {} workgroups", ctx.options.gemm_wave_workgroups)
+                                    : std::string()));
   return Status::ok();
 }
 

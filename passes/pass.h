@@ -55,6 +55,10 @@ struct CompileOptions {
   // query rows. The target sets it where linears of f16 operands run on tensor cores
   // (compile/target.cpp); off, attention stays one flash-attention node.
   bool attention_gemms = false;
+  // Workgroups of the tensor-core GEMM's default tile that the device runs at once (a
+  // wave; compile/target.cpp: multiprocessors × 2). attention_gemms sizes its chunks of
+  // query rows so that each output GEMM fills whole waves. 0: unknown, even chunks.
+  uint32_t gemm_wave_workgroups = 0;
   // phase_weights sums an upsample conv's 3×3 weights into four 2×2 kernels, one per
   // output parity (passes/phase_weights.cpp), for the tensor-core conv kernel. Set on
   // targets with tensor cores unless the phase convs are off (compile/compile.cpp).

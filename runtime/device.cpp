@@ -190,14 +190,21 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   bool coop_ext = has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   const bool flex_ext = has_extension(pd, kKhrCoopmatExtension) && has_extension(pd, kNv2CoopmatExtension);
   const bool exec_props_ext = has_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  const bool sm_builtins_ext = has_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
   VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
   VkPhysicalDeviceMaintenance4Properties p_m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV p_sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   p11.pNext = &p12;
   const bool vk13 = VK_API_VERSION_MINOR(props.apiVersion) >= 3 || VK_API_VERSION_MAJOR(props.apiVersion) > 1;
   if (vk13) p12.pNext = &p_m4;  // core in 1.3; not chained on older devices
+  if (sm_builtins_ext) {        // an extension's struct is chained only where it is present
+    p_sm.pNext = p11.pNext;
+    p11.pNext = &p_sm;
+  }
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p11};
   vkGetPhysicalDeviceProperties2(pd, &props2);
+  d.multiprocessors = sm_builtins_ext ? p_sm.shaderSMCount : 0;
   d.driver_name = p12.driverName;
   d.f16_rounding_rte = p12.shaderRoundingModeRTEFloat16;
   d.driver_info = p12.driverInfo;

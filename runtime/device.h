@@ -64,6 +64,9 @@ struct DeviceInfo {
   uint32_t max_push_constants_size = 0;
   uint32_t subgroup_size = 0;
   uint32_t subgroup_operations = 0;  // subgroup_ops bits supported in compute shaders
+  // Streaming multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount); 0 where the
+  // device does not say. Passes size work to whole waves of workgroups with it.
+  uint32_t multiprocessors = 0;
   bool timestamps = false;           // the compute queue has timestampValidBits > 0
   float timestamp_period_ns = 0;
   std::vector<MemoryHeap> heaps;

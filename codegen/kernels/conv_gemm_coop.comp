@@ -564,13 +564,14 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 #define OUT_X(p) ((p) % pc.w_out)
 #endif
 
-// CO_FAST = 1: workgroups in launch order (x fastest, then y) take the output-channel
-// tiles of one pixel tile one after another, so the workgroups that read the same
-// pixels (A) run together and find them in L2; the default gives consecutive
+// CO_FAST = 1 (the default): workgroups in launch order (x fastest, then y) take the
+// output-channel tiles of one pixel tile one after another, so the workgroups that read
+// the same pixels (A) run together and find them in L2; CO_FAST = 0 gives consecutive
 // workgroups one channel tile (B, the weights, which L2 holds anyway) and other pixels.
-// The same tiles, so the same bits.
+// The same tiles, so the same bits. H200 (session 19): Flux 1024² 47.1 → 46.6 ms, Wan
+// 704×1280 274.9 → 270.7 ms per latent frame, Flux 2048² unchanged.
 #ifndef CO_FAST
-#define CO_FAST 0
+#define CO_FAST 1
 #endif
 #if CO_FAST
 #define WG_LIN (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)

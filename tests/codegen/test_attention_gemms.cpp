@@ -48,11 +48,12 @@ Built build(int64_t tq, int64_t tk, int64_t d, int64_t dv, int64_t frame_tokens 
   return t;
 }
 
-Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit) {
+Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit, uint32_t wave = 0) {
   CompileOptions options;
   options.precision = Precision::f16;
   options.attention_gemms = on;
   options.binding_limit = binding_limit;
+  options.gemm_wave_workgroups = wave;
   PassContext ctx{options, w, {}};
   STRATA_RETURN_IF_ERROR(run_attention_gemms(g, ctx));
   return verify(g);
@@ -86,6 +87,36 @@ TEST(AttentionGemms, LongWideAttentionBecomesChunkedGemms) {
   EXPECT_EQ(count(one.graph, Op::softmax), 1);
   EXPECT_EQ(count(one.graph, Op::concat), 0);
   EXPECT_EQ(count(one.graph, Op::slice), 0);
+}
+
+std::vector<int64_t> chunk_rows(const Graph& g) {
+  std::vector<int64_t> rows;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::softmax) rows.push_back(g.value(n.inputs[0]).type.shape[0]);
+  return rows;
+}
+
+// With the GEMM's wave known (6 workgroups; Dv = 264 takes 3 column tiles, so 2 row
+// tiles of 128 fill a wave), chunks are whole waves of the output GEMM within the
+// bound: 384 rows (1.5 MiB of f32 scores) allow one wave, 256 rows. Even chunks
+// (wave unknown) take 384 + 136. The chunking changes no value.
+TEST(AttentionGemms, ChunksFillWholeWavesOfTheOutputGemm) {
+  const uint64_t limit = 384 * 1024 * 4;
+  Built even = build(520, 1024, 256, 264);
+  Built waves = build(520, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(even.graph, even.weights, true, limit).is_ok());
+  ASSERT_TRUE(rewrite(waves.graph, waves.weights, true, limit, 6).is_ok());
+  EXPECT_EQ(chunk_rows(even.graph), (std::vector<int64_t>{384, 136}));
+  EXPECT_EQ(chunk_rows(waves.graph), (std::vector<int64_t>{256, 256, 8}));
+  // A wave too large for the bound (8 row tiles > 3): even chunks again.
+  Built wide = build(520, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(wide.graph, wide.weights, true, limit, 24).is_ok());
+  EXPECT_EQ(chunk_rows(wide.graph), (std::vector<int64_t>{384, 136}));
+  auto a = interpret(even.graph, even.weights, even.inputs);
+  auto b = interpret(waves.graph, waves.weights, waves.inputs);
+  ASSERT_TRUE(a) << a.message();
+  ASSERT_TRUE(b) << b.message();
+  testing::expect_identical((*b)[0], (*a)[0]);
 }
 
 TEST(AttentionGemms, OtherAttentionsAndTheOptionOffKeepTheAttention) {
