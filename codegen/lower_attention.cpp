@@ -35,8 +35,9 @@
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
 //       fit the range. Rows of 2048 to 32 768 (attention scores) are read once into
 //       registers (softmax.comp ROW_REGS), up to 32 elements per invocation, their
-//       maxima and sums combined by subgroup operations; longer rows in two online
-//       sweeps (ONLINE: a running maximum and sum, then the output).
+//       maxima and sums combined by subgroup operations; longer rows keep 32 per
+//       invocation in registers and what fits in shared memory (SH_ROW), the rest in
+//       two online sweeps (ONLINE: a running maximum and sum, then the output).
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 
@@ -423,19 +424,27 @@ Status lower_softmax(Lowering& l, const Node& node) {
 
   // Long rows (attention scores, passes/attention_gemms.cpp) stay in registers, read
   // once: 32 elements per invocation up to 1024 invocations. Longer rows (more than 32
-  // per invocation of 1024 spill registers) take the two online sweeps.
-  uint32_t wg = kSoftmaxWg, row_regs = 0;
+  // per invocation of 1024 spill registers) take the online variant: 32 elements per
+  // invocation kept in registers and as many more as the shared memory holds (SH_ROW,
+  // after the kernel's 9·WG bytes of partials), the rest in two online sweeps.
+  uint32_t wg = kSoftmaxWg, row_regs = 0, shared_row = 0;
   bool online = false;
   if (cols >= kSoftmaxRegisterRow) {
     while (wg < 1024 && wg * 32 < cols) wg *= 2;
-    if (ceil_div(cols, wg) <= 32) row_regs = static_cast<uint32_t>(ceil_div(cols, wg));
-    else online = true;
+    row_regs = static_cast<uint32_t>(std::min<uint64_t>(ceil_div(cols, wg), 32));
+    if (ceil_div(cols, wg) > 32) {
+      online = true;
+      const uint64_t partials = 9ull * wg, shared = l.target().max_shared_memory_bytes;  // bytes
+      const uint64_t fit = shared > partials ? (shared - partials) / (4ull * wg) : 0;
+      shared_row = static_cast<uint32_t>(std::min<uint64_t>(fit, ceil_div(cols, wg) - 32));
+    }
   }
   KernelKey key;
   key.file = "softmax.comp";
   key.defines = {{"WG", std::to_string(wg)}};
   if (row_regs > 0) key.defines["ROW_REGS"] = std::to_string(row_regs);
   if (online) key.defines["ONLINE"] = "1";
+  if (shared_row > 0) key.defines["SH_ROW"] = std::to_string(shared_row);
   if (row_regs > 0 || online) key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "Y_T", l.storage(y));

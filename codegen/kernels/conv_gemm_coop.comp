@@ -569,14 +569,20 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 // the same pixels (A) run together and find them in L2; CO_FAST = 0 gives consecutive
 // workgroups one channel tile (B, the weights, which L2 holds anyway) and other pixels.
 // The same tiles, so the same bits. H200 (session 19): Flux 1024² 47.1 → 46.6 ms, Wan
-// 704×1280 274.9 → 270.7 ms per latent frame, Flux 2048² unchanged.
+// 704×1280 274.9 → 270.7 ms per latent frame. Only up to CO_FAST_MAX_TILES channel
+// tiles (default 16, 2048 channels): the attention scores GEMMs (passes/
+// attention_gemms.cpp, 512 tiles of keys) would stream all keys (64 MiB at Flux 2048²,
+// more than L2) per pixel tile, and ran 15 % slower that way.
 #ifndef CO_FAST
 #define CO_FAST 1
 #endif
+#ifndef CO_FAST_MAX_TILES
+#define CO_FAST_MAX_TILES 16
+#endif
 #if CO_FAST
 #define WG_LIN (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)
-#define WG_X (WG_LIN / gl_NumWorkGroups.y)
-#define WG_Y (WG_LIN % gl_NumWorkGroups.y)
+#define WG_X (gl_NumWorkGroups.y <= CO_FAST_MAX_TILES ? WG_LIN / gl_NumWorkGroups.y : gl_WorkGroupID.x)
+#define WG_Y (gl_NumWorkGroups.y <= CO_FAST_MAX_TILES ? WG_LIN % gl_NumWorkGroups.y : gl_WorkGroupID.y)
 #else
 #define WG_X gl_WorkGroupID.x
 #define WG_Y gl_WorkGroupID.y
