@@ -33,8 +33,8 @@
 //       state in scratch memory (KEY_WINDOWS, see attention.comp): bit-identical
 //       to one dispatch over all keys. Only the portable kernel walks key windows.
 //   softmax(x[..., C])  a workgroup per row; dispatches cover runs of whole rows that
-//       fit the range. Rows of 2048 to 32 768 (attention scores) are read once into
-//       registers (softmax.comp ROW_REGS), up to 32 elements per invocation, their
+//       fit the range. Rows of 2048 to 65 536 (attention scores) are read once into
+//       registers (softmax.comp ROW_REGS), up to 64 elements per invocation, their
 //       maxima and sums combined by subgroup operations; longer rows keep 32 per
 //       invocation in registers and what fits in shared memory (SH_ROW), the rest in
 //       two online sweeps (ONLINE: a running maximum and sum, then the output).
@@ -59,6 +59,7 @@ using runtime::Access;
 constexpr uint32_t kRows = 16, kKeys = 32, kDChunk = 64, kAttentionWg = 128;
 constexpr uint32_t kSoftmaxWg = 128;
 constexpr uint64_t kSoftmaxRegisterRow = 2048;  // rows at least this long: softmax.comp ROW_REGS
+constexpr uint64_t kSoftmaxRowRegs = 64;        // at most this many per invocation, else ONLINE
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -423,16 +424,19 @@ Status lower_softmax(Lowering& l, const Node& node) {
                                     l.target().max_storage_buffer_range));
 
   // Long rows (attention scores, passes/attention_gemms.cpp) stay in registers, read
-  // once: 32 elements per invocation up to 1024 invocations. Longer rows (more than 32
-  // per invocation of 1024 spill registers) take the online variant: 32 elements per
-  // invocation kept in registers and as many more as the shared memory holds (SH_ROW,
-  // after the kernel's 9·WG bytes of partials), the rest in two online sweeps.
+  // once: up to kSoftmaxRowRegs elements per invocation of up to 1024. Past 32 they
+  // spill on the H200, and still ran faster than every online variant measured
+  // (Flux 2048²'s 65 536 columns: 16.6 ms against 18.8-21.0; docs/PERFORMANCE.md,
+  // session 19). Longer rows take the online variant: 32 elements per invocation kept
+  // in registers and as many more as the shared memory holds (SH_ROW, after the
+  // kernel's 9·WG bytes of partials), the rest in two online sweeps.
   uint32_t wg = kSoftmaxWg, row_regs = 0, shared_row = 0;
   bool online = false;
   if (cols >= kSoftmaxRegisterRow) {
     while (wg < 1024 && wg * 32 < cols) wg *= 2;
-    row_regs = static_cast<uint32_t>(std::min<uint64_t>(ceil_div(cols, wg), 32));
-    if (ceil_div(cols, wg) > 32) {
+    row_regs = static_cast<uint32_t>(std::min<uint64_t>(ceil_div(cols, wg), kSoftmaxRowRegs));
+    if (ceil_div(cols, wg) > kSoftmaxRowRegs) {
+      row_regs = 32;
       online = true;
       const uint64_t partials = 9ull * wg, shared = l.target().max_shared_memory_bytes;  // bytes
       const uint64_t fit = shared > partials ? (shared - partials) / (4ull * wg) : 0;

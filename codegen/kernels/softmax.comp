@@ -18,8 +18,9 @@
 // and then over the subgroups' partials in subgroup order by every invocation (two
 // barriers per row instead of two trees): a fixed order on a device, not the sweeps'.
 //
-// ONLINE = 1 (rows too long for registers: 64 elements per invocation of 1024 spilled,
-// Flux's 2048² scores of 65 536 columns ran at ~1.6 TB/s on the H200): the first
+// ONLINE = 1 (rows past the 64 elements per invocation of 1024 that the lowering keeps
+// in registers; 64 spill on the H200 and still ran faster than this variant on
+// Flux's 2048² scores of 65 536 columns, session 19): the first
 // KEEP = ROW_REGS + SH_ROW elements of each invocation are kept, ROW_REGS in registers
 // and SH_ROW in shared memory, and read once; the rest (the tail) take two sweeps. The
 // first reads the tail once, each invocation keeping a running maximum (from the kept

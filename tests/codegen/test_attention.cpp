@@ -245,11 +245,13 @@ TEST(CodegenSoftmax, MatchesInterpreter) {
     Shape x;
     float magnitude;
   };
-  // Rows of 5000 stay in registers (ROW_REGS: 20 per invocation of 256, partial); 40 000
-  // and 70 000 are past 32 per invocation of 1024: 32 + 5 per invocation kept (lavapipe's
-  // 32 KiB of shared memory), the rest (2112 and 32 112) in two online sweeps.
+  // Rows of 5000 and 40 000 stay in registers (ROW_REGS: 20 per invocation of 256, 40 of
+  // 1024, both partial); 70 000 and 140 000 are past 64 per invocation of 1024: 32 + 5
+  // per invocation kept (lavapipe's 32 KiB of shared memory), the rest (32 112 and
+  // 102 112) in two online sweeps.
   const Case cases[] = {{{5, 3}, 1.0f},     {{4, 7, 1000}, 100.0f}, {{2, 129}, 500.0f}, {{3, 5000}, 30.0f},
-                        {{2, 40000}, 30.0f}, {{1, 70000}, 30.0f},  {{1}, 1.0f},        {{6, 1}, 1000.0f}};
+                        {{2, 40000}, 30.0f}, {{1, 70000}, 30.0f},  {{1}, 1.0f},        {{6, 1}, 1000.0f},
+                        {{2, 140000}, 30.0f}};
   uint32_t seed = 70;
   for (const auto& c : cases) {
     OneNode t;
@@ -263,7 +265,7 @@ TEST(CodegenSoftmax, MatchesInterpreter) {
 }
 
 // The variant per row length: the three sweeps below 2048 columns, the row in
-// registers up to 32 per invocation of 1024 (32 768 columns), the online variant
+// registers up to 64 per invocation of 1024 (65 536 columns), the online variant
 // beyond: 32 per invocation in registers and, in the default target's 32 KiB of shared
 // memory after 9 KiB of partials, 5 more (5 × 1024 floats), the rest in online sweeps.
 TEST(CodegenSoftmax, RowLengthPicksTheVariant) {
@@ -271,9 +273,9 @@ TEST(CodegenSoftmax, RowLengthPicksTheVariant) {
     int64_t cols;
     const char* variant;  // in the pipeline's name; nullptr: neither ROW_REGS nor ONLINE
   };
-  for (const Case& c : {Case{1000, nullptr}, Case{20000, "ROW_REGS=20,"}, Case{32768, "ROW_REGS=32,"},
-                        Case{32769, "ONLINE=1,"}, Case{70000, "ONLINE=1,"}, Case{70000, "SH_ROW=5,"},
-                        Case{33000, "SH_ROW=1,"}}) {
+  for (const Case& c : {Case{1000, nullptr}, Case{20000, "ROW_REGS=20,"}, Case{32769, "ROW_REGS=33,"},
+                        Case{65536, "ROW_REGS=64,"}, Case{65537, "ONLINE=1,"}, Case{65537, "ROW_REGS=32,"},
+                        Case{65537, "SH_ROW=5,"}, Case{70000, "SH_ROW=5,"}}) {
     SCOPED_TRACE(c.cols);
     OneNode t;
     ValueId x = t.input("x", random_input({2, c.cols}, 90, 10.0f));
