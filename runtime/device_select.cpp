@@ -60,9 +60,9 @@ std::string describe(const DeviceInfo& d) {
                      d.driver_version, VK_API_VERSION_MAJOR(d.api_version),
                      VK_API_VERSION_MINOR(d.api_version), VK_API_VERSION_PATCH(d.api_version));
   out += fmt::format("  ids: vendor {:#06x}, device {:#06x}\n", d.vendor_id, d.device_id);
-  out += fmt::format("  maxStorageBufferRange: {}, shared memory: {}, subgroup size: {}\n",
-                     bytes_str(d.max_storage_buffer_range),
-                     bytes_str(d.max_compute_shared_memory_size), d.subgroup_size);
+  out += fmt::format("  maxStorageBufferRange: {}, shared memory: {}, subgroup size: {}, multiprocessors: {}\n",
+                     bytes_str(d.max_storage_buffer_range), bytes_str(d.max_compute_shared_memory_size),
+                     d.subgroup_size, d.multiprocessors ? std::to_string(d.multiprocessors) : std::string("not reported"));
   out += fmt::format("  maxBufferSize: {}, maxMemoryAllocationSize: {} (a hint)\n",
                      d.max_buffer_size ? bytes_str(d.max_buffer_size) : std::string("n/a"),
                      bytes_str(d.max_memory_allocation_size));

@@ -47,6 +47,22 @@ TEST(Target, KernelsAndChannelTileFollowTheDeviceAndPrecision) {
   EXPECT_EQ(plain->channel_tile, 64);
 }
 
+// The GEMM wave (passes/attention_gemms.cpp sizes chunks to it): two workgroups of the
+// tensor-core tile per multiprocessor, only where both are known.
+TEST(Target, GemmWaveNeedsTensorCoresAndMultiprocessors) {
+  runtime::DeviceInfo d = device(true, true);
+  d.multiprocessors = 132;
+  auto tc = make_target(d);
+  ASSERT_TRUE(tc) << tc.message();
+  EXPECT_EQ(tc->gemm_wave_workgroups, 264u);
+  auto portable = make_target(d, {.portable_kernels = true});
+  ASSERT_TRUE(portable);
+  EXPECT_EQ(portable->gemm_wave_workgroups, 0u);
+  auto unknown = make_target(device(true, true));
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->gemm_wave_workgroups, 0u);
+}
+
 TEST(Target, BindingLimitAndBudget) {
   auto t = make_target(device(true, false));
   ASSERT_TRUE(t);

@@ -61,6 +61,7 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
   d.max_storage_buffer_range = 4ull << 30;
   d.max_compute_shared_memory_size = 48 << 10;
   d.subgroup_size = 32;
+  d.multiprocessors = 132;
   d.shader_float16 = true;
   d.storage_buffer_16bit_access = true;
   d.f16_rounding_rte = true;
@@ -68,7 +69,7 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
   d.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16}, CoopMatShape{16, 16, 16}};
   std::string s = describe_devices(std::vector<DeviceInfo>{d}, 1u);
   EXPECT_NE(s.find("* device 1: NVIDIA H200 (discrete GPU)"), std::string::npos) << s;
-  EXPECT_NE(s.find("maxStorageBufferRange: 4 GiB, shared memory: 48 KiB, subgroup size: 32"),
+  EXPECT_NE(s.find("maxStorageBufferRange: 4 GiB, shared memory: 48 KiB, subgroup size: 32, multiprocessors: 132"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("f16: yes (round-to-nearest-even conversions: yes), 16-bit storage: yes"), std::string::npos) << s;
