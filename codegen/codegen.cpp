@@ -61,7 +61,7 @@ Status lower_node(Lowering& l, const Node& node) {
       s = lower_norm(l, node);
       break;
     case Op::rope: case Op::sinusoidal: s = lower_rope(l, node); break;
-    case Op::attention: case Op::softmax: s = lower_attention(l, node); break;
+    case Op::attention: case Op::softmax: case Op::block_softmax: s = lower_attention(l, node); break;
     case Op::conv_gemm: s = lower_conv_gemm(l, node); break;
     case Op::norm_act: s = lower_norm_act(l, node); break;
     case Op::group_moments: s = lower_group_moments(l, node); break;

@@ -472,13 +472,45 @@ Status lower_softmax(Lowering& l, const Node& node) {
   return Status::ok();
 }
 
+// ---- block_softmax (the folded softmax's block weights) -------------------------
+
+Status lower_block_softmax(Lowering& l, const Node& node) {
+  const ValueId e = node.inputs[0], c = node.outputs[0];
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {e, c}));
+  const Shape& es = l.shape(e);
+  const int64_t block = node.attrs.get_int("block");
+  const uint64_t rows = static_cast<uint64_t>(es[0]), cols = static_cast<uint64_t>(es[1]);
+  const uint64_t blocks = cols / static_cast<uint64_t>(block + 2), n = blocks * static_cast<uint64_t>(block);
+  if (rows == 0 || blocks == 0) return Status::ok();
+  if (l.storage(e) != DType::f16 || cols % 2 != 0 || l.location(e).offset % 4 != 0)
+    return l.fail(node, "block_softmax reads f16 exp_blocks rows of an even width as 32-bit words");
+  const uint64_t range = l.target().max_storage_buffer_range;
+  if (rows * cols * 2 > range || rows * blocks * 4 > range)
+    return l.fail(node, fmt::format("block_softmax binds its operands whole, above the storage-buffer range {}", range));
+  constexpr uint32_t kWg = 256;
+  KernelKey key;
+  key.file = "block_softmax.comp";
+  key.defines = {{"WG", std::to_string(kWg)}};
+  key.bindings = 2;
+  key.push_constant_bytes = 4 * 4;
+  key.workgroup_size = {kWg, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  PushConstants push;
+  push.u32(static_cast<uint32_t>(rows)).u32(static_cast<uint32_t>(blocks));
+  push.u32(static_cast<uint32_t>(cols / 2)).u32(static_cast<uint32_t>(n / 2));
+  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(rows, l.target().max_workgroup_count_x));
+  l.dispatch(pipe, {l.bind(e, Access::read), l.bind(c, Access::write)}, push, {groups, 1, 1}, node);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status lower_attention(Lowering& l, const Node& node) {
   switch (node.op) {
     case Op::attention: return lower_attention_op(l, node);
     case Op::softmax: return lower_softmax(l, node);
-    default: return l.fail(node, "lower_attention handles attention and softmax only");
+    case Op::block_softmax: return lower_block_softmax(l, node);
+    default: return l.fail(node, "lower_attention handles attention, softmax and block_softmax only");
   }
 }
 

@@ -15,6 +15,11 @@
 // bit for bit (tests/codegen/test_gemm_coop.cpp). Anything else (f32 operands,
 // matmul, windows) takes gemm.comp below, unchanged.
 //
+// The softmax folded into its GEMMs (ir/ops.h: linear {exp_blocks} and {scale_blocks},
+// from passes/attention_gemms.cpp) runs on conv_gemm_coop.comp only (EXP_BLOCKS, A_SCALE:
+// the emulation on devices without cooperative matrices), with 32 × 32 fragments, whose
+// 32 columns are the blocks; operands bound whole.
+//
 // Operands are bound whole when they fit the target's storage-buffer range. Otherwise
 // the GEMM runs one dispatch per batch and run of rows of A and C (gemm.comp with
 // BASES: windows starting at aligned offsets, the kernel told where its first element
@@ -47,6 +52,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // long take 64 input features per step.
 constexpr uint64_t kFewTiles = 128;
 constexpr int64_t kLongReduction = 8192;
+constexpr uint32_t kFoldFragment = 32;  // the folded softmax's block: one fragment's columns
 
 // conv_gemm_coop.comp's tile for a linear: 128 rows × 128 columns (the conv's default
 // 128 × 128 tile, without its narrow and 96-channel variants); with flexible fragments
@@ -79,13 +85,27 @@ int64_t product(const Shape& s, size_t from, size_t to) {
 // linear(x[rows, K], w[M, K], bias) on conv_gemm_coop.comp as a 1×1 conv over one
 // image row of `rows` pixels (see the file header). The push constants are the
 // conv's (kernels/conv_gemm.comp's block, in its order).
-Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m, int64_t k) {
+// exp_blocks / scale_blocks: the folded softmax's forms (ir/ops.h), 0 for a plain linear.
+Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m, int64_t k, int64_t exp_blocks = 0,
+                         int64_t scale_blocks = 0) {
   const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
-  const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  const ValueId scales = scale_blocks ? node.inputs[2] : kNoValue;
+  const ValueId bias = node.inputs.size() > 2 && !scale_blocks ? node.inputs[2] : kNoValue;
   const Target& target = l.target();
   const Expected<CoopTile> asked = coop_gemm_tile(l);
   if (!asked) return l.fail(node, fmt::format("linear on conv_gemm_coop: {}", asked.status().message()));
   CoopTile tile = *asked;
+  if (exp_blocks) {
+    // The blocks are the 32 columns of a fragment. (The emulation's default is 16 × 16;
+    // 32 × 32 ones need lavapipe's coroutine stack for a short K loop only, which the
+    // scores' head dims are: tests/codegen/test_conv_gemm_coop.cpp.)
+    if (tile.frag != kFoldFragment && target.tensor_cores == TensorCores::emulated && l.options().conv_tile.empty())
+      tile.frag = kFoldFragment;
+    if (tile.frag != kFoldFragment || exp_blocks != kFoldFragment)
+      return l.fail(node, fmt::format("exp_blocks {} needs {}x{} fragments (its blocks are their columns); the tile "
+                                      "has {}x{}",
+                                      exp_blocks, kFoldFragment, kFoldFragment, tile.frag, tile.frag));
+  }
   // Unless a tile is asked for, a GEMM of few tiles, which leaves most of the device
   // idle, takes longer steps or shorter tiles (each element's sum runs in the same k
   // order either way). A long reduction (the attention output of
@@ -99,8 +119,13 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
       kFewTiles;
   if (l.options().conv_tile.empty() && few_tiles) {
     if (k >= kLongReduction && tile.frag == 32) tile.bk = 64;
-    else if (tile.fp > 1) tile.fp /= 2;
+    else if (tile.fp > 1 && !exp_blocks) tile.fp /= 2;
   }
+  // A staged step of the scaled GEMM takes whole blocks, 8 halfs per load.
+  if (scale_blocks && (tile.bk % scale_blocks != 0 || scale_blocks % 8 != 0))
+    return l.fail(node, fmt::format("scale_blocks {} needs steps of whole blocks of whole 16-byte loads; the tile "
+                                    "steps {}",
+                                    scale_blocks, tile.bk));
   const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
   const uint32_t shared = tile.shared_bytes(1, 1, target.tensor_cores == TensorCores::nv_coopmat);
   if (invocations % (tile.bk / 8) != 0 || shared > target.max_shared_memory_bytes)
@@ -136,9 +161,14 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   const bool vec_out = tile.vec_out && m % (f32_out ? 4 : 8) == 0 && l.location(y).offset % 16 == 0;
   key.defines["VEC_OUT"] = vec_out ? "1" : "0";
   if (vec_out && f32_out) key.defines["VEC_F32"] = "1";
+  if (exp_blocks) {
+    if (!vec_out || f32_out) return l.fail(node, "exp_blocks needs f16 scores stored 8 to a 16-byte store");
+    key.defines["EXP_BLOCKS"] = "1";
+  }
+  if (scale_blocks) key.defines["A_SCALE"] = std::to_string(scale_blocks);
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
   add_type_define(key.defines, "Y_T", l.storage(y));
-  key.bindings = 3 + (bias != kNoValue);
+  key.bindings = 3 + (bias != kNoValue) + (scales != kNoValue);
 
   const auto R = static_cast<uint64_t>(rows), M = static_cast<uint64_t>(m);
   const uint64_t row_tiles = ceil_div(R, tile.pixels());
@@ -155,8 +185,11 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   push.u32(1).u32(u(rows)).u32(u(rows));          // h_in, w_in, w_out: one row of pixels
   push.i32(0).i32(0).u32(1).u32(1);               // pad, stride
   push.u32(static_cast<uint32_t>(split));
-  push.u32(u(rows * k)).u32(1).u32(u(rows * k)).u32(u(k));  // x strides (n, c, y, x)
-  push.u32(u(rows * m)).u32(1).u32(u(rows * m)).u32(u(m));  // y strides
+  // Row strides: the exp_blocks rows hold 2 statistics per block after their features.
+  const int64_t x_row = scale_blocks ? k + 2 * (k / scale_blocks) : k;
+  const int64_t y_row = exp_blocks ? m + 2 * (m / exp_blocks) : m;
+  push.u32(u(rows * x_row)).u32(1).u32(u(rows * x_row)).u32(u(x_row));  // x strides (n, c, y, x)
+  push.u32(u(rows * y_row)).u32(1).u32(u(rows * y_row)).u32(u(y_row));  // y strides
   push.u32(0).u32(0).u32(0).u32(0);               // no residual
   push.f32(1.0f).f32(1.0f).f32(1.0f);             // acc_scale, residual_scale, out_scale
   push.u32(0).u32(1);                             // row0, rows: the one band
@@ -167,6 +200,7 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
   std::vector<runtime::BindingDesc> bindings = {l.bind(x, runtime::Access::read), l.bind(w, runtime::Access::read)};
   if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
   bindings.push_back(l.bind(y, runtime::Access::write));
+  if (scales != kNoValue) bindings.push_back(l.bind(scales, runtime::Access::read));
   l.dispatch(pipeline, std::move(bindings), push, {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                                                    static_cast<uint32_t>(split)},
              node);
@@ -179,6 +213,25 @@ Status lower_gemm(Lowering& l, const Node& node) {
   if (node.op != Op::linear && node.op != Op::matmul)
     return l.fail(node, "lower_gemm handles linear and matmul only");
   const bool linear = node.op == Op::linear;
+  const int64_t exp_blocks = linear ? node.attrs.get_int("exp_blocks", 0) : 0;
+  const int64_t scale_blocks = linear ? node.attrs.get_int("scale_blocks", 0) : 0;
+  if (exp_blocks || scale_blocks) {
+    const ValueId x = node.inputs[0], w = node.inputs[1];
+    STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, w, node.inputs.size() > 2 ? node.inputs[2] : kNoValue,
+                                                      node.outputs[0]}));
+    const uint64_t range = l.target().max_storage_buffer_range;
+    std::vector<ValueId> operands = node.inputs;
+    operands.push_back(node.outputs[0]);
+    for (ValueId v : operands)
+      if (static_cast<uint64_t>(num_elements(l.shape(v))) * l.elem_bytes(v) > range)
+        return l.fail(node, fmt::format("the folded softmax binds '{}' whole, above the storage-buffer range {}",
+                                        l.graph().value(v).name, range));
+    if (l.target().tensor_cores == TensorCores::none || l.storage(x) != DType::f16 || l.storage(w) != DType::f16 ||
+        l.offset_alignment() % 16 != 0 || l.location(x).offset % 16 != 0 || l.location(w).offset % 16 != 0)
+      return l.fail(node, "the folded softmax (exp_blocks, scale_blocks) runs on the tensor-core GEMM only: f16 "
+                          "operands at 16-byte offsets on a target with (or emulating) cooperative matrices");
+    return lower_linear_coop(l, node, l.shape(x)[0], l.shape(w)[0], l.shape(w)[1], exp_blocks, scale_blocks);
+  }
   const ValueId a = node.inputs[0], b = node.inputs[1], c = node.outputs[0];
   const ValueId bias = linear && node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
   const Shape& as = l.shape(a);

@@ -52,6 +52,9 @@ struct CompilerOptions {
   // Long wide single-head attentions as GEMMs (passes/attention_gemms.cpp) where the
   // target has tensor cores; false keeps the flash kernel (`--no-attention-gemms`).
   bool attention_gemms = true;
+  // With attention_gemms, the softmax folded into its two GEMMs (passes/attention_gemms
+  // .cpp); false keeps the softmax a node of its own (`--no-fold-softmax`).
+  bool fold_softmax = true;
   // Upsample convs as four 2×2 phase convs with their weights summed at compile time
   // (passes/phase_weights.cpp) where the target has tensor cores; false keeps the 3×3
   // gather (`--no-phase-convs`, with codegen::CodegenOptions::phase_convs).

@@ -41,7 +41,8 @@ double node_flops(const Graph& g, const Node& n) {
       const double taps = layout && *layout == WeightLayout::phases ? 4.0 : static_cast<double>(k[0] * k[1]);
       return 2.0 * out_elems * ci * taps;
     }
-    case Op::linear: return 2.0 * out_elems * static_cast<double>(shape(1)[1]);
+    case Op::linear:  // rows × features × K (the exp_blocks form's statistics columns are no features)
+      return 2.0 * (out_elems / static_cast<double>(out.back())) * static_cast<double>(shape(1)[0] * shape(1)[1]);
     case Op::matmul: return 2.0 * out_elems * static_cast<double>(shape(0).back());
     case Op::attention: {
       const Shape& q = shape(0);

@@ -123,7 +123,45 @@ Expected<std::vector<TensorType>> infer_conv3d(const Attrs& a, const Types& in) 
 
 Expected<TensorType> out_type(const Attrs& a, const TensorType& x, Shape shape);
 
+// linear's softmax-folding forms (ir/ops.h: exp_blocks, scale_blocks).
+Expected<std::vector<TensorType>> infer_linear_blocks(const Attrs& a, const Types& in) {
+  const TensorType *x = in[0], *w = in[1], *c = in.size() > 2 ? in[2] : nullptr;
+  STRATA_RETURN_IF_ERROR(need_rank(w, 2, "linear weight"));
+  if (a.has("exp_blocks") && a.has("scale_blocks")) return error("linear takes exp_blocks or scale_blocks, not both");
+  const bool exp = a.has("exp_blocks");
+  const int64_t block = a.get_int(exp ? "exp_blocks" : "scale_blocks");
+  const int64_t n = w->shape[0], k = w->shape[1];
+  if (x->rank() != 2) return error("linear with {} needs a rank-2 input, got {}", exp ? "exp_blocks" : "scale_blocks",
+                                   shape_str(x->shape));
+  if (exp) {
+    if (block < 1 || n % block != 0) return error("exp_blocks {} does not divide the {} output features", block, n);
+    if (c) return error("linear with exp_blocks takes no bias");
+    if (x->shape[1] != k)
+      return error("linear input {} does not end in the weight's {} input features", shape_str(x->shape), k);
+    return std::vector{TensorType{{x->shape[0], n + 2 * (n / block)}, DType::f16, {}}};
+  }
+  if (block < 1 || k % block != 0) return error("scale_blocks {} does not divide the {} input features", block, k);
+  if (x->shape[1] != k + 2 * (k / block))
+    return error("linear with scale_blocks {} reads exp_blocks rows of {} columns ({} input features), got {}", block,
+                 k + 2 * (k / block), k, shape_str(x->shape));
+  if (!c || c->dtype != DType::f32 || c->shape != Shape{x->shape[0], k / block})
+    return error("linear with scale_blocks needs f32 block weights [{}, {}] as its third operand", x->shape[0],
+                 k / block);
+  Shape s{x->shape[0], n};
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, s));
+  return std::vector{t};
+}
+
+Expected<std::vector<TensorType>> infer_block_softmax(const Attrs& a, const Types& in) {
+  const TensorType* e = in[0];
+  const int64_t block = a.get_int("block");
+  if (e->rank() != 2 || block < 1 || e->shape[1] % (block + 2) != 0)
+    return error("block_softmax reads exp_blocks rows (N + 2·N/{} columns), got {}", block, shape_str(e->shape));
+  return std::vector{TensorType{{e->shape[0], e->shape[1] / (block + 2)}, DType::f32, {}}};
+}
+
 Expected<std::vector<TensorType>> infer_linear(const Attrs& a, const Types& in) {
+  if (a.has("exp_blocks") || a.has("scale_blocks")) return infer_linear_blocks(a, in);
   const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
   STRATA_RETURN_IF_ERROR(need_rank(w, 2, "linear weight"));
   if (x->rank() < 1 || x->shape.back() != w->shape[1])
@@ -437,6 +475,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::norm_act: return infer_norm_act(attrs, inputs);
     case Op::group_moments: return infer_group_moments(attrs, inputs);
     case Op::conv_gemm: return infer_conv_gemm(attrs, inputs);
+    case Op::block_softmax: return infer_block_softmax(attrs, inputs);
     case Op::cast: {
       STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));
       return std::vector{TensorType{x.shape, t, {}}};

@@ -167,7 +167,12 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       p.pad_hi = {pad[1], pad[2], pad[3]};
       return interp::conv3d(*in[0], *in[1], opt(2), p, par);
     }
-    case Op::linear: return interp::linear(*in[0], *in[1], opt(2), par);
+    case Op::linear:
+      if (a.has("exp_blocks")) return interp::linear_exp_blocks(*in[0], *in[1], a.get_int("exp_blocks"), par);
+      if (a.has("scale_blocks"))
+        return interp::linear_scale_blocks(*in[0], *in[1], *in[2], a.get_int("scale_blocks"), par);
+      return interp::linear(*in[0], *in[1], opt(2), par);
+    case Op::block_softmax: return interp::block_softmax(*in[0], a.get_int("block"), par);
     case Op::matmul: return interp::matmul(*in[0], *in[1], par);
     case Op::group_norm:
       return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par, opt(3));

@@ -104,6 +104,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, std::array<i
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par);
 Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
+// A softmax folded into the GEMMs around it (ir/ops.h): linear {exp_blocks = block},
+// block_softmax, linear {scale_blocks = block}.
+Tensor linear_exp_blocks(const Tensor& x, const Tensor& w, int64_t block, const Parallel& par);
+Tensor block_softmax(const Tensor& e, int64_t block, const Parallel& par);
+Tensor linear_scale_blocks(const Tensor& e, const Tensor& w, const Tensor& c, int64_t block, const Parallel& par);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
                  int64_t frame_tokens = 0);  // > 0: frame-causal keys (ir/ops.h)
 

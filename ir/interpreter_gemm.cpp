@@ -49,6 +49,67 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parall
   return y;
 }
 
+Tensor linear_exp_blocks(const Tensor& x, const Tensor& w, int64_t block, const Parallel& par) {
+  const int64_t k = w.shape[1], n = w.shape[0], rows = x.shape[0], blocks = n / block, cols = n + 2 * blocks;
+  Tensor y(Shape{rows, cols});
+  // Unit u = one block of one row (row u / blocks, block u % blocks).
+  parallel_for(rows * blocks, par, k * block, [&](int64_t begin, int64_t end) {
+    std::vector<float> s(static_cast<size_t>(block));
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r = u / blocks, b = u % blocks;
+      for (int64_t j = 0; j < block; ++j)
+        s[static_cast<size_t>(j)] =
+            static_cast<float>(dot(x.data.data() + r * k, w.data.data() + (b * block + j) * k, k));
+      const float m = round_to(*std::max_element(s.begin(), s.end()), DType::f16);
+      float* out = y.data.data() + r * cols;
+      double l = 0.0;
+      for (int64_t j = 0; j < block; ++j) {
+        const float e = round_to(static_cast<float>(std::exp(double(s[static_cast<size_t>(j)]) - double(m))), DType::f16);
+        out[b * block + j] = e;
+        l += e;
+      }
+      out[n + 2 * b] = m;
+      out[n + 2 * b + 1] = round_to(static_cast<float>(l), DType::f16);
+    }
+  });
+  return y;
+}
+
+Tensor block_softmax(const Tensor& e, int64_t block, const Parallel& par) {
+  const int64_t rows = e.shape[0], cols = e.shape[1], blocks = cols / (block + 2), n = blocks * block;
+  Tensor c(Shape{rows, blocks});
+  // Unit u = one row.
+  parallel_for(rows, par, 4 * blocks, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* st = e.data.data() + r * cols + n;  // (m_b, l_b) pairs
+      double m = -INFINITY, l = 0.0;
+      for (int64_t b = 0; b < blocks; ++b) m = std::max(m, double(st[2 * b]));
+      for (int64_t b = 0; b < blocks; ++b) l += std::exp(double(st[2 * b]) - m) * double(st[2 * b + 1]);
+      for (int64_t b = 0; b < blocks; ++b)
+        c.data[static_cast<size_t>(r * blocks + b)] = static_cast<float>(std::exp(double(st[2 * b]) - m) / l);
+    }
+  });
+  return c;
+}
+
+Tensor linear_scale_blocks(const Tensor& e, const Tensor& w, const Tensor& c, int64_t block, const Parallel& par) {
+  const int64_t k = w.shape[1], n = w.shape[0], rows = e.shape[0], cols = e.shape[1], blocks = k / block;
+  Tensor y(Shape{rows, n});
+  // Unit u = one output row: its weights f16(e·c) once, then one dot per feature.
+  parallel_for(rows, par, k * n, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t j = 0; j < k; ++j)
+        p[static_cast<size_t>(j)] =
+            round_to(e.data[static_cast<size_t>(r * cols + j)] * c.data[static_cast<size_t>(r * blocks + j / block)],
+                     DType::f16);
+      for (int64_t f = 0; f < n; ++f)
+        y.data[static_cast<size_t>(r * n + f)] = static_cast<float>(dot(p.data(), w.data.data() + f * k, k));
+    }
+  });
+  return y;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par) {
   const size_t r = a.shape.size();
   const int64_t batch = prod(a.shape, 0, r - 2);

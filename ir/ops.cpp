@@ -21,8 +21,11 @@ constexpr AttrSpec kEps[] = {{"eps", K::float_, false}};
 constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
 // token_rms_norm: eps, and the result's storage dtype (lower_precision; default x's).
 constexpr AttrSpec kTokenRmsNorm[] = {{"eps", K::float_, true}, {"dtype", K::string, false}};
-// linear: the result's storage dtype (lower_precision; default x's).
-constexpr AttrSpec kLinear[] = {{"dtype", K::string, false}};
+// linear: the result's storage dtype (lower_precision; default x's); exp_blocks and
+// scale_blocks: the two GEMMs of a softmax folded into them (ir/ops.h).
+constexpr AttrSpec kLinear[] = {
+    {"dtype", K::string, false}, {"exp_blocks", K::int_, false}, {"scale_blocks", K::int_, false}};
+constexpr AttrSpec kBlockSoftmax[] = {{"block", K::int_, true}};
 // softmax: the result's storage dtype (passes/attention_gemms.cpp; default x's).
 constexpr AttrSpec kSoftmax[] = {{"dtype", K::string, false}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
@@ -77,6 +80,7 @@ constexpr std::array kOps = {
     OpInfo{Op::cast, "cast", 1, 1, 1, kCast},
     OpInfo{Op::norm_act, "norm_act", 2, 5, 1, kNormAct},
     OpInfo{Op::conv_gemm, "conv_gemm", 2, 4, 1, kConvGemm},
+    OpInfo{Op::block_softmax, "block_softmax", 1, 1, 1, kBlockSoftmax},
 };
 
 constexpr bool table_in_enum_order() {
@@ -85,7 +89,7 @@ constexpr bool table_in_enum_order() {
   return true;
 }
 static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
-static_assert(kOps.size() == static_cast<size_t>(Op::conv_gemm) + 1, "op table incomplete");
+static_assert(kOps.size() == static_cast<size_t>(Op::block_softmax) + 1, "op table incomplete");
 
 }  // namespace
 

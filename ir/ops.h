@@ -72,6 +72,19 @@
 //   Both take an optional band_rows = R (set by passes/split_bands): codegen runs the
 //   node in horizontal bands of R output rows, each dispatch binding only a window of
 //   every activation operand. It changes how the work is split, not what is computed.
+//   A softmax folded into the two GEMMs around it (passes/attention_gemms.cpp), in
+//   blocks of B = `block` columns. All three take rank-2 operands; f16 = rounded to f16
+//   (round to nearest even), sums in f64 as linear's:
+//   linear(x[R,K], w[N,K]) {exp_blocks = B} → f16 [R, N + 2·N/B], N % B == 0, no bias:
+//       with s = x·wᵀ, per row r and block b of columns [bB, bB + B):
+//       m_b = f16(max s), e_j = f16(exp(s_j − m_b)), l_b = f16(Σ e_j);
+//       y[r, j] = e_j for j < N, y[r, N + 2b] = m_b, y[r, N + 2b + 1] = l_b
+//   block_softmax(e[R, N + 2·N/B]) {block = B} → f32 [R, N/B]: the weight of each block
+//       in e's row: m = max_b m_b, c_b = exp(m_b − m) / Σ_b' exp(m_b' − m)·l_b'
+//   linear(e[R, K + 2·K/B], w[N,K], c[R, K/B]) {scale_blocks = B} → [R, N]:
+//       y[r, n] = Σ_k f16(e[r, k]·c[r, ⌊k/B⌋])·w[n, k] (e's first K columns only): so
+//       f16(e_j·c_b) = f16(exp(s_j − max_row s) / Σ_row exp(s − max_row s)), the
+//       softmax's weights, up to the f16 roundings above
 #pragma once
 
 #include "ir/attrs.h"
@@ -111,6 +124,7 @@ enum class Op {
   cast,
   norm_act,
   conv_gemm,
+  block_softmax,
 };
 
 struct AttrSpec {

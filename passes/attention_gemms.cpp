@@ -34,6 +34,18 @@
 // workgroups and fills its waves either way. Chunking changes no result: every query
 // row's scores, weights and output are computed alike in any chunk.
 //
+// With CompileOptions::fold_softmax and Tk % 128 == 0 the softmax is folded into the
+// two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
+//   e_c  = linear(qs_c, k) {exp_blocks = 32}     f16 [R, Tk + Tk/16]: exp(s − block max)
+//                                                and each block's (max, sum)
+//   w_c  = block_softmax(e_c) {block = 32}       f32 [R, Tk/32]: each block's weight
+//   o_c  = linear(e_c, vt, w_c) {scale_blocks = 32, dtype = q's}
+// Why: the f32 scores (4 bytes each, written and read) and the softmax's pass over them
+// go; the scores GEMM writes 2.1 bytes per score instead of 4, and the output GEMM
+// reads 2 as before (docs/PERFORMANCE.md, session 21, counts it for Flux 2048²). The
+// row stride Tk·17/16 halfs keeps every row 16-byte aligned (Tk % 128 == 0). The
+// chunks are the unfolded ones (their bytes are bounded by the same budget, now with
+// room to spare).
 // Runs only when CompileOptions::attention_gemms is set (tensor-core targets, where a
 // linear of f16 operands runs on the tensor-core GEMM; compile/target.cpp), after
 // lower_precision (the dtypes above are the storage it would choose; nothing later
@@ -58,6 +70,8 @@ constexpr int64_t kMinKeys = 1024;     // shorter: the flash kernel's fixed cost
 constexpr int64_t kRowMultiple = 128;  // the GEMM's pixel tile
 constexpr int64_t kColumnTile = 128;   // the GEMM's channel tile (the output GEMM's Dv)
 constexpr uint64_t kMinScoreBytes = 64ull << 20;
+constexpr int64_t kFoldBlock = 32;     // the folded softmax's key block: the GEMM's 32-wide fragments and BK
+constexpr int64_t kFoldKeys = 128;     // keys a multiple of this: 16-byte aligned rows of e
 
 bool row_major_f16(const TensorType& t) { return t.dtype == DType::f16 && t.layout.is_default(); }
 
@@ -104,11 +118,13 @@ Node make_node(Op op, std::string name, std::vector<ValueId> in, ValueId out, At
 }
 
 // The nodes that compute attention node `a` (see the header), writing its result.
-std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t binding_limit, uint32_t wave) {
+std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t binding_limit, uint32_t wave,
+                            bool fold_softmax) {
   const ValueId q = a.inputs[0], k = a.inputs[1], v = a.inputs[2], out = a.outputs[0];
   const TensorType qt = g.value(q).type, vt_in = g.value(v).type, ot = g.value(out).type;
   const int64_t tq = qt.shape[0], d = qt.shape[1], tk = g.value(k).type.shape[0], dv = vt_in.shape[1];
   const int64_t rows = chunk_rows(tq, tk, dv, budget, binding_limit, wave);
+  const bool fold = fold_softmax && tk % kFoldKeys == 0;
   const std::string& name = a.name;
   std::vector<Node> nodes;
 
@@ -135,6 +151,24 @@ std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t b
     Attrs sc;
     sc.set("mul", a.attrs.get_float("scale"));
     nodes.push_back(make_node(Op::scale, name + ".q_scaled" + tag, {qc}, qs, sc));
+    const ValueId o = whole ? out : g.add_value(name + ".out" + tag, TensorType{{r, dv}, ot.dtype, {}});
+    Attrs od;
+    od.set("dtype", std::string(dtype_name(ot.dtype)));
+    parts.push_back(o);
+    if (fold) {
+      const int64_t blocks = tk / kFoldBlock;
+      const ValueId e = g.add_value(name + ".exp_blocks" + tag, TensorType{{r, tk + 2 * blocks}, DType::f16, {}});
+      Attrs eb;
+      eb.set("exp_blocks", kFoldBlock);
+      nodes.push_back(make_node(Op::linear, name + ".scores" + tag, {qs, k}, e, eb));
+      const ValueId wb = g.add_value(name + ".block_weights" + tag, TensorType{{r, blocks}, DType::f32, {}});
+      Attrs bs;
+      bs.set("block", kFoldBlock);
+      nodes.push_back(make_node(Op::block_softmax, name + ".softmax" + tag, {e}, wb, bs));
+      od.set("scale_blocks", kFoldBlock);
+      nodes.push_back(make_node(Op::linear, name + ".out" + tag, {e, vt, wb}, o, od));
+      continue;
+    }
     const ValueId s = g.add_value(name + ".scores" + tag, TensorType{{r, tk}, DType::f32, {}});
     Attrs f32;
     f32.set("dtype", std::string("f32"));
@@ -143,11 +177,7 @@ std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t b
     Attrs f16;
     f16.set("dtype", std::string("f16"));
     nodes.push_back(make_node(Op::softmax, name + ".softmax" + tag, {s}, p, f16));
-    const ValueId o = whole ? out : g.add_value(name + ".out" + tag, TensorType{{r, dv}, ot.dtype, {}});
-    Attrs od;
-    od.set("dtype", std::string(dtype_name(ot.dtype)));
     nodes.push_back(make_node(Op::linear, name + ".out" + tag, {p, vt}, o, od));
-    parts.push_back(o);
   }
   if (parts.size() > 1) {
     Attrs c;
@@ -166,24 +196,28 @@ Status run_attention_gemms(Graph& g, PassContext& ctx) {
     if (v.kind == ValueKind::intermediate) largest = std::max<uint64_t>(largest, v.type.bytes());
   const uint64_t budget = std::max(2 * largest, kMinScoreBytes);
   std::vector<Node> nodes;
-  int64_t rewritten = 0, chunks = 0;
+  int64_t rewritten = 0, chunks = 0, folded = 0;
   for (const Node& n : g.nodes()) {
     if (!applies(g, n)) {
       nodes.push_back(n);
       continue;
     }
     std::vector<Node> parts =
-        decompose(g, n, budget, ctx.options.binding_limit, ctx.options.gemm_wave_workgroups);
-    chunks += std::count_if(parts.begin(), parts.end(), [](const Node& p) { return p.op == Op::softmax; });
+        decompose(g, n, budget, ctx.options.binding_limit, ctx.options.gemm_wave_workgroups, ctx.options.fold_softmax);
+    chunks += std::count_if(parts.begin(), parts.end(),
+                            [](const Node& p) { return p.op == Op::softmax || p.op == Op::block_softmax; });
+    folded += std::count_if(parts.begin(), parts.end(), [](const Node& p) { return p.op == Op::block_softmax; }) > 0;
     ++rewritten;
     for (Node& p : parts) nodes.push_back(std::move(p));
   }
   g.nodes() = std::move(nodes);
-  ctx.log.push_back(fmt::format("attention_gemms: {} attentions as score and output GEMMs ({} chunks of query rows{})",
+  ctx.log.push_back(fmt::format("attention_gemms: {} attentions as score and output GEMMs ({} chunks of query rows{}), "
+                                "{} with the softmax folded into them",
                                 rewritten, chunks,
                                 ctx.options.gemm_wave_workgroups
                                     ? fmt::format(", output GEMM waves of {} workgroups", ctx.options.gemm_wave_workgroups)
-                                    : std::string()));
+                                    : std::string(),
+                                folded));
   return Status::ok();
 }
 

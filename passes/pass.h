@@ -55,6 +55,11 @@ struct CompileOptions {
   // query rows. The target sets it where linears of f16 operands run on tensor cores
   // (compile/target.cpp); off, attention stays one flash-attention node.
   bool attention_gemms = false;
+  // With attention_gemms: the softmax folded into the two GEMMs (the scores GEMM writes
+  // exp(s − block max) in f16 and per-block statistics, a small kernel turns them into
+  // block weights, the output GEMM scales its staged rows by them), so no f32 scores
+  // are written. Off: a scores GEMM, a softmax and an output GEMM as before.
+  bool fold_softmax = false;
   // Workgroups of the tensor-core GEMM's default tile that the device runs at once (a
   // wave; compile/target.cpp: multiprocessors × 2). attention_gemms sizes its chunks of
   // query rows so that each output GEMM fills whole waves. 0: unknown, even chunks.

@@ -49,6 +49,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
+      {"no-fold-softmax", false,
+       "with the attention GEMMs, keep their softmax a kernel of its own instead of folding it into the two "
+       "GEMMs (for measuring the two: docs/PERFORMANCE.md)"},
       {"attention-tile", true,
        "tensor-core attention for head dims up to 128: NxBC (N subgroups of 16 query rows, BC keys per block; "
        "default 8x32) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
@@ -113,6 +116,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.conv_tile = a.get_or("conv-tile", "");
   r.phase_convs = !a.has("no-phase-convs");
   r.attention_gemms = !a.has("no-attention-gemms");
+  r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
   if (auto text = a.get("pipeline-threads")) {
     STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("pipeline-threads", *text));
@@ -173,6 +177,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.codegen.conv_tile = r.conv_tile;
   o.codegen.phase_convs = r.phase_convs;
   o.attention_gemms = r.attention_gemms;
+  o.fold_softmax = r.fold_softmax;
   o.phase_convs = r.phase_convs;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;

@@ -44,6 +44,7 @@ struct RunSettings {
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
   bool attention_gemms = true;         // off with --no-attention-gemms (CompilerOptions::attention_gemms)
+  bool fold_softmax = true;            // off with --no-fold-softmax (CompilerOptions::fold_softmax)
   bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)
   std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define

@@ -35,6 +35,17 @@
 // 4 channels per lane, one 16-byte store; the same arithmetic per element as the
 // scalar stores.
 //
+// EXP_BLOCKS = 1 (with VEC_OUT, f16 y, FN = 32, 1×1, no bias or residual; linear
+// {exp_blocks = 32}, ir/ops.h): every accumulator fragment is one 32-key block of FM
+// score rows. A row's 4 lanes take its block maximum and sum by subgroup shuffles and
+// store e = f16(exp(s − f16(max))) (exp_precise) as usual; the first of them also stores the block's
+// (f16 max, f16 sum) at columns co + 2·block of the row (y's row stride ys_x is
+// co + 2·co/32). Control flow stays uniform through the shuffles; only stores are masked.
+//
+// A_SCALE = B > 0 (1×1, the im2col tile with FETCH_PRE; linear {scale_blocks = B}):
+// every staged A element x[p, k] is f16(x[p, k] · a_scale[p · ci/B + k/B]), the f32
+// block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
+//
 // STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
 // buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
@@ -124,6 +135,21 @@
 #ifndef VEC_OUT
 #define VEC_OUT 0
 #endif
+#ifndef EXP_BLOCKS
+#define EXP_BLOCKS 0
+#endif
+#ifndef A_SCALE
+#define A_SCALE 0
+#endif
+#if EXP_BLOCKS
+#extension GL_KHR_shader_subgroup_shuffle : require
+#if !VEC_OUT || VEC_F32 || FN != 32 || HAS_BIAS || HAS_RES || KH != 1 || KW != 1 || TH > 0
+#error "conv_gemm_coop.comp: EXP_BLOCKS takes f16 VEC_OUT stores, 32-wide fragments and a 1x1 GEMM without epilogue operands"
+#endif
+#endif
+#if A_SCALE && (KH != 1 || KW != 1 || TH > 0 || PHASES || FRAMES)
+#error "conv_gemm_coop.comp: A_SCALE takes a 1x1 GEMM on the im2col tile"
+#endif
 // FRAMES = 1: x is a frame stack (conv_gemm.comp's header: ir/ops.h frame_rows): output
 // row oy of frame f = oy / R reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame
 // max(f − shift, 0) and columns clamped to the image, so every tap reads a real pixel.
@@ -177,6 +203,10 @@ layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { vec4 yv[]; };
 #elif VEC_OUT
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { uvec4 yv[]; };
+#endif
+
+#if A_SCALE
+layout(std430, binding = 3 + HAS_BIAS + HAS_RES) readonly buffer ScaleBuf { float a_scale[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -327,6 +357,7 @@ int a_f[A_LOADS];  // the pixel's frame
 #endif
 #endif
 uint x_img, c_tile0, load_k;
+uint a_p0;  // the tile's first GEMM row (A_SCALE)
 uint phase_py, phase_px, phase_i0;  // PHASES: this workgroup's output parity, its first half-size row
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
 // invocation / VECS_PER_ROW) has each quarter-subgroup of a 16-byte store write rows r
@@ -400,6 +431,16 @@ void fetch(uint ky, uint kx, uint c0) {
     const uint at = a_base[j] + c0 + ((((m >> 30) & 1u) * U + ky) >> U) * pc.xs_y +
                     (((m >> 31) * U + kx) >> U) * pc.xs_x;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
+#if A_SCALE
+    // The 8 halfs of one row and block, times the block's weight, rounded to f16.
+    const float w = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : 0.0;
+    uvec4 r = a_reg[j];
+    [[unroll]] for (uint q = 0; q < 4; ++q) {
+      const vec2 h = unpackHalf2x16(r[q]) * w;
+      r[q] = packFloat2x16(f16vec2(round_f16(h.x), round_f16(h.y)));
+    }
+    a_reg[j] = r;
+#endif
   }
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
     const bool ok = c_ok && b_base[j] != 0xFFFFFFFFu;
@@ -628,6 +669,7 @@ void main() {
   const uint p0 = ((gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + WG_X) * BP;
   if (p0 >= pixels) return;  // the whole workgroup leaves together
 #endif
+  a_p0 = p0;
   c_tile0 = WG_Y * BC;
   x_img = img * pc.xs_n;
   load_k = (tid % VECS_PER_ROW) * 8;
@@ -821,6 +863,41 @@ void main() {
             v[c] = store_round(v[c]);
           }
           yv[(pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o) >> 2] = v;
+        }
+      }
+#elif EXP_BLOCKS
+      // FM pixels × 4 groups of 8 keys; lanes 4q .. 4q + 3 hold one pixel's block.
+      [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
+        const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
+        const uint p = p0 + (sg_p * FP + i) * FM + gp;
+        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+        const bool live = g < FM * FN / 8 && p < pixels && o < pc.co_store;
+        float v[8];
+        float m = uintBitsToFloat(0xFF800000u);  // -inf
+        [[unroll]] for (uint c = 0; c < 8; ++c) {
+          v[c] = live ? EP_READ(ep_at + gp * FN + gc * 8 + c) : 0.0;
+          m = max(m, v[c]);
+        }
+        m = max(m, subgroupShuffleXor(m, 1u));
+        m = max(m, subgroupShuffleXor(m, 2u));
+        m = round_f16(m);
+        float l = 0.0;
+        [[unroll]] for (uint c = 0; c < 8; ++c) {
+          v[c] = round_f16(exp_precise(v[c] - m));
+          l += v[c];
+        }
+        l += subgroupShuffleXor(l, 1u);
+        l += subgroupShuffleXor(l, 2u);
+        if (live) {
+          const uint oy = OUT_Y(p), ox = OUT_X(p);
+          const uint row = pc.y_base + img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x;
+          yv[(row + o) >> 3] =
+              uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])),
+                    packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
+          if (gc == 0u) {
+            y[row + pc.co + 2u * (o / FN)] = Y_T(m);
+            y[row + pc.co + 2u * (o / FN) + 1u] = Y_T(round_f16(l));
+          }
         }
       }
 #elif VEC_OUT

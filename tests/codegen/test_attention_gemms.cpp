@@ -11,6 +11,11 @@
 //   - the kernels: conv_gemm_coop and softmax.comp run it (no attention kernel), within
 //     one f16 ulp of each weight and of each output of the interpreter's run of the
 //     same graph.
+//   - the softmax folded into the GEMMs (fold_softmax): exp_blocks scores, one
+//     block_softmax per chunk and scale_blocks output GEMMs, no f32 scores and no
+//     softmax node; keys not a multiple of 128 stay unfolded; the values within the
+//     bound of its extra f16 roundings, and its kernels (conv_gemm_coop EXP_BLOCKS /
+//     A_SCALE, block_softmax.comp) within the ulps their roundings may flip.
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
@@ -48,10 +53,11 @@ Built build(int64_t tq, int64_t tk, int64_t d, int64_t dv, int64_t frame_tokens 
   return t;
 }
 
-Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit, uint32_t wave = 0) {
+Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit, uint32_t wave = 0, bool fold = false) {
   CompileOptions options;
   options.precision = Precision::f16;
   options.attention_gemms = on;
+  options.fold_softmax = fold;
   options.binding_limit = binding_limit;
   options.gemm_wave_workgroups = wave;
   PassContext ctx{options, w, {}};
@@ -143,7 +149,10 @@ TEST(AttentionGemms, OtherAttentionsAndTheOptionOffKeepTheAttention) {
 //     exp(±2·e_i); then it is rounded to f16 (2^-11 relative);
 //   - so |Δo_ij| ≤ (exp(2·e_i)·(1 + 2^-11) − 1) · Σ_j p_ij |v_j| ≤ that · max |v|;
 //   - and both outputs are rounded to f16: 2^-11 · |o| each.
-std::vector<double> row_bounds(const Built& t, double scale) {
+// `roundings`: the f16 roundings of each weight (1 unfolded; folded: e, the block sum
+// l_b through the normalisation, and e·c, plus the f32 arithmetic of c, far below
+// one more).
+std::vector<double> row_bounds(const Built& t, double scale, int roundings = 1) {
   const Tensor &q = t.inputs[0], &k = t.inputs[1], &v = t.inputs[2];
   const int64_t tq = q.shape[0], d = q.shape[1], tk = k.shape[0];
   double vmax = 0;
@@ -158,7 +167,7 @@ std::vector<double> row_bounds(const Built& t, double scale) {
         s += std::fabs(double(q.data[size_t(i * d + c)]) * double(k.data[size_t(j * d + c)]));
       e = std::max(e, u * scale * s);
     }
-    bounds[size_t(i)] = (std::exp(2 * e) * (1 + u) - 1) * vmax;
+    bounds[size_t(i)] = (std::exp(2 * e) * std::pow(1 + u, roundings) - 1) * vmax;
   }
   return bounds;
 }
@@ -213,6 +222,96 @@ TEST(AttentionGemms, TensorCoreGemmsRunItWithinAnUlpOfTheInterpreter) {
   double vmax = 0;
   for (float x : t.inputs[2].data) vmax = std::max(vmax, double(std::fabs(x)));
   testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), std::ldexp(1.0, -10) * vmax);
+}
+
+TEST(AttentionGemms, FoldedSoftmaxReplacesTheScoresAndTheSoftmax) {
+  Built t = build(300, 1024, 256, 264);
+  const ValueId out = t.graph.outputs()[0];
+  ASSERT_TRUE(rewrite(t.graph, t.weights, true, 512 << 10, 0, true).is_ok());
+  EXPECT_EQ(count(t.graph, Op::attention), 0);
+  EXPECT_EQ(count(t.graph, Op::softmax), 0);
+  EXPECT_EQ(count(t.graph, Op::block_softmax), 3);  // the unfolded chunks: 128, 128, 44 rows
+  EXPECT_EQ(t.graph.outputs()[0], out);
+  int64_t scores = 0, outs = 0;
+  for (const Node& n : t.graph.nodes()) {
+    if (n.op != Op::linear) continue;
+    const TensorType& y = t.graph.value(n.outputs[0]).type;
+    if (n.attrs.has("exp_blocks")) {
+      ++scores;
+      EXPECT_EQ(n.attrs.get_int("exp_blocks"), 32);
+      EXPECT_EQ(y.dtype, DType::f16);
+      EXPECT_EQ(y.shape[1], 1024 + 64);  // 32 blocks: a (max, sum) pair each
+    } else {
+      ++outs;
+      EXPECT_EQ(n.attrs.get_int("scale_blocks", 0), 32);
+      ASSERT_EQ(n.inputs.size(), 3u);
+      EXPECT_EQ(t.graph.value(n.inputs[2]).type.shape, (Shape{y.shape[0], 32}));
+    }
+  }
+  EXPECT_EQ(scores, 3);
+  EXPECT_EQ(outs, 3);
+  for (const Value& v : t.graph.values())
+    EXPECT_FALSE(v.type.dtype == DType::f32 && v.type.shape.back() == 1024) << v.name;  // no f32 scores
+  // 1032 keys (not a multiple of 128: the e rows would not be 16-byte aligned): unfolded.
+  Built odd = build(300, 1032, 256, 264);
+  ASSERT_TRUE(rewrite(odd.graph, odd.weights, true, 512 << 10, 0, true).is_ok());
+  EXPECT_EQ(count(odd.graph, Op::block_softmax), 0);
+  EXPECT_GT(count(odd.graph, Op::softmax), 0);
+}
+
+TEST(AttentionGemms, FoldedSoftmaxStaysWithinTheRoundingBound) {
+  const Built before = build(300, 1024, 256, 264);
+  Built after = build(300, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(after.graph, after.weights, true, 512 << 10, 0, true).is_ok());
+  ASSERT_EQ(count(after.graph, Op::block_softmax), 3);
+  auto want = interpret(before.graph, before.weights, before.inputs);
+  auto got = interpret(after.graph, after.weights, after.inputs);
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_TRUE(got) << got.message();
+  const Tensor &w = (*want)[0], &g = (*got)[0];
+  ASSERT_EQ(g.shape, w.shape);
+  const std::vector<double> bounds = row_bounds(before, 1.0 / 16.0, 4);
+  const int64_t dv = w.shape[1];
+  size_t bad = 0;
+  double moved = 0;
+  for (size_t i = 0; i < w.data.size(); ++i) {
+    const double diff = std::fabs(double(g.data[i]) - double(w.data[i]));
+    moved = std::max(moved, diff);
+    const double bound = bounds[i / size_t(dv)] + std::ldexp(1.0, -11) * (std::fabs(w.data[i]) + std::fabs(g.data[i]));
+    if (diff > bound && bad++ < 5) ADD_FAILURE() << "element " << i << ": |d| " << diff << " > " << bound;
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(moved, 0.0);
+}
+
+TEST(AttentionGemms, FoldedSoftmaxKernelsMatchTheInterpreter) {
+  Built t = build(130, 1024, 256, 264);
+  ASSERT_TRUE(rewrite(t.graph, t.weights, true, 512 << 10, 0, true).is_ok());
+  ASSERT_EQ(count(t.graph, Op::block_softmax), 2);  // 128 rows and a partial tile of 2
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+  ASSERT_TRUE(plan) << plan.message();
+  std::string pipelines;
+  for (const auto& p : plan->pipelines) pipelines += p.name + "\n";
+  EXPECT_NE(pipelines.find("EXP_BLOCKS=1"), std::string::npos) << pipelines;
+  EXPECT_NE(pipelines.find("A_SCALE=32"), std::string::npos) << pipelines;
+  EXPECT_NE(pipelines.find("block_softmax.comp"), std::string::npos) << pipelines;
+  EXPECT_EQ(pipelines.find("attention"), std::string::npos) << pipelines;
+  EXPECT_EQ(pipelines.find("\nsoftmax.comp"), std::string::npos) << pipelines;
+  auto got = testing::run_for_target_graph(t.graph, t.weights, t.inputs, target);
+  ASSERT_TRUE(got) << got.message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  // The kernels' scores, exponentials and sums are f32 (the interpreter's f64), so three
+  // f16 roundings per weight may go the other way: e, the block sum l_b (through c) and
+  // e·c, an ulp (2^-10 relative) each, moving an output by at most 3 · 2^-10 · max |v|;
+  // and the output's own rounding, an ulp of it.
+  double vmax = 0;
+  for (float x : t.inputs[2].data) vmax = std::max(vmax, double(std::fabs(x)));
+  testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), 3 * std::ldexp(1.0, -10) * vmax);
 }
 
 }  // namespace
