@@ -38,13 +38,14 @@
 // EXP_BLOCKS = 1 (with VEC_OUT, f16 y, FN = 32, 1×1, no bias or residual; linear
 // {exp_blocks = 32}, ir/ops.h): every accumulator fragment is one 32-key block of FM
 // score rows. A row's 4 lanes take its block maximum and sum by subgroup shuffles and
-// store e = f16(exp(s − f16(max))) (exp_precise) as usual; the first of them also stores the block's
-// (f16 max, f16 sum) at columns co + 2·block of the row (y's row stride ys_x is
+// store e = f16(exp(s − f16(max))) (natively the device's exp2) as usual; the first of
+// them also stores the block's (f16 max, f16 sum), one 32-bit word, at columns
+// co + 2·block of the row (y's row stride ys_x is
 // co + 2·co/32). Control flow stays uniform through the shuffles; only stores are masked.
 //
 // A_SCALE = B > 0 (1×1, the im2col tile with FETCH_PRE; linear {scale_blocks = B}):
-// every staged A element x[p, k] is f16(x[p, k] · a_scale[p · ci/B + k/B]), the f32
-// block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
+// every staged A element x[p, k] is f16(x[p, k] · f16(a_scale[p · ci/B + k/B])), the
+// f32 block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
 //
 // STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
@@ -141,6 +142,12 @@
 #ifndef A_SCALE
 #define A_SCALE 0
 #endif
+#ifndef A_SCALE_PROBE
+#define A_SCALE_PROBE 0
+#endif
+#ifndef EB_EXACT_ROUND
+#define EB_EXACT_ROUND 0
+#endif
 #if EXP_BLOCKS
 #extension GL_KHR_shader_subgroup_shuffle : require
 #if !VEC_OUT || VEC_F32 || FN != 32 || HAS_BIAS || HAS_RES || KH != 1 || KW != 1 || TH > 0
@@ -199,6 +206,20 @@ layout(std430, binding = 2 + HAS_BIAS) readonly buffer RBufV { uvec4 resv[]; };
 #endif
 #endif
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { Y_T y[]; };
+#if EXP_BLOCKS
+layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufW { uint yw[]; };  // (max, sum) pairs
+// The exponentials through the device's exp2 natively (rounded to halves right after,
+// as attention_coop_dsplit.comp's P_EXP2), exp_precise in the emulation.
+// Natively the conversion to f16 is the device's (RTE; NVIDIA's keeps f16 subnormals,
+// which most exponentials of a peaked row are; round_f16 takes its slow path for them).
+#if COOPMAT == 1 && !EB_EXACT_ROUND
+#define EB_EXP(x) exp2((x) * 1.44269504)
+#define EB_ROUND(x) float(float16_t(x))
+#else
+#define EB_EXP(x) exp_precise(x)
+#define EB_ROUND(x) round_f16(x)
+#endif
+#endif
 #if VEC_OUT && VEC_F32
 layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { vec4 yv[]; };
 #elif VEC_OUT
@@ -358,6 +379,9 @@ int a_f[A_LOADS];  // the pixel's frame
 #endif
 uint x_img, c_tile0, load_k;
 uint a_p0;  // the tile's first GEMM row (A_SCALE)
+#if A_SCALE
+float a_w[A_LOADS];  // each A load's block weight (A_SCALE)
+#endif
 uint phase_py, phase_px, phase_i0;  // PHASES: this workgroup's output parity, its first half-size row
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
 // invocation / VECS_PER_ROW) has each quarter-subgroup of a 16-byte store write rows r
@@ -432,14 +456,12 @@ void fetch(uint ky, uint kx, uint c0) {
                     (((m >> 31) * U + kx) >> U) * pc.xs_x;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
 #if A_SCALE
-    // The 8 halfs of one row and block, times the block's weight, rounded to f16.
-    const float w = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : 0.0;
-    uvec4 r = a_reg[j];
-    [[unroll]] for (uint q = 0; q < 4; ++q) {
-      const vec2 h = unpackHalf2x16(r[q]) * w;
-      r[q] = packFloat2x16(f16vec2(round_f16(h.x), round_f16(h.y)));
-    }
-    a_reg[j] = r;
+    // The block's weight, in flight with the load; applied when staged (scale_a).
+#if A_SCALE_PROBE == 1
+    a_w[j] = ok ? pc.acc_scale : 0.0;  // measurement only: no load
+#else
+    a_w[j] = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : 0.0;
+#endif
 #endif
   }
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
@@ -529,6 +551,17 @@ void fetch_b(uint tap, uint c0) {
 void stage(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
+#if A_SCALE && A_SCALE_PROBE == 2
+    if (a_w[j] == 12345.0) a_reg[j].x ^= 1u;  // measurement only: the weight loaded, not applied
+#elif A_SCALE
+    // The 8 halfs of one row and block times the block's weight, in f16 arithmetic (two
+    // per instruction; IEEE multiplies round to nearest even, as the interpreter does):
+    // here, not in fetch(), so that the loads stay in flight during the MMAs. (In f32
+    // through round_f16, run 2 of session 21, the staging's arithmetic made the GEMM 3.8×
+    // slower: most weights of a long row are f16 subnormals, round_f16's slow path.)
+    const f16vec2 w2 = f16vec2(float16_t(round_f16(a_w[j])));
+    [[unroll]] for (uint q = 0; q < 4; ++q) a_reg[j][q] = packFloat2x16(unpackFloat2x16(a_reg[j][q]) * w2);
+#endif
     const uint r = load_row(j);
     if (A_LOADS * WG == BP * VECS_PER_ROW || r < BP) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[j]);
   }
@@ -883,7 +916,7 @@ void main() {
         m = round_f16(m);
         float l = 0.0;
         [[unroll]] for (uint c = 0; c < 8; ++c) {
-          v[c] = round_f16(exp_precise(v[c] - m));
+          v[c] = EB_ROUND(EB_EXP(v[c] - m));
           l += v[c];
         }
         l += subgroupShuffleXor(l, 1u);
@@ -894,10 +927,7 @@ void main() {
           yv[(row + o) >> 3] =
               uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])),
                     packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
-          if (gc == 0u) {
-            y[row + pc.co + 2u * (o / FN)] = Y_T(m);
-            y[row + pc.co + 2u * (o / FN) + 1u] = Y_T(round_f16(l));
-          }
+          if (gc == 0u) yw[(row + pc.co + 2u * (o / FN)) >> 1] = packFloat2x16(f16vec2(m, round_f16(l)));
         }
       }
 #elif VEC_OUT

@@ -150,7 +150,7 @@ TEST(AttentionGemms, OtherAttentionsAndTheOptionOffKeepTheAttention) {
 //   - so |Δo_ij| ≤ (exp(2·e_i)·(1 + 2^-11) − 1) · Σ_j p_ij |v_j| ≤ that · max |v|;
 //   - and both outputs are rounded to f16: 2^-11 · |o| each.
 // `roundings`: the f16 roundings of each weight (1 unfolded; folded: e, the block sum
-// l_b through the normalisation, and e·c, plus the f32 arithmetic of c, far below
+// l_b through the normalisation, c and e·c, plus the f32 arithmetic of c, far below
 // one more).
 std::vector<double> row_bounds(const Built& t, double scale, int roundings = 1) {
   const Tensor &q = t.inputs[0], &k = t.inputs[1], &v = t.inputs[2];
@@ -270,7 +270,7 @@ TEST(AttentionGemms, FoldedSoftmaxStaysWithinTheRoundingBound) {
   ASSERT_TRUE(got) << got.message();
   const Tensor &w = (*want)[0], &g = (*got)[0];
   ASSERT_EQ(g.shape, w.shape);
-  const std::vector<double> bounds = row_bounds(before, 1.0 / 16.0, 4);
+  const std::vector<double> bounds = row_bounds(before, 1.0 / 16.0, 5);
   const int64_t dv = w.shape[1];
   size_t bad = 0;
   double moved = 0;
@@ -305,13 +305,13 @@ TEST(AttentionGemms, FoldedSoftmaxKernelsMatchTheInterpreter) {
   ASSERT_TRUE(got) << got.message();
   auto want = interpret(t.graph, t.weights, t.inputs);
   ASSERT_TRUE(want) << want.message();
-  // The kernels' scores, exponentials and sums are f32 (the interpreter's f64), so three
-  // f16 roundings per weight may go the other way: e, the block sum l_b (through c) and
-  // e·c, an ulp (2^-10 relative) each, moving an output by at most 3 · 2^-10 · max |v|;
-  // and the output's own rounding, an ulp of it.
+  // The kernels' scores, exponentials and sums are f32 (the interpreter's f64), so four
+  // f16 roundings per weight may go the other way: e, the block sum l_b (through c), c
+  // and e·c, an ulp (2^-10 relative) each, moving an output by at most 4 · 2^-10 ·
+  // max |v|; and the output's own rounding, an ulp of it.
   double vmax = 0;
   for (float x : t.inputs[2].data) vmax = std::max(vmax, double(std::fabs(x)));
-  testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), 3 * std::ldexp(1.0, -10) * vmax);
+  testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), 4 * std::ldexp(1.0, -10) * vmax);
 }
 
 }  // namespace
