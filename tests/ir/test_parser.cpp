@@ -120,6 +120,14 @@ const std::map<Op, OpCase>& op_cases() {
                       {"gather", std::string("upsample2x")}, {"out_scale", 0.25}},
                      "cg");
        }},
+      // The folded softmax: linear {exp_blocks} → block_softmax → linear {scale_blocks}
+      // (blocks of 2: exp_blocks rows of 4 + 2·2 columns).
+      {Op::block_softmax, [](Builder& b, ValueId, ValueId, ValueId t) {
+         ValueId e = b.op(Op::linear, {b.reshape(t, {12, 8}), b.constant("fold.wk", f32({4, 8}))},
+                          {{"exp_blocks", int64_t(2)}}, "scores");
+         ValueId c = b.op(Op::block_softmax, {e}, {{"block", int64_t(2)}}, "weights");
+         return b.op(Op::linear, {e, b.constant("fold.wv", f32({3, 4})), c}, {{"scale_blocks", int64_t(2)}}, "out");
+       }},
   };
   return cases;
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <utility>
 
 namespace strata {
@@ -119,6 +120,46 @@ TEST(VerifierTest, GivenNormStatisticsAndMomentsShapes) {
   EXPECT_FALSE(b2.ok());
   EXPECT_NE(b2.status().message().find("group_moments needs batch 1, got [2,8,4,4]"), std::string::npos)
       << b2.status().message();
+}
+
+// The folded softmax's forms (ir/ops.h): blocks that do not divide the features, block
+// weights of the wrong shape, exp_blocks rows of the wrong width.
+TEST(VerifierTest, FoldedSoftmaxShapes) {
+  struct Case {
+    const char* what;
+    std::function<void(Builder&)> make;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"exp_blocks not dividing the features",
+       [](Builder& b) {
+         b.op(Op::linear, {b.input("x", {4, 8}), b.constant("w", f32({6, 8}))}, {{"exp_blocks", int64_t(4)}}, "s");
+       },
+       "exp_blocks 4 does not divide the 6 output features"},
+      {"block weights of the wrong shape",
+       [](Builder& b) {
+         b.op(Op::linear, {b.input("e", {4, 12}), b.constant("w", f32({3, 8})), b.input("c", {4, 3})},
+              {{"scale_blocks", int64_t(4)}}, "o");
+       },
+       "linear with scale_blocks needs f32 block weights [4, 2] as its third operand"},
+      {"rows not of exp_blocks width",
+       [](Builder& b) {
+         b.op(Op::linear, {b.input("e", {4, 8}), b.constant("w", f32({3, 8})), b.input("c", {4, 2})},
+              {{"scale_blocks", int64_t(4)}}, "o");
+       },
+       "linear with scale_blocks 4 reads exp_blocks rows of 12 columns (8 input features), got [4,8]"},
+      {"block_softmax of a row that is no exp_blocks row",
+       [](Builder& b) { b.op(Op::block_softmax, {b.input("e", {4, 13})}, {{"block", int64_t(4)}}, "w"); },
+       "block_softmax reads exp_blocks rows (N + 2·N/4 columns), got [4,13]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Graph g;
+    Builder b(g, nullptr);
+    c.make(b);
+    EXPECT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find(c.message), std::string::npos) << b.status().message();
+  }
 }
 
 TEST(VerifierTest, UndefinedOperand) {
