@@ -213,7 +213,10 @@ uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv) {
 // kernel's 32) and 32 keys, with fewer subgroups where a dispatch has fewer rows or
 // the shared memory is short (lavapipe's 32 KiB: 4). On the H200 at Z-Image's head dim
 // 8 × 32 ran a step's attention 1.6× faster than the dsplit kernel, 4 × 32 slower
-// (docs/PERFORMANCE.md, issue 17, session 13). Every
+// (docs/PERFORMANCE.md, issue 17, session 13). Head dims up to 64 (MiniMax-H3) take 4
+// subgroups first: 23 808 bytes of shared memory, under the H200's 24 KiB line for two
+// workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms
+// (session 21). Every
 // dispatch's rows at least one workgroup's (a partial last block overlaps the one
 // before); the shared memory within the target's. Errors: a malformed tile, or an
 // asked one that does not fit the shared memory.
@@ -223,6 +226,7 @@ Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& nod
   if (asked == "off" || frame_tokens > 0 || a.d > 128 || a.dv > 128) return std::optional<RowsTiles>{};
   const uint32_t sg = l.target().subgroup_size;
   std::vector<uint32_t> nsgs = {8, 4, 2, 1};
+  if (a.d <= 64 && a.dv <= 64) nsgs = {4, 2, 1};
   uint32_t bc = 32;
   if (!asked.empty()) {
     uint32_t n = 0, keys = 0;

@@ -34,8 +34,8 @@
 // workgroups and fills its waves either way. Chunking changes no result: every query
 // row's scores, weights and output are computed alike in any chunk.
 //
-// With CompileOptions::fold_softmax and Tk % 128 == 0 the softmax is folded into the
-// two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
+// With CompileOptions::fold_softmax, Tk % 128 == 0, Tk ≥ 32768 and D ≥ 512 (where it
+// measured faster; the options' fold_softmax_min_keys and _min_head_dim) the softmax is folded into the two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
 //   e_c  = linear(qs_c, k) {exp_blocks = 32}     f16 [R, Tk + Tk/16]: exp(s − block max)
 //                                                and each block's (max, sum)
 //   w_c  = block_softmax(e_c) {block = 32}       f32 [R, Tk/32]: each block's weight
@@ -72,6 +72,12 @@ constexpr int64_t kColumnTile = 128;   // the GEMM's channel tile (the output GE
 constexpr uint64_t kMinScoreBytes = 64ull << 20;
 constexpr int64_t kFoldBlock = 32;     // the folded softmax's key block: the GEMM's 32-wide fragments and BK
 constexpr int64_t kFoldKeys = 128;     // keys a multiple of this: 16-byte aligned rows of e
+// Where the fold measured faster on the H200 (session 21): Flux 2048² (D 512, 65 536
+// keys) 227.6 → 224.2 ms; Flux 1024² (16 384 keys) 47.0 either way; Qwen-Image (D 384)
+// slower, 28.4 → 28.9 ms at 1024² and 150.9 → 161.5 at 2048². The scores GEMM's
+// epilogue (exponentials, block maxima and sums) costs per score what the softmax pass
+// saves only over long rows and wide heads. Hence CompileOptions::
+// fold_softmax_min_keys (32768) and fold_softmax_min_head_dim (512).
 
 bool row_major_f16(const TensorType& t) { return t.dtype == DType::f16 && t.layout.is_default(); }
 
@@ -118,13 +124,15 @@ Node make_node(Op op, std::string name, std::vector<ValueId> in, ValueId out, At
 }
 
 // The nodes that compute attention node `a` (see the header), writing its result.
-std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, uint64_t binding_limit, uint32_t wave,
-                            bool fold_softmax) {
+std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, const CompileOptions& options) {
+  const uint64_t binding_limit = options.binding_limit;
+  const uint32_t wave = options.gemm_wave_workgroups;
   const ValueId q = a.inputs[0], k = a.inputs[1], v = a.inputs[2], out = a.outputs[0];
   const TensorType qt = g.value(q).type, vt_in = g.value(v).type, ot = g.value(out).type;
   const int64_t tq = qt.shape[0], d = qt.shape[1], tk = g.value(k).type.shape[0], dv = vt_in.shape[1];
   const int64_t rows = chunk_rows(tq, tk, dv, budget, binding_limit, wave);
-  const bool fold = fold_softmax && tk % kFoldKeys == 0;
+  const bool fold = options.fold_softmax && tk % kFoldKeys == 0 && tk >= options.fold_softmax_min_keys &&
+                    d >= options.fold_softmax_min_head_dim;
   const std::string& name = a.name;
   std::vector<Node> nodes;
 
@@ -203,7 +211,7 @@ Status run_attention_gemms(Graph& g, PassContext& ctx) {
       continue;
     }
     std::vector<Node> parts =
-        decompose(g, n, budget, ctx.options.binding_limit, ctx.options.gemm_wave_workgroups, ctx.options.fold_softmax);
+        decompose(g, n, budget, ctx.options);
     chunks += std::count_if(parts.begin(), parts.end(),
                             [](const Node& p) { return p.op == Op::softmax || p.op == Op::block_softmax; });
     folded += std::count_if(parts.begin(), parts.end(), [](const Node& p) { return p.op == Op::block_softmax; }) > 0;

@@ -60,6 +60,10 @@ struct CompileOptions {
   // block weights, the output GEMM scales its staged rows by them), so no f32 scores
   // are written. Off: a scores GEMM, a softmax and an output GEMM as before.
   bool fold_softmax = false;
+  // The fold only for attentions of at least this many keys and head dims: where it
+  // measured faster (passes/attention_gemms.cpp). Tests lower them.
+  int64_t fold_softmax_min_keys = 32768;
+  int64_t fold_softmax_min_head_dim = 512;
   // Workgroups of the tensor-core GEMM's default tile that the device runs at once (a
   // wave; compile/target.cpp: multiprocessors × 2). attention_gemms sizes its chunks of
   // query rows so that each output GEMM fills whole waves. 0: unknown, even chunks.

@@ -58,6 +58,8 @@ Status rewrite(Graph& g, WeightStore& w, bool on, uint64_t binding_limit, uint32
   options.precision = Precision::f16;
   options.attention_gemms = on;
   options.fold_softmax = fold;
+  options.fold_softmax_min_keys = 1024;  // the test shapes' (the default keeps the fold to where it gains)
+  options.fold_softmax_min_head_dim = 256;
   options.binding_limit = binding_limit;
   options.gemm_wave_workgroups = wave;
   PassContext ctx{options, w, {}};
@@ -252,6 +254,15 @@ TEST(AttentionGemms, FoldedSoftmaxReplacesTheScoresAndTheSoftmax) {
   EXPECT_EQ(outs, 3);
   for (const Value& v : t.graph.values())
     EXPECT_FALSE(v.type.dtype == DType::f32 && v.type.shape.back() == 1024) << v.name;  // no f32 scores
+  // The default bounds (32768 keys, D 512: where the fold measured faster) keep it out.
+  Built small = build(300, 1024, 256, 264);
+  CompileOptions defaults;
+  defaults.precision = Precision::f16;
+  defaults.attention_gemms = defaults.fold_softmax = true;
+  PassContext ctx{defaults, small.weights, {}};
+  ASSERT_TRUE(run_attention_gemms(small.graph, ctx).is_ok());
+  EXPECT_EQ(count(small.graph, Op::block_softmax), 0);
+  EXPECT_EQ(count(small.graph, Op::softmax), 1);
   // 1032 keys (not a multiple of 128: the e rows would not be 16-byte aligned): unfolded.
   Built odd = build(300, 1032, 256, 264);
   ASSERT_TRUE(rewrite(odd.graph, odd.weights, true, 512 << 10, 0, true).is_ok());
