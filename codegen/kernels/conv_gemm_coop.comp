@@ -43,6 +43,10 @@
 // co + 2·block of the row (y's row stride ys_x is
 // co + 2·co/32). Control flow stays uniform through the shuffles; only stores are masked.
 //
+// EB_EXACT_ROUND = 1: the native kernel's exponentials through exp_precise and
+// round_f16 as in the emulation (bit-exact rounding on any device; 10 ms slower over
+// Flux 2048²'s scores on the H200, session 21).
+//
 // A_SCALE = B > 0 (1×1, the im2col tile with FETCH_PRE; linear {scale_blocks = B}):
 // every staged A element x[p, k] is f16(x[p, k] · f16(a_scale[p · ci/B + k/B])), the
 // f32 block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
@@ -71,12 +75,13 @@
 // unchanged (the halo's code sits in #if TH > 0 blocks).
 //
 // Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES, PHASES, PHASE_W,
-//          VEC_OUT, KH KW, U, HAS_BIAS,
+//          VEC_OUT, VEC_F32, EXP_BLOCKS, EB_EXACT_ROUND, A_SCALE, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
 //          im2col kernels: the epilogue patches share the staging memory).
-// Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write).
+// Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write), [block
+// weights (read, A_SCALE)].
 #extension GL_EXT_control_flow_attributes : enable
 
 // Fragment sizes (coopmat.glsl): FM pixels × FN output channels per accumulator.
@@ -141,9 +146,6 @@
 #endif
 #ifndef A_SCALE
 #define A_SCALE 0
-#endif
-#ifndef A_SCALE_PROBE
-#define A_SCALE_PROBE 0
 #endif
 #ifndef EB_EXACT_ROUND
 #define EB_EXACT_ROUND 0
@@ -457,11 +459,7 @@ void fetch(uint ky, uint kx, uint c0) {
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
 #if A_SCALE
     // The block's weight, in flight with the load; applied when staged (scale_a).
-#if A_SCALE_PROBE == 1
-    a_w[j] = ok ? pc.acc_scale : 0.0;  // measurement only: no load
-#else
     a_w[j] = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : 0.0;
-#endif
 #endif
   }
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
@@ -551,9 +549,7 @@ void fetch_b(uint tap, uint c0) {
 void stage(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
-#if A_SCALE && A_SCALE_PROBE == 2
-    if (a_w[j] == 12345.0) a_reg[j].x ^= 1u;  // measurement only: the weight loaded, not applied
-#elif A_SCALE
+#if A_SCALE
     // The 8 halfs of one row and block times the block's weight, in f16 arithmetic (two
     // per instruction; IEEE multiplies round to nearest even, as the interpreter does):
     // here, not in fetch(), so that the loads stay in flight during the MMAs. (In f32
