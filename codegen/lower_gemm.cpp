@@ -17,8 +17,9 @@
 //
 // The softmax folded into its GEMMs (ir/ops.h: linear {exp_blocks} and {scale_blocks},
 // from passes/attention_gemms.cpp) runs on conv_gemm_coop.comp only (EXP_BLOCKS, A_SCALE:
-// the emulation on devices without cooperative matrices), with 32 × 32 fragments, whose
-// 32 columns are the blocks; operands bound whole.
+// the emulation on devices without cooperative matrices); the scores (exp_blocks) with
+// 32 × 32 fragments, whose 32 columns are the blocks, the output GEMM (scale_blocks)
+// with steps of whole blocks; operands bound whole.
 //
 // Operands are bound whole when they fit the target's storage-buffer range. Otherwise
 // the GEMM runs one dispatch per batch and run of rows of A and C (gemm.comp with

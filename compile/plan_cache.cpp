@@ -218,7 +218,8 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
                            options.f16_conv_weights, options.write_in_place, options.fuse_frame_taps,
                            options.memory_budget_activations_only);
   if (options.attention_gemms) k.options += " attention_gemms";
-  if (options.fold_softmax) k.options += " fold_softmax";
+  if (options.fold_softmax)
+    k.options += fmt::format(" fold_softmax {} {}", options.fold_softmax_min_keys, options.fold_softmax_min_head_dim);
   if (options.gemm_wave_workgroups) k.options += fmt::format(" gemm_wave_workgroups {}", options.gemm_wave_workgroups);
   if (options.phase_weights) k.options += " phase_weights";
   // The rank layout's part in the compiled plan: the bands every node is cut into.

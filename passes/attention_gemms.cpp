@@ -34,15 +34,16 @@
 // workgroups and fills its waves either way. Chunking changes no result: every query
 // row's scores, weights and output are computed alike in any chunk.
 //
-// With CompileOptions::fold_softmax, Tk % 128 == 0, Tk ≥ 32768 and D ≥ 512 (where it
-// measured faster; the options' fold_softmax_min_keys and _min_head_dim) the softmax is folded into the two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
+// With CompileOptions::fold_softmax, Tk % 128 == 0, Tk ≥ fold_softmax_min_keys (32768)
+// and D ≥ fold_softmax_min_head_dim (512), where it measured faster, the softmax is
+// folded into the two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
 //   e_c  = linear(qs_c, k) {exp_blocks = 32}     f16 [R, Tk + Tk/16]: exp(s − block max)
 //                                                and each block's (max, sum)
 //   w_c  = block_softmax(e_c) {block = 32}       f32 [R, Tk/32]: each block's weight
 //   o_c  = linear(e_c, vt, w_c) {scale_blocks = 32, dtype = q's}
 // Why: the f32 scores (4 bytes each, written and read) and the softmax's pass over them
 // go; the scores GEMM writes 2.1 bytes per score instead of 4, and the output GEMM
-// reads 2 as before (docs/PERFORMANCE.md, session 21, counts it for Flux 2048²). The
+// reads 2 as before (docs/PERFORMANCE.md, session 21, measures it on Flux 2048²). The
 // row stride Tk·17/16 halfs keeps every row 16-byte aligned (Tk % 128 == 0). The
 // chunks are the unfolded ones (their bytes are bounded by the same budget, now with
 // room to spare).
@@ -210,8 +211,7 @@ Status run_attention_gemms(Graph& g, PassContext& ctx) {
       nodes.push_back(n);
       continue;
     }
-    std::vector<Node> parts =
-        decompose(g, n, budget, ctx.options);
+    std::vector<Node> parts = decompose(g, n, budget, ctx.options);
     chunks += std::count_if(parts.begin(), parts.end(),
                             [](const Node& p) { return p.op == Op::softmax || p.op == Op::block_softmax; });
     folded += std::count_if(parts.begin(), parts.end(), [](const Node& p) { return p.op == Op::block_softmax; }) > 0;
