@@ -132,6 +132,7 @@ TEST(CodegenKernels, EveryEmbeddedKernelIsCovered) {
       {"attention_coop.comp", "test_attention_coop.cpp"},
       {"attention_coop_dsplit.comp", "test_attention_coop.cpp"},
       {"attention_coop_rows.comp", "test_attention_coop.cpp"},
+      {"block_softmax.comp", "test_attention_gemms.cpp"},
       {"norm_act_stats_vec.comp", "test_norm_act.cpp"},
       {"norm_act_apply_vec.comp", "test_norm_act.cpp"},
       {"norm_act_rms_vec.comp", "test_norm_act.cpp"}};
