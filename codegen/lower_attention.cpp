@@ -488,8 +488,10 @@ Status lower_block_softmax(Lowering& l, const Node& node) {
   if (rows == 0 || blocks == 0) return Status::ok();
   if (l.storage(e) != DType::f16 || cols % 2 != 0 || l.location(e).offset % 4 != 0)
     return l.fail(node, "block_softmax reads f16 exp_blocks rows of an even width as 32-bit words");
+  if (l.storage(c) != DType::f16 || blocks % 2 != 0 || l.location(c).offset % 4 != 0)
+    return l.fail(node, "block_softmax writes f16 weights two to a 32-bit word: an even number of blocks per row");
   const uint64_t range = l.target().max_storage_buffer_range;
-  if (rows * cols * 2 > range || rows * blocks * 4 > range)
+  if (rows * cols * 2 > range || rows * blocks * 2 > range)
     return l.fail(node, fmt::format("block_softmax binds its operands whole, above the storage-buffer range {}", range));
   constexpr uint32_t kWg = 256;
   KernelKey key;

@@ -144,8 +144,8 @@ Expected<std::vector<TensorType>> infer_linear_blocks(const Attrs& a, const Type
   if (x->shape[1] != k + 2 * (k / block))
     return error("linear with scale_blocks {} reads exp_blocks rows of {} columns ({} input features), got {}", block,
                  k + 2 * (k / block), k, shape_str(x->shape));
-  if (!c || c->dtype != DType::f32 || c->shape != Shape{x->shape[0], k / block})
-    return error("linear with scale_blocks needs f32 block weights [{}, {}] as its third operand", x->shape[0],
+  if (!c || c->dtype != DType::f16 || c->shape != Shape{x->shape[0], k / block})
+    return error("linear with scale_blocks needs f16 block weights [{}, {}] as its third operand", x->shape[0],
                  k / block);
   Shape s{x->shape[0], n};
   STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, s));
@@ -157,7 +157,7 @@ Expected<std::vector<TensorType>> infer_block_softmax(const Attrs& a, const Type
   const int64_t block = a.get_int("block");
   if (e->rank() != 2 || block < 1 || e->shape[1] % (block + 2) != 0)
     return error("block_softmax reads exp_blocks rows (N + 2·N/{} columns), got {}", block, shape_str(e->shape));
-  return std::vector{TensorType{{e->shape[0], e->shape[1] / (block + 2)}, DType::f32, {}}};
+  return std::vector{TensorType{{e->shape[0], e->shape[1] / (block + 2)}, DType::f16, {}}};
 }
 
 Expected<std::vector<TensorType>> infer_linear(const Attrs& a, const Types& in) {

@@ -101,9 +101,8 @@ Tensor linear_scale_blocks(const Tensor& e, const Tensor& w, const Tensor& c, in
     for (int64_t r = begin; r < end; ++r) {
       for (int64_t j = 0; j < k; ++j)
         p[static_cast<size_t>(j)] =
-            round_to(e.data[static_cast<size_t>(r * cols + j)] *
-                         round_to(c.data[static_cast<size_t>(r * blocks + j / block)], DType::f16),
-                     DType::f16);
+            round_to(e.data[static_cast<size_t>(r * cols + j)] * c.data[static_cast<size_t>(r * blocks + j / block)],
+                     DType::f16);  // c is f16 (the node's output, rounded when stored)
       for (int64_t f = 0; f < n; ++f)
         y.data[static_cast<size_t>(r * n + f)] = static_cast<float>(dot(p.data(), w.data.data() + f * k, k));
     }

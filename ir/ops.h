@@ -79,10 +79,10 @@
 //       with s = x·wᵀ, per row r and block b of columns [bB, bB + B):
 //       m_b = f16(max s), e_j = f16(exp(s_j − m_b)), l_b = f16(Σ e_j);
 //       y[r, j] = e_j for j < N, y[r, N + 2b] = m_b, y[r, N + 2b + 1] = l_b
-//   block_softmax(e[R, N + 2·N/B]) {block = B} → f32 [R, N/B]: the weight of each block
-//       in e's row: m = max_b m_b, c_b = exp(m_b − m) / Σ_b' exp(m_b' − m)·l_b'
+//   block_softmax(e[R, N + 2·N/B]) {block = B} → f16 [R, N/B]: the weight of each block
+//       in e's row: m = max_b m_b, c_b = f16(exp(m_b − m) / Σ_b' exp(m_b' − m)·l_b')
 //   linear(e[R, K + 2·K/B], w[N,K], c[R, K/B]) {scale_blocks = B} → [R, N]:
-//       y[r, n] = Σ_k f16(e[r, k]·f16(c[r, ⌊k/B⌋]))·w[n, k] (e's first K columns only):
+//       y[r, n] = Σ_k f16(e[r, k]·c[r, ⌊k/B⌋])·w[n, k] (e's first K columns only):
 //       so f16(e_j·f16(c_b)) = exp(s_j − max_row s) / Σ_row exp(s − max_row s), the
 //       softmax's weights, up to the f16 roundings above
 #pragma once

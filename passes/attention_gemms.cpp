@@ -39,7 +39,7 @@
 // folded into the two GEMMs (ir/ops.h, blocks of kFoldBlock keys), per chunk:
 //   e_c  = linear(qs_c, k) {exp_blocks = 32}     f16 [R, Tk + Tk/16]: exp(s − block max)
 //                                                and each block's (max, sum)
-//   w_c  = block_softmax(e_c) {block = 32}       f32 [R, Tk/32]: each block's weight
+//   w_c  = block_softmax(e_c) {block = 32}       f16 [R, Tk/32]: each block's weight
 //   o_c  = linear(e_c, vt, w_c) {scale_blocks = 32, dtype = q's}
 // Why: the f32 scores (4 bytes each, written and read) and the softmax's pass over them
 // go; the scores GEMM writes 2.1 bytes per score instead of 4, and the output GEMM
@@ -170,7 +170,7 @@ std::vector<Node> decompose(Graph& g, const Node& a, uint64_t budget, const Comp
       Attrs eb;
       eb.set("exp_blocks", kFoldBlock);
       nodes.push_back(make_node(Op::linear, name + ".scores" + tag, {qs, k}, e, eb));
-      const ValueId wb = g.add_value(name + ".block_weights" + tag, TensorType{{r, blocks}, DType::f32, {}});
+      const ValueId wb = g.add_value(name + ".block_weights" + tag, TensorType{{r, blocks}, DType::f16, {}});
       Attrs bs;
       bs.set("block", kFoldBlock);
       nodes.push_back(make_node(Op::block_softmax, name + ".softmax" + tag, {e}, wb, bs));

@@ -48,8 +48,8 @@
 // Flux 2048²'s scores on the H200, session 21).
 //
 // A_SCALE = B > 0 (1×1, the im2col tile with FETCH_PRE; linear {scale_blocks = B}):
-// every staged A element x[p, k] is f16(x[p, k] · f16(a_scale[p · ci/B + k/B])), the
-// f32 block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
+// every staged A element x[p, k] is f16(x[p, k] · a_scale[p · ci/B + k/B]), the f16
+// block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
 //
 // STAGES = 2 double-buffers the shared tiles (one barrier per step; the global loads
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
@@ -229,7 +229,7 @@ layout(std430, binding = 2 + HAS_BIAS + HAS_RES) writeonly buffer YBufV { uvec4 
 #endif
 
 #if A_SCALE
-layout(std430, binding = 3 + HAS_BIAS + HAS_RES) readonly buffer ScaleBuf { float a_scale[]; };
+layout(std430, binding = 3 + HAS_BIAS + HAS_RES) readonly buffer ScaleBuf { float16_t a_scale[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -303,6 +303,32 @@ shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup
 #define EP_STORE(m, at) CM_STORE_ACC(m, ep_sh, at, FN, false)
 #define EP_READ(i) ep_sh[i]
 #endif
+// EP_VEC = 1 (default): the VEC_OUT epilogues read a lane's 4 or 8 patch floats as 16-byte
+// reads (EP_READ4) instead of one float at a time. Lane l of a 32-wide fragment's pass
+// reads floats (l / 4)·32 + (l % 4)·8 .. + 7: as scalars, the 8 lanes with one l % 4 hit
+// one bank, an 8-way conflict on each of 8 reads; as two 16-byte reads, the lanes of an
+// odd pixel (gp) take their upper half first (ep_read8), so each quarter-subgroup's
+// 8 reads cover all 32 banks once. Same floats, same bits.
+#ifndef EP_VEC
+#define EP_VEC 1
+#endif
+#if SH_ALIAS
+#define EP_READ4(i) uintBitsToFloat(smem[(i) / 4u])
+#else
+#define EP_READ4(i) vec4(ep_sh[i], ep_sh[(i) + 1u], ep_sh[(i) + 2u], ep_sh[(i) + 3u])
+#endif
+// The 8 patch floats at i .. i + 7 (i a multiple of 4), the upper 4 read first where
+// `upper_first` (bank spread only: v is the same either way).
+void ep_read8(uint i, bool upper_first, out float v[8]) {
+#if EP_VEC
+  const vec4 f = EP_READ4(i + (upper_first ? 4u : 0u));
+  const vec4 s = EP_READ4(i + (upper_first ? 0u : 4u));
+  const vec4 lo = upper_first ? s : f, hi = upper_first ? f : s;
+  v = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+#else
+  [[unroll]] for (uint c = 0; c < 8; ++c) v[c] = EP_READ(i + c);
+#endif
+}
 
 // PHASES = 1: a nearest-2× upsample gather (U = 1) with a 3×3 kernel, pad 1, stride 1,
 // computed as four 2×2 convs over the half-size map, one per output parity (py, px).
@@ -382,7 +408,7 @@ int a_f[A_LOADS];  // the pixel's frame
 uint x_img, c_tile0, load_k;
 uint a_p0;  // the tile's first GEMM row (A_SCALE)
 #if A_SCALE
-float a_w[A_LOADS];  // each A load's block weight (A_SCALE)
+float16_t a_w[A_LOADS];  // each A load's block weight (A_SCALE)
 #endif
 uint phase_py, phase_px, phase_i0;  // PHASES: this workgroup's output parity, its first half-size row
 // The staged row of this invocation's j-th 16-byte load. The natural order (row =
@@ -459,7 +485,7 @@ void fetch(uint ky, uint kx, uint c0) {
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
 #if A_SCALE
     // The block's weight, in flight with the load; applied when staged (scale_a).
-    a_w[j] = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : 0.0;
+    a_w[j] = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : float16_t(0.0);
 #endif
   }
   [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
@@ -554,8 +580,9 @@ void stage(uint buf) {
     // per instruction; IEEE multiplies round to nearest even, as the interpreter does):
     // here, not in fetch(), so that the loads stay in flight during the MMAs. (In f32
     // through round_f16, run 2 of session 21, the staging's arithmetic made the GEMM 3.8×
-    // slower: most weights of a long row are f16 subnormals, round_f16's slow path.)
-    const f16vec2 w2 = f16vec2(float16_t(round_f16(a_w[j])));
+    // slower: most weights of a long row are f16 subnormals, round_f16's slow path. The
+    // weights are f16 in memory since session 22: no conversion here at all.)
+    const f16vec2 w2 = f16vec2(a_w[j]);
     [[unroll]] for (uint q = 0; q < 4; ++q) a_reg[j][q] = packFloat2x16(unpackFloat2x16(a_reg[j][q]) * w2);
 #endif
     const uint r = load_row(j);
@@ -880,10 +907,17 @@ void main() {
         if (g < FM * FN / 4 && p < pixels && o < pc.co_store) {
           const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
           vec4 v;
+#if EP_VEC
+          const vec4 e4 = EP_READ4(ep_at + gp * FN + gc * 4);
+#endif
           [[unroll]] for (uint c = 0; c < 4; ++c) {
             v[c] = 0.0;
             if (o + c < pc.co) {
+#if EP_VEC
+              v[c] = e4[c] * pc.acc_scale;
+#else
               v[c] = EP_READ(ep_at + gp * FN + gc * 4 + c) * pc.acc_scale;
+#endif
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif
@@ -902,9 +936,10 @@ void main() {
         const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
         const bool live = g < FM * FN / 8 && p < pixels && o < pc.co_store;
         float v[8];
+        ep_read8(ep_at + gp * FN + gc * 8, (gp & 1u) != 0u, v);
         float m = uintBitsToFloat(0xFF800000u);  // -inf
         [[unroll]] for (uint c = 0; c < 8; ++c) {
-          v[c] = live ? EP_READ(ep_at + gp * FN + gc * 8 + c) : 0.0;
+          v[c] = live ? v[c] : 0.0;
           m = max(m, v[c]);
         }
         m = max(m, subgroupShuffleXor(m, 1u));
@@ -948,10 +983,11 @@ void main() {
                                           unpackFloat2x16(rv.w));
 #endif
           float v[8];
+          ep_read8(ep_at + gp * FN + gc * 8, (gp & 1u) != 0u, v);
           [[unroll]] for (uint c = 0; c < 8; ++c) {
-            v[c] = 0.0;
-            if (o + c < pc.co) {
-              v[c] = EP_READ(ep_at + gp * FN + gc * 8 + c) * pc.acc_scale;
+            if (o + c >= pc.co) v[c] = 0.0;
+            else {
+              v[c] *= pc.acc_scale;
 #if HAS_BIAS
               v[c] += float(bias[o + c]);
 #endif

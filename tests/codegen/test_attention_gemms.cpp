@@ -248,6 +248,7 @@ TEST(AttentionGemms, FoldedSoftmaxReplacesTheScoresAndTheSoftmax) {
       EXPECT_EQ(n.attrs.get_int("scale_blocks", 0), 32);
       ASSERT_EQ(n.inputs.size(), 3u);
       EXPECT_EQ(t.graph.value(n.inputs[2]).type.shape, (Shape{y.shape[0], 32}));
+      EXPECT_EQ(t.graph.value(n.inputs[2]).type.dtype, DType::f16);  // stored as the GEMM applies them
     }
   }
   EXPECT_EQ(scores, 3);
@@ -323,6 +324,49 @@ TEST(AttentionGemms, FoldedSoftmaxKernelsMatchTheInterpreter) {
   double vmax = 0;
   for (float x : t.inputs[2].data) vmax = std::max(vmax, double(std::fabs(x)));
   testing::expect_close((*got)[0], (*want)[0], std::ldexp(1.0, -10), 4 * std::ldexp(1.0, -10) * vmax);
+}
+
+// block_softmax.comp stores f16 weights, most of them subnormal in a long row (a 65 536-key
+// row's weights are ~2^-16 and below): stored through a device's f32 → f16 conversion,
+// which may flush subnormals, they would be 0. Rows of 4 blocks whose weights span the
+// normal range, the subnormals and one below half the smallest subnormal (0); none of
+// them within 0.05 of a rounding tie (checked when written), so the kernel's f32
+// exponentials round to the same f16 as the interpreter's f64 ones: equal bits.
+TEST(AttentionGemms, BlockWeightsKeepF16Subnormals) {
+  Graph g;
+  WeightStore w;
+  Builder b(g, &w);
+  constexpr int64_t kBlocks = 4, kKeys = 32 * kBlocks, kCols = kKeys + 2 * kBlocks;
+  ValueId e = b.input("e", {3, kCols}, DType::f16);
+  b.output(b.op(Op::block_softmax, {e}, {{"block", int64_t(32)}}, "weights"));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(g.value(g.outputs()[0]).type.dtype, DType::f16);
+  const float stats[3][kBlocks][2] = {{{0, 1}, {-10, 20}, {-14, 3}, {-17, 31}},
+                                      {{-1, 2}, {0, 7}, {-12, 1}, {-15.5f, 13}},
+                                      {{-3, 5}, {-16, 1}, {-2, 9}, {-11, 2}}};
+  Tensor in(Shape{3, kCols});
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < kBlocks; ++c) {
+      in.data[static_cast<size_t>(r * kCols + kKeys + 2 * c)] = stats[r][c][0];
+      in.data[static_cast<size_t>(r * kCols + kKeys + 2 * c + 1)] = stats[r][c][1];
+    }
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  const codegen::Target target = codegen::target_for((*device)->info());
+  auto got = testing::run_for_target_graph(g, w, {in}, target);
+  ASSERT_TRUE(got) << got.message();
+  auto want = interpret(g, w, {in});
+  ASSERT_TRUE(want) << want.message();
+  const std::vector<float>& k = (*got)[0].data;
+  ASSERT_EQ(k.size(), (*want)[0].data.size());
+  int subnormal = 0;
+  for (size_t i = 0; i < k.size(); ++i) {
+    EXPECT_EQ(k[i], (*want)[0].data[i]) << "weight " << i;
+    subnormal += k[i] > 0 && k[i] < std::ldexp(1.0f, -14);
+  }
+  EXPECT_EQ(subnormal, 6);                 // 6 of the 12 weights are f16 subnormals
+  EXPECT_EQ(k[3], std::ldexp(1.0f, -24));  // the smallest: 0.69 of 2^-24, rounded up
+  EXPECT_EQ(k[7], 0.0f);                   // 0.40 of 2^-24: rounded down to 0
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST(VerifierTest, FoldedSoftmaxShapes) {
          b.op(Op::linear, {b.input("e", {4, 12}), b.constant("w", f32({3, 8})), b.input("c", {4, 3})},
               {{"scale_blocks", int64_t(4)}}, "o");
        },
-       "linear with scale_blocks needs f32 block weights [4, 2] as its third operand"},
+       "linear with scale_blocks needs f16 block weights [4, 2] as its third operand"},
       {"rows not of exp_blocks width",
        [](Builder& b) {
          b.op(Op::linear, {b.input("e", {4, 8}), b.constant("w", f32({3, 8})), b.input("c", {4, 2})},
