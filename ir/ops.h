@@ -83,7 +83,7 @@
 //       in e's row: m = max_b m_b, c_b = f16(exp(m_b − m) / Σ_b' exp(m_b' − m)·l_b')
 //   linear(e[R, K + 2·K/B], w[N,K], c[R, K/B]) {scale_blocks = B} → [R, N]:
 //       y[r, n] = Σ_k f16(e[r, k]·c[r, ⌊k/B⌋])·w[n, k] (e's first K columns only):
-//       so f16(e_j·f16(c_b)) = exp(s_j − max_row s) / Σ_row exp(s − max_row s), the
+//       so f16(e_j·c_b) = exp(s_j − max_row s) / Σ_row exp(s − max_row s), the
 //       softmax's weights, up to the f16 roundings above
 #pragma once
 

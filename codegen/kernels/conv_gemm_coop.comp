@@ -484,7 +484,7 @@ void fetch(uint ky, uint kx, uint c0) {
                     (((m >> 31) * U + kx) >> U) * pc.xs_x;
     a_reg[j] = ok ? xv[at >> 3] : uvec4(0u);
 #if A_SCALE
-    // The block's weight, in flight with the load; applied when staged (scale_a).
+    // The block's weight, in flight with the load; applied when staged (stage()).
     a_w[j] = ok ? a_scale[(a_p0 + load_row(j)) * (pc.ci / A_SCALE) + (c0 + load_k) / A_SCALE] : float16_t(0.0);
 #endif
   }
