@@ -59,7 +59,7 @@ for ins in insts:
             out.append([43, uint_t, c0, 0])
             out.append([43, uint_t, c1, 1])
             added = True
-        op, ops = 4456, ops + [("U", use[ops[0]])]
+        op, ops = 4456, ops + [("U", use.get(ops[0], 2))]  # a type no multiply uses: an accumulator (a converted result)
     elif op == 5359:  # rtype res ptr stride colmajor [mem...]
         rt, res, ptr, stride, cm = ops[:5]
         op, ops = 4457, [rt, res, ptr, c1 if bool_val[cm] else c0, stride] + ops[5:]
