@@ -44,6 +44,7 @@ double node_flops(const Graph& g, const Node& n) {
     case Op::linear:  // rows × features × K (the exp_blocks form's statistics columns are no features)
       return 2.0 * (out_elems / static_cast<double>(out.back())) * static_cast<double>(shape(1)[0] * shape(1)[1]);
     case Op::matmul: return 2.0 * out_elems * static_cast<double>(shape(0).back());
+    case Op::winograd_gemm: return 2.0 * out_elems * static_cast<double>(shape(n.inputs.size() - 1)[2]);
     case Op::attention: {
       const Shape& q = shape(0);
       const Shape& k = shape(1);

@@ -160,6 +160,50 @@ Expected<std::vector<TensorType>> infer_block_softmax(const Attrs& a, const Type
   return std::vector{TensorType{{e->shape[0], e->shape[1] / (block + 2)}, DType::f16, {}}};
 }
 
+// Winograd F(2×2, 3×3) (ir/ops.h): tiles of 2×2 output pixels, 16 positions, the
+// tile rows padded to a multiple of 32.
+int64_t winograd_tiles(int64_t h, int64_t w) { return (((h + 1) / 2) * ((w + 1) / 2) + 31) / 32 * 32; }  // interp::winograd_rows
+
+Expected<std::vector<TensorType>> infer_winograd_input(const Attrs& a, const Types& in) {
+  const TensorType* x = in[0];
+  if (x->rank() != 4 || x->shape[0] != 1)
+    return error("winograd_input reads one image [1, C, H, W], got {}", shape_str(x->shape));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, {16, winograd_tiles(x->shape[2], x->shape[3]), x->shape[1]}));
+  return std::vector{t};
+}
+
+Expected<std::vector<TensorType>> infer_winograd_gemm(const Attrs& a, const Types& in) {
+  const TensorType* u = in.back();
+  const TensorType* v0 = in[0];
+  const int64_t frames = static_cast<int64_t>(in.size()) - 1;
+  if (v0->rank() != 3 || v0->shape[0] != 16)
+    return error("winograd_gemm operand 0 must be [16, T, C] (winograd_input's), got {}", shape_str(v0->shape));
+  for (int64_t f = 1; f < frames; ++f)
+    if (in[static_cast<size_t>(f)]->shape != v0->shape)
+      return error("winograd_gemm operand {} is {}, operand 0 is {}: the frames must agree", f,
+                   shape_str(in[static_cast<size_t>(f)]->shape), shape_str(v0->shape));
+  if (u->rank() != 3 || u->shape[0] != 16 || u->shape[2] != frames * v0->shape[2])
+    return error("winograd_gemm weights must be [16, Co, {}·{}] for {} frames of {} channels, got {}", frames,
+                 v0->shape[2], frames, v0->shape[2], shape_str(u->shape));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *v0, {16, v0->shape[1], u->shape[1]}));
+  return std::vector{t};
+}
+
+Expected<std::vector<TensorType>> infer_winograd_output(const Attrs& a, const Types& in) {
+  const TensorType *m = in[0], *bias = in.size() > 1 ? in[1] : nullptr, *res = in.size() > 2 ? in[2] : nullptr;
+  const int64_t h = a.get_int("height"), w = a.get_int("width");
+  if (h < 1 || w < 1) return error("winograd_output needs height and width >= 1, got {}x{}", h, w);
+  if (m->rank() != 3 || m->shape[0] != 16 || m->shape[1] != winograd_tiles(h, w))
+    return error("winograd_output of {}x{} reads [16, {}, Co], got {}", h, w, winograd_tiles(h, w), shape_str(m->shape));
+  const int64_t co = m->shape[2];
+  STRATA_RETURN_IF_ERROR(need_vector(bias, co, "winograd_output bias"));
+  const Shape out{1, co, h, w};
+  if (res && res->shape != out)
+    return error("winograd_output residual must be {}, got {}", shape_str(out), shape_str(res->shape));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *m, out));
+  return std::vector{t};
+}
+
 Expected<std::vector<TensorType>> infer_linear(const Attrs& a, const Types& in) {
   if (a.has("exp_blocks") || a.has("scale_blocks")) return infer_linear_blocks(a, in);
   const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
@@ -476,6 +520,9 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::group_moments: return infer_group_moments(attrs, inputs);
     case Op::conv_gemm: return infer_conv_gemm(attrs, inputs);
     case Op::block_softmax: return infer_block_softmax(attrs, inputs);
+    case Op::winograd_input: return infer_winograd_input(attrs, inputs);
+    case Op::winograd_gemm: return infer_winograd_gemm(attrs, inputs);
+    case Op::winograd_output: return infer_winograd_output(attrs, inputs);
     case Op::cast: {
       STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));
       return std::vector{TensorType{x.shape, t, {}}};

@@ -26,6 +26,10 @@ constexpr AttrSpec kTokenRmsNorm[] = {{"eps", K::float_, true}, {"dtype", K::str
 constexpr AttrSpec kLinear[] = {
     {"dtype", K::string, false}, {"exp_blocks", K::int_, false}, {"scale_blocks", K::int_, false}};
 constexpr AttrSpec kBlockSoftmax[] = {{"block", K::int_, true}};
+constexpr AttrSpec kDtype[] = {{"dtype", K::string, false}};
+constexpr AttrSpec kWinogradOutput[] = {{"height", K::int_, true},       {"width", K::int_, true},
+                                        {"acc_scale", K::float_, false},   {"residual_scale", K::float_, false},
+                                        {"out_scale", K::float_, false},   {"dtype", K::string, false}};
 // softmax: the result's storage dtype (passes/attention_gemms.cpp; default x's).
 constexpr AttrSpec kSoftmax[] = {{"dtype", K::string, false}};
 constexpr AttrSpec kScale[] = {{"mul", K::float_, false}, {"add", K::float_, false}};
@@ -81,6 +85,9 @@ constexpr std::array kOps = {
     OpInfo{Op::norm_act, "norm_act", 2, 5, 1, kNormAct},
     OpInfo{Op::conv_gemm, "conv_gemm", 2, 4, 1, kConvGemm},
     OpInfo{Op::block_softmax, "block_softmax", 1, 1, 1, kBlockSoftmax},
+    OpInfo{Op::winograd_input, "winograd_input", 1, 1, 1, kDtype},
+    OpInfo{Op::winograd_gemm, "winograd_gemm", 2, -1, 1, kDtype},
+    OpInfo{Op::winograd_output, "winograd_output", 1, 3, 1, kWinogradOutput},
 };
 
 constexpr bool table_in_enum_order() {
@@ -89,7 +96,7 @@ constexpr bool table_in_enum_order() {
   return true;
 }
 static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
-static_assert(kOps.size() == static_cast<size_t>(Op::block_softmax) + 1, "op table incomplete");
+static_assert(kOps.size() == static_cast<size_t>(Op::winograd_output) + 1, "op table incomplete");
 
 }  // namespace
 

@@ -85,6 +85,24 @@
 //       y[r, n] = Σ_k f16(e[r, k]·c[r, ⌊k/B⌋])·w[n, k] (e's first K columns only):
 //       so f16(e_j·c_b) = exp(s_j − max_row s) / Σ_row exp(s − max_row s), the
 //       softmax's weights, up to the f16 roundings above
+//   A 3×3 conv (pad 1, stride 1) as Winograd F(2×2, 3×3), in three ops (a causal video
+//   conv's taps over F input frames: one winograd_input per frame, one winograd_gemm
+//   over the F of them, one winograd_output; passes/winograd_convs.cpp). Tiles: the
+//   ⌈H/2⌉ × ⌈W/2⌉ 2×2 output blocks in row-major order (tile t = ty·⌈W/2⌉ + tx), padded
+//   with zero rows to TP = a multiple of 32 (whole GEMM fragments); ξ = a·4 + b, a, b ∈
+//   0..3. With Bᵀ = [[1,0,−1,0],[0,1,1,0],[0,−1,1,0],[0,1,0,−1]], G = [[1,0,0],
+//   [½,½,½],[½,−½,½],[0,0,1]], Aᵀ = [[1,1,1,0],[0,1,−1,−1]]:
+//   winograd_input(x[1,C,H,W]) → [16, TP, C]: V[ξ, t, c] = (Bᵀ d B)[a, b], d the 4×4
+//       patch x[c, 2ty − 1 + i, 2tx − 1 + j] (zeros outside x); 0 for t ≥ the tiles
+//   winograd_gemm(v_0[16,TP,C], …, v_{F−1}, u[16, Co, F·C]) → [16, TP, Co]:
+//       M[ξ, t, o] = Σ_f Σ_c v_f[ξ, t, c] · u[ξ, o, f·C + c]   (f64, f then c in order);
+//       u = G w_f Gᵀ per (o, c, f) turns it into tap f of a conv with weights w_f
+//   winograd_output(m[16,TP,Co], bias[Co]?, residual[1,Co,H,W]?) {height, width}
+//       → [1, Co, H, W]: y = ((Aᵀ M A)[dy, dx] at (2ty + dy, 2tx + dx) · acc_scale + bias
+//       + residual · residual_scale) · out_scale (scales default 1: conv_gemm's range
+//       guards)
+//   So winograd_output(winograd_gemm(winograd_input(x_0), …, u), bias) = Σ_f
+//   conv2d(x_f, w_f, pad 1) + bias up to rounding. All three take an optional dtype.
 #pragma once
 
 #include "ir/attrs.h"
@@ -125,6 +143,9 @@ enum class Op {
   norm_act,
   conv_gemm,
   block_softmax,
+  winograd_input,
+  winograd_gemm,
+  winograd_output,
 };
 
 struct AttrSpec {

@@ -128,6 +128,20 @@ const std::map<Op, OpCase>& op_cases() {
          ValueId c = b.op(Op::block_softmax, {e}, {{"block", int64_t(2)}}, "weights");
          return b.op(Op::linear, {e, b.constant("fold.wv", f32({3, 4})), c}, {{"scale_blocks", int64_t(2)}}, "out");
        }},
+      // A two-frame Winograd conv of x (4×4: 4 tiles) with its bias and a residual.
+      {Op::winograd_input, [](Builder& b, ValueId x, ValueId, ValueId) {
+         return b.op(Op::winograd_input, {x}, {{"dtype", std::string("f16")}}, "wi");
+       }},
+      {Op::winograd_gemm, [](Builder& b, ValueId x, ValueId, ValueId) {
+         ValueId v = b.op(Op::winograd_input, {x}, {}, "wv");
+         return b.op(Op::winograd_gemm, {v, v, b.constant("wg.u", f32({16, 6, 16}))}, {}, "wg");
+       }},
+      {Op::winograd_output, [](Builder& b, ValueId x, ValueId, ValueId) {
+         ValueId v = b.op(Op::winograd_input, {x}, {}, "wov");
+         ValueId m = b.op(Op::winograd_gemm, {v, b.constant("wo.u", f32({16, 8, 8}))}, {}, "wom");
+         return b.op(Op::winograd_output, {m, b.constant("wo.bias", f32({8})), x},
+                     {{"height", int64_t(4)}, {"width", int64_t(4)}, {"dtype", std::string("f32")}}, "wo");
+       }},
   };
   return cases;
 }
