@@ -162,6 +162,8 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.fold_softmax = p.attention_gemms && options.fold_softmax;
   p.gemm_wave_workgroups = target.gemm_wave_workgroups;
   p.phase_weights = target.tensor_cores() && options.phase_convs;
+  p.winograd_convs = target.tensor_cores() && options.winograd_convs;
+  p.winograd_min_channels = options.winograd_min_channels;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

@@ -46,6 +46,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-phase-convs", false,
        "keep the upsample convs' 3x3 gather on the tensor-core kernel instead of four 2x2 phase convs (for "
        "measuring the two: docs/PERFORMANCE.md)"},
+      {"no-winograd", false,
+       "keep causal video convs (Wan 2.2) on the direct conv kernel instead of Winograd F(2x2, 3x3) (for measuring "
+       "the two: docs/PERFORMANCE.md)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
@@ -115,6 +118,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
   r.phase_convs = !a.has("no-phase-convs");
+  r.winograd = !a.has("no-winograd");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -179,6 +183,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.attention_gemms = r.attention_gemms;
   o.fold_softmax = r.fold_softmax;
   o.phase_convs = r.phase_convs;
+  o.winograd_convs = r.winograd;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

@@ -1,0 +1,68 @@
+// winograd_output.comp: Winograd F(2×2, 3×3) output transform (ir/ops.h winograd_output).
+//
+//   y[2ty + dy, 2tx + dx] = ((Aᵀ M[·, t] A)[dy, dx] · acc_scale + bias + residual ·
+//                            residual_scale) · out_scale
+//
+// M is f32 [16, TP, Co] row major, y (and the residual) f16 NHWC with pixel strides
+// y_pix (res_pix) halfs, channels first; bias f32. One invocation: one tile and 4
+// channels (16-byte M loads, 8-byte stores). Sums in f32, rounded through round_f16.
+//
+// Push constants: h, w, co (a multiple of 4), rows (TP), tiles, y_pix, res_pix,
+// acc_scale, residual_scale, out_scale.
+// Defines: HAS_BIAS, HAS_RES (0 or 1). Bindings: m, [bias], [residual], y.
+#extension GL_EXT_control_flow_attributes : enable
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+
+layout(std430, binding = 0) readonly buffer MBuf { vec4 mv[]; };
+#if HAS_BIAS
+layout(std430, binding = 1) readonly buffer BiasBuf { vec4 bias[]; };
+#endif
+#if HAS_RES
+layout(std430, binding = 1 + HAS_BIAS) readonly buffer ResBuf { uvec2 rv[]; };
+#endif
+layout(std430, binding = 1 + HAS_BIAS + HAS_RES) writeonly buffer YBuf { uvec2 yv[]; };
+
+layout(push_constant) uniform Push {
+  uint h, w, co, rows, tiles, y_pix, res_pix;
+  float acc_scale, residual_scale, out_scale;
+} pc;
+
+uvec2 pack4(vec4 v) {
+  return uvec2(packHalf2x16(vec2(round_f16(v.x), round_f16(v.y))), packHalf2x16(vec2(round_f16(v.z), round_f16(v.w))));
+}
+
+void store(uint py, uint px, uint g, vec4 s, vec4 b) {
+  if (py >= pc.h || px >= pc.w) return;  // an odd size's last tile
+  vec4 v = s * pc.acc_scale + b;
+#if HAS_RES
+  const uvec2 r = rv[((py * pc.w + px) * pc.res_pix) / 4u + g];
+  v += vec4(unpackHalf2x16(r.x), unpackHalf2x16(r.y)) * pc.residual_scale;
+#endif
+  yv[((py * pc.w + px) * pc.y_pix) / 4u + g] = pack4(v * pc.out_scale);
+}
+
+void main() {
+  const uint groups = pc.co / 4u;
+  const uint i = linear_index();
+  if (i >= pc.tiles * groups) return;
+  const uint t = i / groups, g = i % groups;
+  const uint tw = (pc.w + 1u) / 2u, ty = t / tw, tx = t % tw;
+  vec4 m[4][4];
+  [[unroll]] for (uint x = 0u; x < 16u; ++x) m[x / 4u][x % 4u] = mv[((x * pc.rows + t) * pc.co) / 4u + g];
+  // Aᵀ m: rows (m0 + m1 + m2, m1 − m2 − m3); then the same along each row.
+  vec4 r0[4], r1[4];
+  [[unroll]] for (int b = 0; b < 4; ++b) {
+    r0[b] = m[0][b] + m[1][b] + m[2][b];
+    r1[b] = m[1][b] - m[2][b] - m[3][b];
+  }
+#if HAS_BIAS
+  const vec4 bb = bias[g];
+#else
+  const vec4 bb = vec4(0.0);
+#endif
+  store(2u * ty, 2u * tx, g, r0[0] + r0[1] + r0[2], bb);
+  store(2u * ty, 2u * tx + 1u, g, r0[1] - r0[2] - r0[3], bb);
+  store(2u * ty + 1u, 2u * tx, g, r1[0] + r1[1] + r1[2], bb);
+  store(2u * ty + 1u, 2u * tx + 1u, g, r1[1] - r1[2] - r1[3], bb);
+}
