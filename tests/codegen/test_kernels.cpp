@@ -135,7 +135,10 @@ TEST(CodegenKernels, EveryEmbeddedKernelIsCovered) {
       {"block_softmax.comp", "test_attention_gemms.cpp"},
       {"norm_act_stats_vec.comp", "test_norm_act.cpp"},
       {"norm_act_apply_vec.comp", "test_norm_act.cpp"},
-      {"norm_act_rms_vec.comp", "test_norm_act.cpp"}};
+      {"norm_act_rms_vec.comp", "test_norm_act.cpp"},
+      {"winograd_input.comp", "test_winograd.cpp"},
+      {"winograd_gemm.comp", "test_winograd.cpp"},
+      {"winograd_output.comp", "test_winograd.cpp"}};
   for (std::string_view f : kernel_files()) {
     if (!f.ends_with(".comp") || elsewhere.count(std::string(f))) continue;
     EXPECT_TRUE(covered.count(std::string(f))) << "kernels/" << f << " is neither in the variant table of "

@@ -1,0 +1,123 @@
+// Codegen: the Winograd F(2×2, 3×3) kernels (kernels/winograd_input.comp,
+// winograd_gemm.comp, winograd_output.comp) against the interpreter, on coopmat.glsl's
+// emulation (lavapipe has no cooperative matrices; the native variant runs on the
+// H200: docs/PERFORMANCE.md, session 23). A three-frame chain as passes/winograd_convs
+// leaves it: x frames f16 NHWC, V f16, U f16, M f32, y f16 NHWC with a residual and
+// range-guard scales; 7 × 10 frames (35 tiles: TP = 64, the second row tile partly
+// padding), 32 → 64 channels.
+//
+// Tolerance: V is rounded to f16 in both (sums of f16 values: exact in f32 here), the
+// GEMM's products of f16 values are exact and only the f32 summation order differs,
+// then y's f16 rounding: ≤ 2e-3 relative plus 1e-4 of the largest |y|.
+#include "codegen/shader_compiler.h"
+#include "codegen/vk_test_util.h"
+
+#include "ir/builder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace strata {
+namespace {
+
+using testing::random_tensor;
+
+struct Built {
+  Graph graph;
+  WeightStore weights;
+  std::vector<Tensor> inputs;
+};
+
+Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
+  Built t;
+  Builder b(t.graph, &t.weights);
+  const Layout nhwc{LayoutKind::nhwc, 0};
+  uint64_t seed = 5;
+  std::vector<ValueId> gemm_in;
+  for (int f = 0; f < frames; ++f) {
+    t.inputs.push_back(random_tensor({1, c, h, w}, seed++, -2.0f, 2.0f));
+    for (float& v : t.inputs.back().data) v = interp::round_to(v, DType::f16);
+    ValueId x = b.input("x" + std::to_string(f), {1, c, h, w}, DType::f16);
+    t.graph.value(x).type.layout = nhwc;
+    gemm_in.push_back(b.op(Op::winograd_input, {x}, {{"dtype", std::string("f16")}}, "v" + std::to_string(f)));
+  }
+  std::vector<Tensor> taps;
+  for (int f = 0; f < frames; ++f) {
+    taps.push_back(random_tensor({co, c, 3, 3}, seed++, -0.1f, 0.1f));
+    for (float& v : taps.back().data) v = interp::round_to(v, DType::f16);
+  }
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& tp : taps) ptrs.push_back(&tp);
+  Tensor u = interp::winograd_weights(ptrs);
+  for (float& v : u.data) v = interp::round_to(v, DType::f16);  // as the f16 upload stores it
+  const Shape us = u.shape;
+  EXPECT_TRUE(t.weights.add_owned("u", us, std::move(u.data)));
+  gemm_in.push_back(b.constant("u", TensorType{us, DType::f16, {}}));
+  ValueId m = b.op(Op::winograd_gemm, gemm_in, {{"dtype", std::string("f32")}}, "m");
+  Tensor bias = random_tensor({co}, seed++, -1.0f, 1.0f);
+  EXPECT_TRUE(t.weights.add_owned("bias", {co}, std::move(bias.data)));
+  t.inputs.push_back(random_tensor({1, co, h, w}, seed++, -0.5f, 0.5f));
+  for (float& v : t.inputs.back().data) v = interp::round_to(v, DType::f16);
+  ValueId r = b.input("r", {1, co, h, w}, DType::f16);
+  t.graph.value(r).type.layout = nhwc;
+  ValueId y = b.op(Op::winograd_output, {m, b.constant("bias", TensorType{{co}, DType::f32, {}}), r},
+                   {{"height", h}, {"width", w}, {"residual_scale", 16.0}, {"out_scale", 0.0625},
+                    {"dtype", std::string("f16")}},
+                   "y");
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  t.graph.value(y).type.layout = nhwc;
+  b.output(y);
+  return t;
+}
+
+TEST(CodegenWinograd, ThreeFrameChainMatchesTheInterpreter) {
+  const Built t = build(32, 64, 7, 10, 3);
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+  ASSERT_TRUE(plan) << plan.message();
+  std::string names;
+  for (const auto& p : plan->pipelines) names += p.name + "\n";
+  for (const char* k : {"winograd_input.comp", "winograd_gemm.comp", "winograd_output.comp"})
+    EXPECT_NE(names.find(k), std::string::npos) << names;
+  EXPECT_NE(names.find("FRAMES=3"), std::string::npos) << names;
+  auto run_device = testing::test_device_for(plan->requirements);
+  ASSERT_TRUE(run_device) << run_device.message();
+  auto exec = runtime::Executor::create(*run_device, std::move(*plan), codegen::weight_source(t.weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor got(t.graph.value(t.graph.outputs()[0]).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
+  std::vector<std::span<std::byte>> out{std::as_writable_bytes(std::span(got.data))};
+  Status s = (*exec)->run(in, out);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  double largest = 0;
+  for (float v : want->at(0).data) largest = std::max(largest, std::fabs(double(v)));
+  ASSERT_GT(largest, 0.1);
+  testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
+}
+
+// The native variant (32×32 fragments rewritten to KHR, as the H200 runs it) compiles.
+TEST(CodegenWinograd, NativeVariantCompilesToKhr) {
+  const codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"CM_M", "32"}, {"CM_N", "32"}, {"COOPMAT_KHR", "1"},
+                              {"WP", "2"},      {"WC", "2"},     {"FP", "2"},    {"FC", "2"},    {"BK", "32"},
+                              {"FRAMES", "3"},  {"F16", "1"}};
+  auto spirv = codegen::compile_kernel("winograd_gemm.comp", d);
+  ASSERT_TRUE(spirv) << spirv.message();
+  // Debian's SPIRV-Tools predates the KHR capability (6022): no validate_spirv (as in
+  // test_attention_coop.cpp); the module must declare it: OpCapability (opcode 17, 2
+  // words) CooperativeMatrixKHR.
+  bool khr = false;
+  for (size_t i = 5; i + 1 < spirv->size(); ++i) khr |= (*spirv)[i] == ((2u << 16) | 17u) && (*spirv)[i + 1] == 6022u;
+  EXPECT_TRUE(khr);
+}
+
+}  // namespace
+}  // namespace strata
