@@ -49,6 +49,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-winograd", false,
        "keep causal video convs (Wan 2.2) on the direct conv kernel instead of Winograd F(2x2, 3x3) (for measuring "
        "the two: docs/PERFORMANCE.md)"},
+      {"winograd-min-channels", true,
+       "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
+       "tensor-core kernels on the small test cases)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
@@ -119,6 +122,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.conv_tile = a.get_or("conv-tile", "");
   r.phase_convs = !a.has("no-phase-convs");
   r.winograd = !a.has("no-winograd");
+  if (auto text = a.get("winograd-min-channels")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-min-channels", *text));
+    if (n < 1) return error("--winograd-min-channels '{}' must be 1 or more", *text);
+    r.winograd_min_channels = n;
+  }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -184,6 +192,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.fold_softmax = r.fold_softmax;
   o.phase_convs = r.phase_convs;
   o.winograd_convs = r.winograd;
+  o.winograd_min_channels = r.winograd_min_channels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

@@ -47,6 +47,7 @@ struct RunSettings {
   bool fold_softmax = true;            // off with --no-fold-softmax (CompilerOptions::fold_softmax)
   bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)
   bool winograd = true;                // off with --no-winograd (CompilerOptions::winograd_convs)
+  int64_t winograd_min_channels = 256;  // --winograd-min-channels
   std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
   uint32_t pipeline_threads = 0;       // --pipeline-threads (runtime::ExecutorOptions; 0: all cores)
