@@ -237,7 +237,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
   g.nodes() = std::move(nodes);
   g.compact();
   ctx.log.push_back(fmt::format("winograd_convs: {} causal conv chains as Winograd F(2x2, 3x3) ({} frames "
-                                "transformed, {} MiB of V), {} kept (weights beyond f16)",
+                                "transformed, {} MiB of V in all), {} kept (weights beyond f16)",
                                 rewritten, transformed.size(), v_bytes >> 20, kept_range));
   return Status::ok();
 }

@@ -1,0 +1,150 @@
+// winograd_convs: a causal conv's tap chain as Winograd F(2×2, 3×3) (ir/ops.h).
+//
+// What must hold: with the option set, a chain of three frame convs (as the Wan builder
+// writes a causal conv: the newest tap with the bias, each older tap added, a
+// residual joining) becomes one winograd_input per frame, one winograd_gemm and one
+// winograd_output writing the chain's result; frames shared by two chains are
+// transformed once; the interpreter's result moves by f16 rounding only (V and U);
+// convs below the channel threshold, single taps and the option off stay direct.
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "passes/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace strata {
+namespace {
+
+constexpr int64_t kC = 32, kH = 6, kW = 9;
+
+std::vector<float> uniform(int64_t n, uint32_t seed, float range) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-range, range);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+// Frames x0..x3 and two output frames of one causal conv (taps w0, w1, w2: frame t
+// reads x_t, x_{t+1}, x_{t+2}), the second with a residual r.
+Graph two_chains(WeightStore& store) {
+  Graph g;
+  Builder b(g, &store);
+  std::vector<ValueId> x;
+  // f16 frames (in Wan the norms' outputs) and a SiLU after each chain: the chains'
+  // inputs and results are f16 activations, as the pass requires.
+  for (int f = 0; f < 4; ++f) x.push_back(b.input("x" + std::to_string(f), {1, kC, kH, kW}, DType::f16));
+  ValueId r = b.input("r", {1, kC, kH, kW}, DType::f16);
+  auto weight = [&](const std::string& name, Shape shape, uint32_t seed, float range) {
+    if (!store.contains(name)) EXPECT_TRUE(store.add_owned(name, shape, uniform(num_elements(shape), seed, range)).is_ok());
+    return b.constant(name, TensorType{shape, DType::f32, {}});
+  };
+  const float wr = 1.0f / std::sqrt(27.0f * kC);
+  ValueId w[3] = {weight("w0", {kC, kC, 3, 3}, 1, wr), weight("w1", {kC, kC, 3, 3}, 2, wr),
+                  weight("w2", {kC, kC, 3, 3}, 3, wr)};
+  ValueId bias = weight("bias", {kC}, 4, 0.5f);
+  for (int t = 0; t < 2; ++t) {
+    ValueId y = b.conv2d(x[t + 2], w[2], bias, {.pad = 1});
+    if (t == 1) y = b.add(y, r);
+    y = b.add(b.conv2d(x[t + 1], w[1], kNoValue, {.pad = 1}), y);
+    y = b.add(b.conv2d(x[t], w[0], kNoValue, {.pad = 1}), y);
+    b.output(b.silu(y));
+  }
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return g;
+}
+
+Status passes_until(Graph& g, WeightStore& store, bool winograd, int64_t min_channels = 32) {
+  CompileOptions options;
+  options.precision = Precision::f16;
+  options.winograd_convs = winograd;
+  options.winograd_min_channels = min_channels;
+  options.stop_after = "winograd_convs";
+  PassContext ctx{options, store, {}};
+  return run_pipeline(g, ctx);
+}
+
+int64_t count(const Graph& g, Op op) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+std::vector<Tensor> inputs() {
+  std::vector<Tensor> in;
+  for (uint32_t f = 0; f < 5; ++f) {
+    in.emplace_back(Shape{1, kC, kH, kW}, uniform(kC * kH * kW, 10 + f, 1.0f));
+    for (float& v : in.back().data) v = interp::round_to(v, DType::f16);
+  }
+  return in;
+}
+
+TEST(WinogradConvs, ChainsBecomeTransformsAndOneGemmEach) {
+  WeightStore store;
+  Graph g = two_chains(store);
+  ASSERT_TRUE(passes_until(g, store, true).is_ok());
+  EXPECT_EQ(count(g, Op::conv_gemm), 0);
+  EXPECT_EQ(count(g, Op::winograd_gemm), 2);
+  EXPECT_EQ(count(g, Op::winograd_output), 2);
+  EXPECT_EQ(count(g, Op::winograd_input), 4);  // x1 and x2 are read by both chains: once each
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::winograd_gemm) continue;
+    EXPECT_EQ(n.inputs.size(), 4u);  // three frames and U
+    EXPECT_EQ(g.value(n.inputs.back()).type.shape, (Shape{16, kC, 3 * kC}));
+    EXPECT_EQ(g.value(n.inputs.back()).type.dtype, DType::f16);
+  }
+}
+
+TEST(WinogradConvs, KeepsWhatTheGraphComputesUpToF16Rounding) {
+  WeightStore store;
+  Graph before = two_chains(store);
+  Graph direct = before, wino = before;
+  ASSERT_TRUE(passes_until(direct, store, false).is_ok());
+  ASSERT_TRUE(passes_until(wino, store, true).is_ok());
+  ASSERT_EQ(count(wino, Op::winograd_gemm), 2);
+  auto want = interpret(direct, store, inputs());
+  auto got = interpret(wino, store, inputs());
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_TRUE(got) << got.message();
+  ASSERT_EQ(want->size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    double se = 0, sr = 0, max_diff = 0;
+    for (size_t i = 0; i < want->at(o).data.size(); ++i) {
+      const double d = double(got->at(o).data[i]) - want->at(o).data[i];
+      se += d * d;
+      sr += double(want->at(o).data[i]) * want->at(o).data[i];
+      max_diff = std::max(max_diff, std::fabs(d));
+    }
+    // V's and U's f16 rounding (~2^-11 relative each, through sums of ~300 products):
+    // the outputs are of size ~1, stored in f16 (half ULP 2^-12 near 1).
+    EXPECT_GT(10 * std::log10(sr / se), 55.0) << "output " << o;
+    EXPECT_LT(max_diff, 0.02) << "output " << o;
+    EXPECT_GT(max_diff, 0.0) << "output " << o << ": the Winograd form rounds differently";
+  }
+}
+
+TEST(WinogradConvs, TakesOnlyWideMultiTapConvsWithTheOptionSet) {
+  WeightStore store;
+  Graph off = two_chains(store);
+  ASSERT_TRUE(passes_until(off, store, false).is_ok());
+  EXPECT_EQ(count(off, Op::winograd_gemm), 0);
+  Graph narrow = two_chains(store);
+  ASSERT_TRUE(passes_until(narrow, store, true, /*min_channels=*/64).is_ok());
+  EXPECT_EQ(count(narrow, Op::winograd_gemm), 0);
+  EXPECT_EQ(count(narrow, Op::conv_gemm), 6);
+
+  // A single tap (no chain) stays a conv.
+  Graph g;
+  Builder b(g, &store);
+  ValueId x = b.input("x", {1, kC, kH, kW}, DType::f16);
+  b.output(b.silu(b.conv2d(x, b.constant("w0", TensorType{{kC, kC, 3, 3}, DType::f32, {}}), kNoValue, {.pad = 1})));
+  ASSERT_TRUE(passes_until(g, store, true).is_ok());
+  EXPECT_EQ(count(g, Op::winograd_gemm), 0);
+  EXPECT_EQ(count(g, Op::conv_gemm), 1);
+}
+
+}  // namespace
+}  // namespace strata
