@@ -1,8 +1,8 @@
-// lower_winograd: the three ops of a Winograd F(2×2, 3×3) conv (ir/ops.h;
+// lower_winograd: the three ops of a Winograd F(m×m, 3×3) conv, m = 2 or 4 (ir/ops.h;
 // passes/winograd_convs.cpp) -> one dispatch each.
 //
-//   winograd_input   kernels/winograd_input.comp: x f16 NHWC -> V f16 [16, TP, C]
-//   winograd_gemm    kernels/winograd_gemm.comp: the 16 GEMMs over up to three frames'
+//   winograd_input   kernels/winograd_input.comp: x f16 NHWC -> V f16 [α², TP, C]
+//   winograd_gemm    kernels/winograd_gemm.comp: the α² GEMMs over up to three frames'
 //                    V, on cooperative matrices (or coopmat.glsl's emulation where the
 //                    device has none: tests), with the conv kernel's default tile
 //   winograd_output  kernels/winograd_output.comp: M f32 -> y f16 NHWC, with bias,
@@ -41,14 +41,17 @@ Status lower_input(Lowering& l, const Node& node) {
   const ValueId x = node.inputs[0], v = node.outputs[0];
   const Shape& xs = l.shape(x);
   const uint64_t c = static_cast<uint64_t>(xs[1]), h = static_cast<uint64_t>(xs[2]), w = static_cast<uint64_t>(xs[3]);
-  const uint64_t rows = static_cast<uint64_t>(l.shape(v)[1]), tiles = ((h + 1) / 2) * ((w + 1) / 2);
+  const uint64_t m = static_cast<uint64_t>(node.attrs.get_int("tile", 2));
+  const uint64_t rows = static_cast<uint64_t>(l.shape(v)[1]), tiles = ((h + m - 1) / m) * ((w + m - 1) / m);
+  // m = 4 takes 4 channels per invocation (8-byte loads), m = 2 eight (16-byte).
+  const uint64_t per_invocation = m == 4 ? 4 : 8;
   STRATA_ASSIGN_OR_RETURN(uint64_t x_pix, nhwc_pixel(l, node, x, 8));
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {v}));
   if (c % 8 != 0 || l.storage(v) != DType::f16 || l.location(v).offset % 16 != 0)
     return l.fail(node, "winograd_input writes f16 rows of a multiple of 8 channels, 16-byte aligned");
   KernelKey key;
   key.file = "winograd_input.comp";
-  key.defines = {{"F16", "1"}};
+  key.defines = {{"F16", "1"}, {"TILE", std::to_string(m)}};
   key.bindings = 2;
   key.push_constant_bytes = 6 * 4;
   key.workgroup_size = {64, 1, 1};
@@ -58,7 +61,7 @@ Status lower_input(Lowering& l, const Node& node) {
   push.u32(static_cast<uint32_t>(x_pix)).u32(static_cast<uint32_t>(tiles)).u32(static_cast<uint32_t>(rows));
   std::vector<runtime::BindingDesc> b{l.bind(x, runtime::Access::read), l.bind(v, runtime::Access::write)};
   STRATA_RETURN_IF_ERROR(check_whole(l, node, b));
-  l.dispatch(pipe, std::move(b), push, l.grid_1d(rows * (c / 8), 64), node);
+  l.dispatch(pipe, std::move(b), push, l.grid_1d(rows * (c / per_invocation), 64), node);
   return Status::ok();
 }
 
@@ -70,7 +73,8 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   const ValueId u = node.inputs.back(), m = node.outputs[0];
   if (frames < 1 || frames > 3) return l.fail(node, fmt::format("winograd_gemm takes 1 to 3 frames, got {}", frames));
   const Shape& vs = l.shape(node.inputs[0]);
-  const uint64_t rows = static_cast<uint64_t>(vs[1]), c = static_cast<uint64_t>(vs[2]);
+  const uint64_t positions = static_cast<uint64_t>(vs[0]), rows = static_cast<uint64_t>(vs[1]),
+                 c = static_cast<uint64_t>(vs[2]);
   const uint64_t co = static_cast<uint64_t>(l.shape(m)[2]), k = frames * c;
   const bool flexible = target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible;
   CoopTile tile = default_coop_tile(static_cast<int64_t>(co), flexible);
@@ -124,7 +128,8 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   const uint64_t gx = ceil_div(rows, tile.pixels()), gy = ceil_div(co, tile.channels());
   if (gx > target.max_workgroup_count_x)
     return l.fail(node, fmt::format("winograd_gemm needs {} row tiles, above the workgroup-count limit", gx));
-  l.dispatch(pipe, std::move(b), push, {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 16}, node);
+  l.dispatch(pipe, std::move(b), push, {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(positions)},
+             node);
   return Status::ok();
 }
 
@@ -134,7 +139,8 @@ Status lower_output(Lowering& l, const Node& node) {
   const ValueId res = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
   const Shape& ys = l.shape(y);
   const uint64_t co = static_cast<uint64_t>(ys[1]), h = static_cast<uint64_t>(ys[2]), w = static_cast<uint64_t>(ys[3]);
-  const uint64_t rows = static_cast<uint64_t>(l.shape(m)[1]), tiles = ((h + 1) / 2) * ((w + 1) / 2);
+  const uint64_t tile = static_cast<uint64_t>(node.attrs.get_int("tile", 2));
+  const uint64_t rows = static_cast<uint64_t>(l.shape(m)[1]), tiles = ((h + tile - 1) / tile) * ((w + tile - 1) / tile);
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {m, bias}));
   if (co % 4 != 0 || l.storage(m) != DType::f32 || (bias != kNoValue && l.storage(bias) != DType::f32))
     return l.fail(node, "winograd_output reads f32 M and bias in groups of 4 channels");
@@ -146,6 +152,7 @@ Status lower_output(Lowering& l, const Node& node) {
   KernelKey key;
   key.file = "winograd_output.comp";
   key.defines = {{"F16", "1"},
+                 {"TILE", std::to_string(tile)},
                  {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                  {"HAS_RES", res == kNoValue ? "0" : "1"}};
   key.bindings = 2 + (bias != kNoValue) + (res != kNoValue);

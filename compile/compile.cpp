@@ -164,6 +164,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.phase_weights = target.tensor_cores() && options.phase_convs;
   p.winograd_convs = target.tensor_cores() && options.winograd_convs;
   p.winograd_min_channels = options.winograd_min_channels;
+  p.winograd_tile = options.winograd_tile;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

@@ -59,11 +59,12 @@ struct CompilerOptions {
   // (passes/phase_weights.cpp) where the target has tensor cores; false keeps the 3×3
   // gather (`--no-phase-convs`, with codegen::CodegenOptions::phase_convs).
   bool phase_convs = true;
-  // Causal video convs of >= 256 channels as Winograd F(2×2, 3×3) (passes/
-  // winograd_convs.cpp) where the target has tensor cores; false keeps the direct
-  // conv (`--no-winograd`).
+  // Causal video convs of >= 256 channels as Winograd F(m×m, 3×3), m = winograd_tile
+  // (2 or 4; `--winograd-tile`), where the target has tensor cores (passes/
+  // winograd_convs.cpp); false keeps the direct conv (`--no-winograd`).
   bool winograd_convs = true;
   int64_t winograd_min_channels = 256;  // the convs it takes: at least this many input channels
+  int64_t winograd_tile = 4;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

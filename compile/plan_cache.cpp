@@ -222,7 +222,8 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
     k.options += fmt::format(" fold_softmax {} {}", options.fold_softmax_min_keys, options.fold_softmax_min_head_dim);
   if (options.gemm_wave_workgroups) k.options += fmt::format(" gemm_wave_workgroups {}", options.gemm_wave_workgroups);
   if (options.phase_weights) k.options += " phase_weights";
-  if (options.winograd_convs) k.options += fmt::format(" winograd_convs {}", options.winograd_min_channels);
+  if (options.winograd_convs)
+    k.options += fmt::format(" winograd_convs {} tile {}", options.winograd_min_channels, options.winograd_tile);
   // The rank layout's part in the compiled plan: the bands every node is cut into.
   if (options.min_bands > 1) k.options += fmt::format(" min_bands {}", options.min_bands);
   k.options += " codegen '" + codegen_options + "'";

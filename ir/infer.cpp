@@ -160,15 +160,23 @@ Expected<std::vector<TensorType>> infer_block_softmax(const Attrs& a, const Type
   return std::vector{TensorType{{e->shape[0], e->shape[1] / (block + 2)}, DType::f16, {}}};
 }
 
-// Winograd F(2×2, 3×3) (ir/ops.h): tiles of 2×2 output pixels, 16 positions, the
-// tile rows padded to a multiple of 32.
-int64_t winograd_tiles(int64_t h, int64_t w) { return (((h + 1) / 2) * ((w + 1) / 2) + 31) / 32 * 32; }  // interp::winograd_rows
+// Winograd F(m×m, 3×3) (ir/ops.h): tiles of m×m output pixels, (m + 2)² positions,
+// the tile rows padded to a multiple of 32 (interp::winograd_rows).
+int64_t winograd_tiles(int64_t h, int64_t w, int64_t m) { return (((h + m - 1) / m) * ((w + m - 1) / m) + 31) / 32 * 32; }
+
+Expected<int64_t> winograd_tile(const Attrs& a, const char* op) {
+  const int64_t m = a.get_int("tile", 2);
+  if (m != 2 && m != 4) return error("{} tile must be 2 or 4 (F(2x2, 3x3) or F(4x4, 3x3)), got {}", op, m);
+  return m;
+}
 
 Expected<std::vector<TensorType>> infer_winograd_input(const Attrs& a, const Types& in) {
   const TensorType* x = in[0];
   if (x->rank() != 4 || x->shape[0] != 1)
     return error("winograd_input reads one image [1, C, H, W], got {}", shape_str(x->shape));
-  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, {16, winograd_tiles(x->shape[2], x->shape[3]), x->shape[1]}));
+  STRATA_ASSIGN_OR_RETURN(int64_t m, winograd_tile(a, "winograd_input"));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, {(m + 2) * (m + 2), winograd_tiles(x->shape[2], x->shape[3], m),
+                                                         x->shape[1]}));
   return std::vector{t};
 }
 
@@ -176,16 +184,18 @@ Expected<std::vector<TensorType>> infer_winograd_gemm(const Attrs& a, const Type
   const TensorType* u = in.back();
   const TensorType* v0 = in[0];
   const int64_t frames = static_cast<int64_t>(in.size()) - 1;
-  if (v0->rank() != 3 || v0->shape[0] != 16)
-    return error("winograd_gemm operand 0 must be [16, T, C] (winograd_input's), got {}", shape_str(v0->shape));
+  if (v0->rank() != 3 || (v0->shape[0] != 16 && v0->shape[0] != 36))
+    return error("winograd_gemm operand 0 must be [16, T, C] or [36, T, C] (winograd_input's), got {}",
+                 shape_str(v0->shape));
+  const int64_t positions = v0->shape[0];
   for (int64_t f = 1; f < frames; ++f)
     if (in[static_cast<size_t>(f)]->shape != v0->shape)
       return error("winograd_gemm operand {} is {}, operand 0 is {}: the frames must agree", f,
                    shape_str(in[static_cast<size_t>(f)]->shape), shape_str(v0->shape));
-  if (u->rank() != 3 || u->shape[0] != 16 || u->shape[2] != frames * v0->shape[2])
-    return error("winograd_gemm weights must be [16, Co, {}·{}] for {} frames of {} channels, got {}", frames,
-                 v0->shape[2], frames, v0->shape[2], shape_str(u->shape));
-  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *v0, {16, v0->shape[1], u->shape[1]}));
+  if (u->rank() != 3 || u->shape[0] != positions || u->shape[2] != frames * v0->shape[2])
+    return error("winograd_gemm weights must be [{}, Co, {}·{}] for {} frames of {} channels, got {}", positions,
+                 frames, v0->shape[2], frames, v0->shape[2], shape_str(u->shape));
+  STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *v0, {positions, v0->shape[1], u->shape[1]}));
   return std::vector{t};
 }
 
@@ -193,8 +203,11 @@ Expected<std::vector<TensorType>> infer_winograd_output(const Attrs& a, const Ty
   const TensorType *m = in[0], *bias = in.size() > 1 ? in[1] : nullptr, *res = in.size() > 2 ? in[2] : nullptr;
   const int64_t h = a.get_int("height"), w = a.get_int("width");
   if (h < 1 || w < 1) return error("winograd_output needs height and width >= 1, got {}x{}", h, w);
-  if (m->rank() != 3 || m->shape[0] != 16 || m->shape[1] != winograd_tiles(h, w))
-    return error("winograd_output of {}x{} reads [16, {}, Co], got {}", h, w, winograd_tiles(h, w), shape_str(m->shape));
+  STRATA_ASSIGN_OR_RETURN(int64_t tile, winograd_tile(a, "winograd_output"));
+  const int64_t positions = (tile + 2) * (tile + 2), rows = winograd_tiles(h, w, tile);
+  if (m->rank() != 3 || m->shape[0] != positions || m->shape[1] != rows)
+    return error("winograd_output of {}x{} with tile {} reads [{}, {}, Co], got {}", h, w, tile, positions, rows,
+                 shape_str(m->shape));
   const int64_t co = m->shape[2];
   STRATA_RETURN_IF_ERROR(need_vector(bias, co, "winograd_output bias"));
   const Shape out{1, co, h, w};

@@ -173,13 +173,13 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
         return interp::linear_scale_blocks(*in[0], *in[1], *in[2], a.get_int("scale_blocks"), par);
       return interp::linear(*in[0], *in[1], opt(2), par);
     case Op::block_softmax: return interp::block_softmax(*in[0], a.get_int("block"), par);
-    case Op::winograd_input: return interp::winograd_input(*in[0], par);
+    case Op::winograd_input: return interp::winograd_input(*in[0], a.get_int("tile", 2), par);
     case Op::winograd_gemm: return interp::winograd_gemm({in.begin(), in.end() - 1}, *in.back(), par);
     case Op::winograd_output:
       return interp::winograd_output(*in[0], opt(1), opt(2),
                                      {a.get_float("acc_scale", 1.0), a.get_float("residual_scale", 1.0),
                                       a.get_float("out_scale", 1.0)},
-                                     a.get_int("height"), a.get_int("width"), par);
+                                     a.get_int("height"), a.get_int("width"), a.get_int("tile", 2), par);
     case Op::matmul: return interp::matmul(*in[0], *in[1], par);
     case Op::group_norm:
       return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par, opt(3));

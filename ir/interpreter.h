@@ -109,20 +109,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
 Tensor linear_exp_blocks(const Tensor& x, const Tensor& w, int64_t block, const Parallel& par);
 Tensor block_softmax(const Tensor& e, int64_t block, const Parallel& par);
 Tensor linear_scale_blocks(const Tensor& e, const Tensor& w, const Tensor& c, int64_t block, const Parallel& par);
-// Winograd F(2×2, 3×3) (ir/ops.h): the input and output transforms in f64 (rounded to
-// f32 once), and the 16 GEMMs over F frames, f64 sums over (f, c) in order.
+// Winograd F(m×m, 3×3), m = `tile` ∈ {2, 4} (ir/ops.h): the input and output transforms
+// in f64 (rounded to f32 once), and the (m + 2)² GEMMs over F frames, f64 sums over
+// (f, c) in order.
 // The tile rows of V and M: the tiles padded to a multiple of 32.
 int64_t winograd_rows(int64_t tiles);
-Tensor winograd_input(const Tensor& x, const Parallel& par);
+// The m×m output tiles of an H×W image: ⌈H/m⌉·⌈W/m⌉.
+int64_t winograd_tiles(int64_t height, int64_t width, int64_t tile);
+Tensor winograd_input(const Tensor& x, int64_t tile, const Parallel& par);
 Tensor winograd_gemm(const std::vector<const Tensor*>& v, const Tensor& u, const Parallel& par);
 struct WinogradScales {  // winograd_output's range guards (conv_gemm's)
   double acc = 1, residual = 1, out = 1;
 };
 Tensor winograd_output(const Tensor& m, const Tensor* bias, const Tensor* residual, const WinogradScales& s,
-                       int64_t height, int64_t width, const Parallel& par);
-// The weights that make winograd_gemm tap f of a 3×3 conv: u[16, Co, F·C] with
+                       int64_t height, int64_t width, int64_t tile, const Parallel& par);
+// The weights that make winograd_gemm tap f of a 3×3 conv: u[(m + 2)², Co, F·C] with
 // u[ξ, o, f·C + c] = (G w_f[o, c] Gᵀ)[ξ] from taps w_f[Co, C, 3, 3] (f64, rounded to f32).
-Tensor winograd_weights(const std::vector<const Tensor*>& taps);
+Tensor winograd_weights(const std::vector<const Tensor*>& taps, int64_t tile);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
                  int64_t frame_tokens = 0);  // > 0: frame-causal keys (ir/ops.h)
 

@@ -27,7 +27,10 @@ constexpr AttrSpec kLinear[] = {
     {"dtype", K::string, false}, {"exp_blocks", K::int_, false}, {"scale_blocks", K::int_, false}};
 constexpr AttrSpec kBlockSoftmax[] = {{"block", K::int_, true}};
 constexpr AttrSpec kDtype[] = {{"dtype", K::string, false}};
+// winograd_input / winograd_output: the output tile side m (2 or 4; default 2).
+constexpr AttrSpec kWinogradInput[] = {{"tile", K::int_, false}, {"dtype", K::string, false}};
 constexpr AttrSpec kWinogradOutput[] = {{"height", K::int_, true},       {"width", K::int_, true},
+                                        {"tile", K::int_, false},
                                         {"acc_scale", K::float_, false},   {"residual_scale", K::float_, false},
                                         {"out_scale", K::float_, false},   {"dtype", K::string, false}};
 // softmax: the result's storage dtype (passes/attention_gemms.cpp; default x's).
@@ -85,7 +88,7 @@ constexpr std::array kOps = {
     OpInfo{Op::norm_act, "norm_act", 2, 5, 1, kNormAct},
     OpInfo{Op::conv_gemm, "conv_gemm", 2, 4, 1, kConvGemm},
     OpInfo{Op::block_softmax, "block_softmax", 1, 1, 1, kBlockSoftmax},
-    OpInfo{Op::winograd_input, "winograd_input", 1, 1, 1, kDtype},
+    OpInfo{Op::winograd_input, "winograd_input", 1, 1, 1, kWinogradInput},
     OpInfo{Op::winograd_gemm, "winograd_gemm", 2, -1, 1, kDtype},
     OpInfo{Op::winograd_output, "winograd_output", 1, 3, 1, kWinogradOutput},
 };

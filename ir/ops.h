@@ -85,22 +85,28 @@
 //       y[r, n] = Σ_k f16(e[r, k]·c[r, ⌊k/B⌋])·w[n, k] (e's first K columns only):
 //       so f16(e_j·c_b) = exp(s_j − max_row s) / Σ_row exp(s − max_row s), the
 //       softmax's weights, up to the f16 roundings above
-//   A 3×3 conv (pad 1, stride 1) as Winograd F(2×2, 3×3), in three ops (a causal video
-//   conv's taps over F input frames: one winograd_input per frame, one winograd_gemm
-//   over the F of them, one winograd_output; passes/winograd_convs.cpp). Tiles: the
-//   ⌈H/2⌉ × ⌈W/2⌉ 2×2 output blocks in row-major order (tile t = ty·⌈W/2⌉ + tx), padded
-//   with zero rows to TP = a multiple of 32 (whole GEMM fragments); ξ = a·4 + b, a, b ∈
-//   0..3. With Bᵀ = [[1,0,−1,0],[0,1,1,0],[0,−1,1,0],[0,1,0,−1]], G = [[1,0,0],
-//   [½,½,½],[½,−½,½],[0,0,1]], Aᵀ = [[1,1,1,0],[0,1,−1,−1]]:
-//   winograd_input(x[1,C,H,W]) → [16, TP, C]: V[ξ, t, c] = (Bᵀ d B)[a, b], d the 4×4
-//       patch x[c, 2ty − 1 + i, 2tx − 1 + j] (zeros outside x); 0 for t ≥ the tiles
-//   winograd_gemm(v_0[16,TP,C], …, v_{F−1}, u[16, Co, F·C]) → [16, TP, Co]:
-//       M[ξ, t, o] = Σ_f Σ_c v_f[ξ, t, c] · u[ξ, o, f·C + c]   (f64, f then c in order);
-//       u = G w_f Gᵀ per (o, c, f) turns it into tap f of a conv with weights w_f
-//   winograd_output(m[16,TP,Co], bias[Co]?, residual[1,Co,H,W]?) {height, width}
-//       → [1, Co, H, W]: y = ((Aᵀ M A)[dy, dx] at (2ty + dy, 2tx + dx) · acc_scale + bias
-//       + residual · residual_scale) · out_scale (scales default 1: conv_gemm's range
-//       guards)
+//   A 3×3 conv (pad 1, stride 1) as Winograd F(m×m, 3×3), m = 2 or 4 (attribute tile,
+//   default 2), in three ops (a causal video conv's taps over F input frames: one
+//   winograd_input per frame, one winograd_gemm over the F of them, one winograd_output;
+//   passes/winograd_convs.cpp). α = m + 2. Tiles: the ⌈H/m⌉ × ⌈W/m⌉ m×m output blocks
+//   in row-major order (tile t = ty·⌈W/m⌉ + tx), padded with zero rows to TP = a
+//   multiple of 32 (whole GEMM fragments); ξ = a·α + b, a, b ∈ 0..α−1.
+//   m = 2 (points 0, ±1, ∞): Bᵀ = [[1,0,−1,0],[0,1,1,0],[0,−1,1,0],[0,1,0,−1]],
+//   G = [[1,0,0],[½,½,½],[½,−½,½],[0,0,1]], Aᵀ = [[1,1,1,0],[0,1,−1,−1]].
+//   m = 4 (points 0, ±1, 2, −½, ∞): Bᵀ = [[1,3/2,−2,−3/2,1,0],[0,−1,−5/2,−½,1,0],
+//   [0,1,½,−5/2,1,0],[0,−½,−1,½,1,0],[0,2,−1,−2,1,0],[0,1,3/2,−2,−3/2,1]],
+//   G = [[1,0,0],[−⅓,−⅓,−⅓],[⅓,−⅓,⅓],[1/15,2/15,4/15],[−16/15,8/15,−4/15],[0,0,1]],
+//   Aᵀ = [[1,1,1,1,1,0],[0,1,−1,2,−½,0],[0,1,1,4,¼,0],[0,1,−1,8,−⅛,1]].
+//   winograd_input(x[1,C,H,W]) {tile} → [α², TP, C]: V[ξ, t, c] = (Bᵀ d B)[a, b], d the
+//       α×α patch x[c, m·ty − 1 + i, m·tx − 1 + j] (zeros outside x); 0 for t ≥ the tiles
+//   winograd_gemm(v_0[α²,TP,C], …, v_{F−1}, u[α², Co, F·C]) → [α², TP, Co] (α² = 16 or
+//       36, from v_0): M[ξ, t, o] = Σ_f Σ_c v_f[ξ, t, c] · u[ξ, o, f·C + c]   (f64, f then
+//       c in order); u = G w_f Gᵀ per (o, c, f) turns it into tap f of a conv with
+//       weights w_f
+//   winograd_output(m[α²,TP,Co], bias[Co]?, residual[1,Co,H,W]?) {height, width, tile}
+//       → [1, Co, H, W]: y = ((Aᵀ M A)[dy, dx] at (m·ty + dy, m·tx + dx) · acc_scale +
+//       bias + residual · residual_scale) · out_scale (scales default 1: conv_gemm's
+//       range guards)
 //   So winograd_output(winograd_gemm(winograd_input(x_0), …, u), bias) = Σ_f
 //   conv2d(x_f, w_f, pad 1) + bias up to rounding. All three take an optional dtype.
 #pragma once

@@ -72,12 +72,13 @@ struct CompileOptions {
   // output parity (passes/phase_weights.cpp), for the tensor-core conv kernel. Set on
   // targets with tensor cores unless the phase convs are off (compile/compile.cpp).
   bool phase_weights = false;
-  // winograd_convs runs causal video convs' tap chains as Winograd F(2×2, 3×3)
-  // (passes/winograd_convs.cpp) where the conv has at least winograd_min_channels
-  // input channels: set on targets with tensor cores unless turned off
-  // (`--no-winograd`, compile/compile.cpp). Tests lower the threshold.
+  // winograd_convs runs causal video convs' tap chains as Winograd F(m×m, 3×3), m =
+  // winograd_tile (2 or 4; passes/winograd_convs.cpp) where the conv has at least
+  // winograd_min_channels input channels: set on targets with tensor cores unless turned
+  // off (`--no-winograd`, compile/compile.cpp). Tests lower the threshold.
   bool winograd_convs = false;
   int64_t winograd_min_channels = 256;
+  int64_t winograd_tile = 4;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

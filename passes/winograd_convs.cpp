@@ -1,13 +1,17 @@
-// winograd_convs: a causal video conv's tap chain as Winograd F(2×2, 3×3) (ir/ops.h):
-// one winograd_input per input frame (shared by every chain that reads the frame), one
-// winograd_gemm over the chain's frames and one winograd_output, so the 3×3 taps
-// multiply 2.25× fewer times.
+// winograd_convs: a causal video conv's tap chain as Winograd F(m×m, 3×3), m =
+// CompileOptions::winograd_tile (2 or 4; ir/ops.h): one winograd_input per input frame
+// (shared by every chain that reads the frame), one winograd_gemm over the chain's
+// frames and one winograd_output, so the 3×3 taps multiply 2.25× (m = 2) or 4× (m = 4)
+// fewer times.
 //
 // Why: Wan 2.2's decoder is 96 % 3×3×3 convs on the H200, at the GEMM core's rate
 // (~240 TFLOP/s of ~270). Fewer multiplies are the only way left to a faster decode;
 // measured before building (docs/PERFORMANCE.md, session 23), the Winograd form was
 // 34-56 % faster per conv at 256-1024 channels, and slower on Flux's 2-D convs of 128 and
-// 256 channels, so the pass takes only chains of two or more taps of wide convs.
+// 256 channels, so the pass takes only chains of two or more taps of wide convs. m = 4
+// (session 24) halves the GEMM work again and shrinks V from 4× to 2.25× the image; its
+// f16 V rounds ~4× coarser than m = 2's, well inside the f16 bar
+// (tests/compile/test_wan_winograd.cpp).
 //
 // Rewrites: a chain n_0 → … → n_{m−1} (2 ≤ m ≤ 3) of conv_gemm nodes as the Wan
 // builder and fuse_residual leave a causal conv (models/wan_decoder.cpp causal_conv):
@@ -17,9 +21,9 @@
 // output); only n_0 has a bias or a residual of its own; every link has the same
 // acc_scale, and residual_scale_{i+1} · out_scale_i = 1 (lower_precision's range guards
 // cancel along the chain). It becomes, at n_{m−1}'s place, writing its result:
-//   V_x = winograd_input(x) {dtype f16}   for each x of the chain not yet transformed
+//   V_x = winograd_input(x) {tile, dtype f16}   for each x of the chain not yet transformed
 //   M = winograd_gemm(V_{x_0}, …, V_{x_{m−1}}, U) {dtype f32}
-//   y = winograd_output(M, n_0's bias, n_0's residual) {height, width, acc_scale,
+//   y = winograd_output(M, n_0's bias, n_0's residual) {height, width, tile, acc_scale,
 //       residual_scale = n_0's, out_scale = n_{m−1}'s, dtype f16}
 // U = G w_i Gᵀ of the links' f16-rounded weights, a new constant
 // "<w_0>[winograd <w_1> …]" of dtype f16 (interp::winograd_weights). Only when C ≥
@@ -77,8 +81,9 @@ bool eligible_conv(const Graph& g, const Node& n, const CompileOptions& o) {
   if (has_operand(n, 3) && !plain_nhwc(g.value(n.inputs[3]).type)) return false;
   const int64_t c = x.shape[1], co = y.shape[1];
   if (c < o.winograd_min_channels || c % 32 != 0 || co % 32 != 0) return false;
-  const int64_t rows = interp::winograd_rows(((x.shape[2] + 1) / 2) * ((x.shape[3] + 1) / 2));
-  const uint64_t v_bytes = uint64_t(16 * rows * c) * 2, m_bytes = uint64_t(16 * rows * co) * 4;
+  const int64_t tile = o.winograd_tile, positions = (tile + 2) * (tile + 2);
+  const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
+  const uint64_t v_bytes = uint64_t(positions * rows * c) * 2, m_bytes = uint64_t(positions * rows * co) * 4;
   return o.binding_limit == 0 || (v_bytes <= o.binding_limit && m_bytes <= o.binding_limit);
 }
 
@@ -96,14 +101,15 @@ bool continues(const Graph& g, const Node& prev, const Node& next, const Compile
 // U for the chain's weights, as a constant (one per distinct weight list); nullopt
 // when a value of U leaves f16's range (the chain keeps its direct convs).
 Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, const std::vector<ValueId>& weights,
+                                                 int64_t tile,
                                                  std::map<std::vector<ValueId>, std::optional<ValueId>>& made) {
   if (auto it = made.find(weights); it != made.end()) return it->second;
   const Value& first = g.value(weights[0]);
-  std::string name = first.weight + "[winograd";
+  std::string name = first.weight + (tile == 2 ? "[winograd" : "[winograd4");
   for (size_t i = 1; i < weights.size(); ++i) name += " " + g.value(weights[i]).weight;
   name += "]";
   const int64_t co = first.type.shape[0], c = first.type.shape[1] / 9, frames = static_cast<int64_t>(weights.size());
-  const Shape shape{16, co, frames * c};
+  const Shape shape{(tile + 2) * (tile + 2), co, frames * c};
   if (!ctx.weights.contains(name)) {
     std::vector<Tensor> taps;  // w_i as [Co, C, 3, 3], rounded to f16 as the conv kernel read it
     for (ValueId w : weights) {
@@ -123,7 +129,7 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
     }
     std::vector<const Tensor*> ptrs;
     for (const Tensor& t : taps) ptrs.push_back(&t);
-    Tensor u = interp::winograd_weights(ptrs);
+    Tensor u = interp::winograd_weights(ptrs, tile);
     for (float x : u.data)
       if (!(std::fabs(x) <= 65504.0f)) {
         made.emplace(weights, std::nullopt);
@@ -140,6 +146,8 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
 
 Status run_winograd_convs(Graph& g, PassContext& ctx) {
   if (!ctx.options.winograd_convs) return Status::ok();
+  const int64_t tile = ctx.options.winograd_tile, positions = (tile + 2) * (tile + 2);
+  if (tile != 2 && tile != 4) return error("winograd_convs: the tile must be 2 or 4, got {}", tile);
   const Uses uses = find_uses(g);
   const size_t count = g.nodes().size();
   // Chains, found on the unchanged graph: role[i] = the chain whose last link node i
@@ -177,7 +185,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     const std::vector<size_t>& chain = chains[static_cast<size_t>(role[i])];
     std::vector<ValueId> ws;
     for (size_t k : chain) ws.push_back(old[k].inputs[1]);
-    auto u = winograd_weight(g, ctx, ws, weights_made);
+    auto u = winograd_weight(g, ctx, ws, tile, weights_made);
     if (!u) return u.status().with_context(fmt::format("the Winograd weights of '{}'", old[chain[0]].name));
     if (!*u) {
       ++kept_range;
@@ -188,15 +196,16 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     const Node& last = old[chain.back()];
     const TensorType xt = g.value(head.inputs[0]).type;
     const int64_t c = xt.shape[1], h = xt.shape[2], w = xt.shape[3], co = g.value(last.outputs[0]).type.shape[1];
-    const int64_t rows = interp::winograd_rows(((h + 1) / 2) * ((w + 1) / 2));
+    const int64_t rows = interp::winograd_rows(interp::winograd_tiles(h, w, tile));
     std::vector<ValueId> gemm_in;
     for (size_t k : chain) {
       const ValueId x = old[k].inputs[0];
       auto it = transformed.find(x);
       if (it == transformed.end()) {
         const std::string name = g.value(x).name + ".winograd";
-        const ValueId v = g.add_value(name, TensorType{{16, rows, c}, DType::f16, {}});
+        const ValueId v = g.add_value(name, TensorType{{positions, rows, c}, DType::f16, {}});
         Attrs a;
+        a.set("tile", tile);
         a.set("dtype", std::string("f16"));
         Node n;
         n.op = Op::winograd_input;
@@ -206,12 +215,12 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
         n.attrs = std::move(a);
         nodes.push_back(std::move(n));
         it = transformed.emplace(x, v).first;
-        v_bytes += uint64_t(16 * rows * c) * 2;
+        v_bytes += uint64_t(positions * rows * c) * 2;
       }
       gemm_in.push_back(it->second);
     }
     gemm_in.push_back(**u);
-    const ValueId m = g.add_value(last.name + ".winograd_m", TensorType{{16, rows, co}, DType::f32, {}});
+    const ValueId m = g.add_value(last.name + ".winograd_m", TensorType{{positions, rows, co}, DType::f32, {}});
     Node gemm;
     gemm.op = Op::winograd_gemm;
     gemm.name = last.name + ".winograd_gemm";
@@ -227,6 +236,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     out.outputs = {last.outputs[0]};
     out.attrs.set("height", h);
     out.attrs.set("width", w);
+    out.attrs.set("tile", tile);
     out.attrs.set("dtype", std::string("f16"));
     if (head.attrs.has("acc_scale")) out.attrs.set("acc_scale", head.attrs.get_float("acc_scale"));
     if (head.attrs.has("residual_scale")) out.attrs.set("residual_scale", head.attrs.get_float("residual_scale"));
@@ -236,9 +246,9 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
   }
   g.nodes() = std::move(nodes);
   g.compact();
-  ctx.log.push_back(fmt::format("winograd_convs: {} causal conv chains as Winograd F(2x2, 3x3) ({} frames "
+  ctx.log.push_back(fmt::format("winograd_convs: {} causal conv chains as Winograd F({}x{}, 3x3) ({} frames "
                                 "transformed, {} MiB of V in all), {} kept (weights beyond f16)",
-                                rewritten, transformed.size(), v_bytes >> 20, kept_range));
+                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, kept_range));
   return Status::ok();
 }
 

@@ -47,8 +47,11 @@ const std::vector<OptionSpec>& run_option_specs() {
        "keep the upsample convs' 3x3 gather on the tensor-core kernel instead of four 2x2 phase convs (for "
        "measuring the two: docs/PERFORMANCE.md)"},
       {"no-winograd", false,
-       "keep causal video convs (Wan 2.2) on the direct conv kernel instead of Winograd F(2x2, 3x3) (for measuring "
-       "the two: docs/PERFORMANCE.md)"},
+       "keep causal video convs (Wan 2.2) on the direct conv kernel instead of Winograd (for measuring the two: "
+       "docs/PERFORMANCE.md)"},
+      {"winograd-tile", true,
+       "the output tile of the Winograd convs: 4 (F(4x4, 3x3), the default: 4x fewer multiplies than the direct "
+       "conv) or 2 (F(2x2, 3x3): 2.25x fewer, closer to the direct conv's rounding)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -127,6 +130,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (n < 1) return error("--winograd-min-channels '{}' must be 1 or more", *text);
     r.winograd_min_channels = n;
   }
+  if (auto text = a.get("winograd-tile")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-tile", *text));
+    if (n != 2 && n != 4) return error("--winograd-tile '{}' must be 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))", *text);
+    r.winograd_tile = n;
+  }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -193,6 +201,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.phase_convs = r.phase_convs;
   o.winograd_convs = r.winograd;
   o.winograd_min_channels = r.winograd_min_channels;
+  o.winograd_tile = r.winograd_tile;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

@@ -1,19 +1,80 @@
-// winograd_input.comp: Winograd F(2×2, 3×3) input transform (ir/ops.h winograd_input).
+// winograd_input.comp: Winograd F(m×m, 3×3) input transform (ir/ops.h winograd_input),
+// m = TILE (2 or 4), α = m + 2.
 //
-//   V[ξ = a·4 + b, t, c] = (Bᵀ d B)[a, b], d = x[c, 2ty − 1 + i, 2tx − 1 + j] (0 outside)
+//   V[ξ = a·α + b, t, c] = (Bᵀ d B)[a, b], d = x[c, m·ty − 1 + i, m·tx − 1 + j] (0 outside)
 //
-// x is f16 NHWC (pixel stride x_pix halfs, channels first), V f16 [16, TP, C] row major;
-// rows t ≥ tiles are written as 0. One invocation: one tile row t and 8 channels
-// (16-byte loads and stores). The sums are f32 (exact for f16 inputs of like size) and
-// rounded to f16 through round_f16, as the interpreter rounds its f64 sums.
+// x is f16 NHWC (pixel stride x_pix halfs, channels first), V f16 [α², TP, C] row major;
+// rows t ≥ tiles are written as 0. One invocation: one tile row t and 8 channels for
+// m = 2 (16-byte loads and stores), 4 for m = 4 (8-byte: a 6×6 patch of 8 channels
+// would not fit the registers). The sums are f32 (exact for f16 inputs of like size:
+// the coefficients are small dyadic rationals) and rounded to f16 through round_f16, as
+// the interpreter rounds its f64 sums.
 //
 // Push constants: h, w (x's rows and columns), c (channels, a multiple of 8), x_pix
-// (halfs per x pixel, a multiple of 8), tiles (⌈h/2⌉·⌈w/2⌉), rows (TP).
-// Bindings: x (read, uvec4), v (write, uvec4).
+// (halfs per x pixel, a multiple of 8), tiles (⌈h/m⌉·⌈w/m⌉), rows (TP).
+// Defines: TILE (2 or 4). Bindings: x (read), v (write).
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
+#ifndef TILE
+#define TILE 2
+#endif
+
+#if TILE == 4
+layout(std430, binding = 0) readonly buffer XBuf { uvec2 xv[]; };
+layout(std430, binding = 1) writeonly buffer VBuf { uvec2 vv[]; };
+
+layout(push_constant) uniform Push {
+  uint h, w, c, x_pix, tiles, rows;
+} pc;
+
+uvec2 pack4(vec4 v) {
+  return uvec2(packHalf2x16(vec2(round_f16(v.x), round_f16(v.y))), packHalf2x16(vec2(round_f16(v.z), round_f16(v.w))));
+}
+
+// Bᵀ of the points 0, ±1, 2, −½, ∞ (ir/ops.h) applied to one 6-vector.
+void bt6(vec4 d0, vec4 d1, vec4 d2, vec4 d3, vec4 d4, vec4 d5, out vec4 o[6]) {
+  o[0] = d0 + 1.5 * d1 - 2.0 * d2 - 1.5 * d3 + d4;
+  o[1] = -d1 - 2.5 * d2 - 0.5 * d3 + d4;
+  o[2] = d1 + 0.5 * d2 - 2.5 * d3 + d4;
+  o[3] = -0.5 * d1 - d2 + 0.5 * d3 + d4;
+  o[4] = 2.0 * d1 - d2 - 2.0 * d3 + d4;
+  o[5] = d1 + 1.5 * d2 - 2.0 * d3 - 1.5 * d4 + d5;
+}
+
+void main() {
+  const uint groups = pc.c / 4u;
+  const uint i = linear_index();
+  if (i >= pc.rows * groups) return;
+  const uint t = i / groups, g = i % groups;
+  if (t >= pc.tiles) {
+    [[unroll]] for (uint xi = 0u; xi < 36u; ++xi) vv[(xi * pc.rows + t) * groups + g] = uvec2(0u);
+    return;
+  }
+  const uint tw = (pc.w + 3u) / 4u, ty = t / tw, tx = t % tw;
+  // Column by column: tb[a][j] = (Bᵀ d)[a][j].
+  vec4 tb[6][6];
+  [[unroll]] for (int j = 0; j < 6; ++j) {
+    const int s = int(4u * tx) - 1 + j;
+    vec4 d[6];
+    [[unroll]] for (int a = 0; a < 6; ++a) {
+      const int r = int(4u * ty) - 1 + a;
+      const bool ok = r >= 0 && r < int(pc.h) && s >= 0 && s < int(pc.w);
+      const uvec2 u = ok ? xv[((uint(r) * pc.w + uint(s)) * pc.x_pix) / 4u + g] : uvec2(0u);
+      d[a] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    }
+    vec4 o[6];
+    bt6(d[0], d[1], d[2], d[3], d[4], d[5], o);
+    [[unroll]] for (int a = 0; a < 6; ++a) tb[a][j] = o[a];
+  }
+  [[unroll]] for (int a = 0; a < 6; ++a) {
+    vec4 o[6];
+    bt6(tb[a][0], tb[a][1], tb[a][2], tb[a][3], tb[a][4], tb[a][5], o);
+    [[unroll]] for (int b = 0; b < 6; ++b) vv[(uint(a * 6 + b) * pc.rows + t) * groups + g] = pack4(o[b]);
+  }
+}
+#else
 layout(std430, binding = 0) readonly buffer XBuf { uvec4 xv[]; };
 layout(std430, binding = 1) writeonly buffer VBuf { uvec4 vv[]; };
 
@@ -70,3 +131,4 @@ void main() {
     [[unroll]] for (int b = 0; b < 4; ++b) vv[(uint(a * 4 + b) * pc.rows + t) * cvec + g] = pack8(vl[b], vh[b]);
   }
 }
+#endif

@@ -1,15 +1,16 @@
-// winograd_output.comp: Winograd F(2×2, 3×3) output transform (ir/ops.h winograd_output).
+// winograd_output.comp: Winograd F(m×m, 3×3) output transform (ir/ops.h winograd_output),
+// m = TILE (2 or 4), α = m + 2.
 //
-//   y[2ty + dy, 2tx + dx] = ((Aᵀ M[·, t] A)[dy, dx] · acc_scale + bias + residual ·
-//                            residual_scale) · out_scale
+//   y[m·ty + dy, m·tx + dx] = ((Aᵀ M[·, t] A)[dy, dx] · acc_scale + bias + residual ·
+//                              residual_scale) · out_scale
 //
-// M is f32 [16, TP, Co] row major, y (and the residual) f16 NHWC with pixel strides
+// M is f32 [α², TP, Co] row major, y (and the residual) f16 NHWC with pixel strides
 // y_pix (res_pix) halfs, channels first; bias f32. One invocation: one tile and 4
 // channels (16-byte M loads, 8-byte stores). Sums in f32, rounded through round_f16.
 //
 // Push constants: h, w, co (a multiple of 4), rows (TP), tiles, y_pix, res_pix,
 // acc_scale, residual_scale, out_scale.
-// Defines: HAS_BIAS, HAS_RES (0 or 1). Bindings: m, [bias], [residual], y.
+// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES (0 or 1). Bindings: m, [bias], [residual], y.
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
@@ -42,6 +43,46 @@ void store(uint py, uint px, uint g, vec4 s, vec4 b) {
   yv[((py * pc.w + px) * pc.y_pix) / 4u + g] = pack4(v * pc.out_scale);
 }
 
+#ifndef TILE
+#define TILE 2
+#endif
+
+#if TILE == 4
+// Aᵀ of the points 0, ±1, 2, −½, ∞ (ir/ops.h) applied to one 6-vector.
+void at6(vec4 m0, vec4 m1, vec4 m2, vec4 m3, vec4 m4, vec4 m5, out vec4 r[4]) {
+  r[0] = m0 + m1 + m2 + m3 + m4;
+  r[1] = m1 - m2 + 2.0 * m3 - 0.5 * m4;
+  r[2] = m1 + m2 + 4.0 * m3 + 0.25 * m4;
+  r[3] = m1 - m2 + 8.0 * m3 - 0.125 * m4 + m5;
+}
+
+void main() {
+  const uint groups = pc.co / 4u;
+  const uint i = linear_index();
+  if (i >= pc.tiles * groups) return;
+  const uint t = i / groups, g = i % groups;
+  const uint tw = (pc.w + 3u) / 4u, ty = t / tw, tx = t % tw;
+  // Column by column: am[dy][b] = (Aᵀ M)[dy][b].
+  vec4 am[4][6];
+  [[unroll]] for (uint b = 0u; b < 6u; ++b) {
+    vec4 col[6];
+    [[unroll]] for (uint a = 0u; a < 6u; ++a) col[a] = mv[(((a * 6u + b) * pc.rows + t) * pc.co) / 4u + g];
+    vec4 r[4];
+    at6(col[0], col[1], col[2], col[3], col[4], col[5], r);
+    [[unroll]] for (uint dy = 0u; dy < 4u; ++dy) am[dy][b] = r[dy];
+  }
+#if HAS_BIAS
+  const vec4 bb = bias[g];
+#else
+  const vec4 bb = vec4(0.0);
+#endif
+  [[unroll]] for (uint dy = 0u; dy < 4u; ++dy) {
+    vec4 r[4];
+    at6(am[dy][0], am[dy][1], am[dy][2], am[dy][3], am[dy][4], am[dy][5], r);
+    [[unroll]] for (uint dx = 0u; dx < 4u; ++dx) store(4u * ty + dy, 4u * tx + dx, g, r[dx], bb);
+  }
+}
+#else
 void main() {
   const uint groups = pc.co / 4u;
   const uint i = linear_index();
@@ -66,3 +107,4 @@ void main() {
   store(2u * ty + 1u, 2u * tx, g, r1[0] + r1[1] + r1[2], bb);
   store(2u * ty + 1u, 2u * tx + 1u, g, r1[1] - r1[2] - r1[3], bb);
 }
+#endif

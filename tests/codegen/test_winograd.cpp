@@ -1,12 +1,15 @@
-// Codegen: the Winograd F(2×2, 3×3) kernels (kernels/winograd_input.comp,
+// Codegen: the Winograd F(2×2, 3×3) and F(4×4, 3×3) kernels (kernels/winograd_input.comp,
 // winograd_gemm.comp, winograd_output.comp) against the interpreter, on coopmat.glsl's
 // emulation (lavapipe has no cooperative matrices; the native variant runs on the
 // H200: docs/PERFORMANCE.md, session 23). A three-frame chain as passes/winograd_convs
 // leaves it: x frames f16 NHWC, V f16, U f16, M f32, y f16 NHWC with a residual and
-// range-guard scales; 7 × 10 frames (35 tiles: TP = 64, the second row tile partly
-// padding), 32 → 64 channels.
+// range-guard scales; 7 × 10 frames (m = 2: 35 tiles, TP = 64, the second row tile
+// partly padding; m = 4: 6 tiles, the last row and column partly outside), 32 → 64
+// channels.
 //
-// Tolerance: V is rounded to f16 in both (sums of f16 values: exact in f32 here), the
+// Tolerance: V is rounded to f16 in both (m = 2: sums of f16 values, exact in f32 here;
+// m = 4: sums weighted by dyadic coefficients, exact in f32 but for rare values whose
+// terms span more than f32's 24 bits, where V may round one f16 step apart), the
 // GEMM's products of f16 values are exact and only the f32 summation order differs,
 // then y's f16 rounding: ≤ 2e-3 relative plus 1e-4 of the largest |y|.
 #include "codegen/shader_compiler.h"
@@ -14,6 +17,7 @@
 
 #include "ir/builder.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,7 +35,7 @@ struct Built {
   std::vector<Tensor> inputs;
 };
 
-Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
+Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames, int64_t tile) {
   Built t;
   Builder b(t.graph, &t.weights);
   const Layout nhwc{LayoutKind::nhwc, 0};
@@ -42,7 +46,8 @@ Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
     for (float& v : t.inputs.back().data) v = interp::round_to(v, DType::f16);
     ValueId x = b.input("x" + std::to_string(f), {1, c, h, w}, DType::f16);
     t.graph.value(x).type.layout = nhwc;
-    gemm_in.push_back(b.op(Op::winograd_input, {x}, {{"dtype", std::string("f16")}}, "v" + std::to_string(f)));
+    gemm_in.push_back(
+        b.op(Op::winograd_input, {x}, {{"tile", tile}, {"dtype", std::string("f16")}}, "v" + std::to_string(f)));
   }
   std::vector<Tensor> taps;
   for (int f = 0; f < frames; ++f) {
@@ -51,7 +56,7 @@ Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
   }
   std::vector<const Tensor*> ptrs;
   for (const Tensor& tp : taps) ptrs.push_back(&tp);
-  Tensor u = interp::winograd_weights(ptrs);
+  Tensor u = interp::winograd_weights(ptrs, tile);
   for (float& v : u.data) v = interp::round_to(v, DType::f16);  // as the f16 upload stores it
   const Shape us = u.shape;
   EXPECT_TRUE(t.weights.add_owned("u", us, std::move(u.data)));
@@ -64,7 +69,7 @@ Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
   ValueId r = b.input("r", {1, co, h, w}, DType::f16);
   t.graph.value(r).type.layout = nhwc;
   ValueId y = b.op(Op::winograd_output, {m, b.constant("bias", TensorType{{co}, DType::f32, {}}), r},
-                   {{"height", h}, {"width", w}, {"residual_scale", 16.0}, {"out_scale", 0.0625},
+                   {{"height", h}, {"width", w}, {"tile", tile}, {"residual_scale", 16.0}, {"out_scale", 0.0625},
                     {"dtype", std::string("f16")}},
                    "y");
   EXPECT_TRUE(b.ok()) << b.status().message();
@@ -73,8 +78,11 @@ Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames) {
   return t;
 }
 
-TEST(CodegenWinograd, ThreeFrameChainMatchesTheInterpreter) {
-  const Built t = build(32, 64, 7, 10, 3);
+class CodegenWinogradTiles : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CodegenWinogradTiles, ThreeFrameChainMatchesTheInterpreter) {
+  const int64_t tile = GetParam();
+  const Built t = build(32, 64, 7, 10, 3, tile);
   auto device = testing::test_device_f16();
   ASSERT_TRUE(device) << device.message();
   codegen::Target target = codegen::target_for((*device)->info());
@@ -86,6 +94,7 @@ TEST(CodegenWinograd, ThreeFrameChainMatchesTheInterpreter) {
   for (const char* k : {"winograd_input.comp", "winograd_gemm.comp", "winograd_output.comp"})
     EXPECT_NE(names.find(k), std::string::npos) << names;
   EXPECT_NE(names.find("FRAMES=3"), std::string::npos) << names;
+  EXPECT_NE(names.find(fmt::format("TILE={}", tile)), std::string::npos) << names;
   auto run_device = testing::test_device_for(plan->requirements);
   ASSERT_TRUE(run_device) << run_device.message();
   auto exec = runtime::Executor::create(*run_device, std::move(*plan), codegen::weight_source(t.weights));
@@ -103,6 +112,8 @@ TEST(CodegenWinograd, ThreeFrameChainMatchesTheInterpreter) {
   ASSERT_GT(largest, 0.1);
   testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiles, CodegenWinogradTiles, ::testing::Values(int64_t(2), int64_t(4)));
 
 // The native variant (32×32 fragments rewritten to KHR, as the H200 runs it) compiles.
 TEST(CodegenWinograd, NativeVariantCompilesToKhr) {

@@ -1,5 +1,5 @@
-// The Wan 2.2 decoder program with its causal convs as Winograd F(2×2, 3×3)
-// (passes/winograd_convs.cpp), compiled for the test device with the tensor-core
+// The Wan 2.2 decoder program with its causal convs as Winograd F(2×2, 3×3) and
+// F(4×4, 3×3) (passes/winograd_convs.cpp), compiled for the test device with the tensor-core
 // kernels' emulation (codegen/kernels/coopmat.glsl) and the pass's channel threshold
 // lowered to the case's 32 channels: the pass must take the chains, and the decode must
 // still match diffusers (f16: at least 55 dB) and the direct convs' decode closely.
@@ -11,6 +11,7 @@
 #include "models/weights.h"
 #include "tests/cases.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,7 +35,7 @@ struct Decoded {
   int64_t chains = -1;  // what winograd_convs reported
 };
 
-Decoded decode_case(bool winograd) {
+Decoded decode_case(bool winograd, int64_t tile = 4) {
   Decoded d;
   auto vae = load_vae_dir(test_cases::case_file("wan22_small", "vae"));
   EXPECT_TRUE(vae) << vae.message();
@@ -57,6 +58,7 @@ Decoded decode_case(bool winograd) {
   CompilerOptions options;
   options.winograd_convs = winograd;
   options.winograd_min_channels = 32;
+  options.winograd_tile = tile;
   std::ostringstream log;
   auto program = compile(*graph, vae->weights, *target, options, log);
   EXPECT_TRUE(program) << program.message() << "\n" << log.str();
@@ -87,24 +89,29 @@ Decoded decode_case(bool winograd) {
 
 TEST(WanWinograd, ChainsTakenAndTheDecodeStillMatchesDiffusers) {
   STRATA_REQUIRE_CASE("wan22_small");
-  const Decoded wino = decode_case(true);
   const Decoded direct = decode_case(false);
-  // next_frame_a and next_frame_b (first_frame's convs have one tap): the 32-channel
-  // convs of the mid block, up_blocks.0 and up_blocks.1, one chain per output frame.
-  EXPECT_GT(wino.chains, 0);
   EXPECT_EQ(direct.chains, -1);  // the pass did not run
   auto expected = read_npy(test_cases::case_file("wan22_small", "expected_3x4x6.npy"));
   ASSERT_TRUE(expected) << expected.message();
   Tensor want = *expected;
-  ASSERT_EQ(want.data.size(), wino.video.data.size());
-  for (float v : wino.video.data) ASSERT_TRUE(std::isfinite(v));
-  const double vs_diffusers = psnr_range2(wino.video, want), vs_direct = psnr_range2(wino.video, direct.video);
-  EXPECT_GE(vs_diffusers, 55.0) << "against direct " << vs_direct;
-  EXPECT_GE(vs_direct, 55.0) << "against diffusers " << vs_diffusers;
-  RecordProperty("psnr_vs_diffusers", std::to_string(vs_diffusers));
-  RecordProperty("psnr_vs_direct", std::to_string(vs_direct));
-  std::printf("Winograd decode: %.2f dB against diffusers, %.2f dB against the direct convs' (%lld chains)\n",
-              vs_diffusers, vs_direct, static_cast<long long>(wino.chains));
+  for (int64_t tile : {2, 4}) {
+    SCOPED_TRACE(fmt::format("F({0}x{0}, 3x3)", tile));
+    const Decoded wino = decode_case(true, tile);
+    // next_frame_a and next_frame_b (first_frame's convs have one tap): the 32-channel
+    // convs of the mid block, up_blocks.0 and up_blocks.1, one chain per output frame.
+    EXPECT_GT(wino.chains, 0);
+    ASSERT_EQ(want.data.size(), wino.video.data.size());
+    for (float v : wino.video.data) ASSERT_TRUE(std::isfinite(v));
+    const double vs_diffusers = psnr_range2(wino.video, want), vs_direct = psnr_range2(wino.video, direct.video);
+    EXPECT_GE(vs_diffusers, 55.0) << "against direct " << vs_direct;
+    EXPECT_GE(vs_direct, 55.0) << "against diffusers " << vs_diffusers;
+    RecordProperty(fmt::format("psnr_vs_diffusers_tile{}", tile), std::to_string(vs_diffusers));
+    RecordProperty(fmt::format("psnr_vs_direct_tile{}", tile), std::to_string(vs_direct));
+    std::printf("Winograd F(%lldx%lld) decode: %.2f dB against diffusers, %.2f dB against the direct convs' (%lld "
+                "chains)\n",
+                static_cast<long long>(tile), static_cast<long long>(tile), vs_diffusers, vs_direct,
+                static_cast<long long>(wino.chains));
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Interpreter: Winograd F(2×2, 3×3) (ir/ops.h). The three ops with weights from
+// Interpreter: Winograd F(2×2, 3×3) and F(4×4, 3×3) (ir/ops.h). The three ops with weights from
 // winograd_weights must compute the causal conv they replace: the sum of one 3×3 conv
 // (pad 1) per frame, as conv2d computes it; and the transforms' values by hand.
 #include "test_interp_util.h"
@@ -29,10 +29,27 @@ TEST(InterpWinograd, InputTransformOfOneHotPixel) {
   expect_exact(v, {16, 32, 1}, padded);
 }
 
-// A causal 3-tap conv of 5 → 4 channels over 7 × 6 frames (odd rows: the last tile
-// row is half outside), with a residual and range-guard scales, equals its Winograd
-// form to f32 rounding.
-TEST(InterpWinograd, ThreeFramesMatchTheConvsTheyReplace) {
+// The same for F(4×4, 3×3): a 6×6 patch, Bᵀ[·][1] = (3/2, −1, 1, −½, 2, 1) (points 0,
+// ±1, 2, −½, ∞), so V[a·6 + b] = Bᵀ[a][1]·Bᵀ[b][1], 36 positions.
+TEST(InterpWinograd, InputTransformOfOneHotPixelTile4) {
+  InterpGraph t;
+  ValueId x = t.b.input("x", {1, 1, 2, 2});
+  t.b.output(t.b.op(Op::winograd_input, {x}, {{"tile", int64_t(4)}}, "v"));
+  Tensor v = t.run1({Tensor({1, 1, 2, 2}, {1, 0, 0, 0})});
+  const float col[6] = {1.5f, -1, 1, -0.5f, 2, 1};
+  std::vector<float> padded(36 * 32, 0.0f);
+  for (int a = 0; a < 6; ++a)
+    for (int b = 0; b < 6; ++b) padded[static_cast<size_t>((a * 6 + b) * 32)] = col[a] * col[b];
+  expect_exact(v, {36, 32, 1}, padded);
+}
+
+// A causal 3-tap conv of 5 → 4 channels over 7 × 6 frames (the last tile row and, for
+// m = 4, column partly outside), with a residual and range-guard scales, equals its
+// Winograd form to f32 rounding, for both tile sizes.
+class InterpWinogradTiles : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(InterpWinogradTiles, ThreeFramesMatchTheConvsTheyReplace) {
+  const int64_t tile = GetParam(), positions = (tile + 2) * (tile + 2);
   const int64_t c = 5, co = 4, h = 7, w = 6;
   std::vector<Tensor> frames, taps;
   for (uint32_t f = 0; f < 3; ++f) {
@@ -60,18 +77,19 @@ TEST(InterpWinograd, ThreeFramesMatchTheConvsTheyReplace) {
   const Tensor want = direct.run1(inputs);
 
   // Winograd, through the ops (the interpreter's dispatch, shape rules and all).
-  const Tensor u = interp::winograd_weights({&taps[0], &taps[1], &taps[2]});
-  ASSERT_EQ(u.shape, (Shape{16, co, 3 * c}));
+  const Tensor u = interp::winograd_weights({&taps[0], &taps[1], &taps[2]}, tile);
+  ASSERT_EQ(u.shape, (Shape{positions, co, 3 * c}));
   InterpGraph wino;
   std::vector<ValueId> vs;
   for (int f = 0; f < 3; ++f)
-    vs.push_back(wino.b.op(Op::winograd_input, {wino.b.input("x" + std::to_string(f), {1, c, h, w})}, {},
-                           "v" + std::to_string(f)));
+    vs.push_back(wino.b.op(Op::winograd_input, {wino.b.input("x" + std::to_string(f), {1, c, h, w})},
+                           {{"tile", tile}}, "v" + std::to_string(f)));
   vs.push_back(wino.weight("u", u.shape, u.data));
   ValueId m = wino.b.op(Op::winograd_gemm, vs, {}, "m");
   ValueId res = wino.b.input("residual", {1, co, h, w});
   wino.b.output(wino.b.op(Op::winograd_output, {m, wino.weight("bias", {co}, bias.data), res},
-                          {{"height", h}, {"width", w}, {"residual_scale", 4.0}, {"out_scale", 0.5}}, "y"));
+                          {{"height", h}, {"width", w}, {"tile", tile}, {"residual_scale", 4.0}, {"out_scale", 0.5}},
+                          "y"));
   const Tensor got = wino.run1(inputs, /*threads=*/3);
 
   ASSERT_EQ(got.shape, want.shape);
@@ -84,6 +102,8 @@ TEST(InterpWinograd, ThreeFramesMatchTheConvsTheyReplace) {
   // V, U and M are stored in f32 (relative 6e-8 each); sums of 135 products of size ~1.
   EXPECT_LT(max_diff, 1e-5) << "max |Δ| " << max_diff;
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiles, InterpWinogradTiles, ::testing::Values(int64_t(2), int64_t(4)));
 
 // Shape rules: the frames must agree, the weights must span F·C, the tiles must match.
 TEST(InterpWinograd, ShapeRulesNameWhatDoesNotFit) {
@@ -107,6 +127,20 @@ TEST(InterpWinograd, ShapeRulesNameWhatDoesNotFit) {
   t3.b.op(Op::winograd_output, {m3}, {{"height", int64_t(16)}, {"width", int64_t(10)}}, "y");  // 40 tiles: 64 rows
   ASSERT_FALSE(t3.b.ok());
   EXPECT_NE(t3.b.status().message().find("reads [16, 64, Co]"), std::string::npos) << t3.b.status().message();
+
+  // Tiles are 2 or 4; and F(4×4)'s output reads 36 positions.
+  InterpGraph t4;
+  t4.b.op(Op::winograd_input, {t4.b.input("a", {1, 4, 6, 6})}, {{"tile", int64_t(3)}}, "a.v");
+  ASSERT_FALSE(t4.b.ok());
+  EXPECT_NE(t4.b.status().message().find("tile must be 2 or 4"), std::string::npos) << t4.b.status().message();
+  InterpGraph t5;
+  ValueId v5 = t5.b.op(Op::winograd_input, {t5.b.input("a", {1, 4, 6, 6})}, {{"tile", int64_t(4)}}, "a.v");
+  ValueId m5 = t5.b.op(Op::winograd_gemm, {v5, t5.b.constant("u", testing::f32_type({36, 3, 4}))}, {}, "m");
+  ASSERT_TRUE(t5.b.ok()) << t5.b.status().message();
+  t5.b.op(Op::winograd_output, {m5}, {{"height", int64_t(6)}, {"width", int64_t(6)}}, "y");  // tile 2: 16 positions
+  ASSERT_FALSE(t5.b.ok());
+  EXPECT_NE(t5.b.status().message().find("with tile 2 reads [16, 32, Co]"), std::string::npos)
+      << t5.b.status().message();
 }
 
 }  // namespace

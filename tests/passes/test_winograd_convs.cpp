@@ -1,10 +1,12 @@
-// winograd_convs: a causal conv's tap chain as Winograd F(2×2, 3×3) (ir/ops.h).
+// winograd_convs: a causal conv's tap chain as Winograd F(2×2, 3×3) or F(4×4, 3×3)
+// (ir/ops.h).
 //
 // What must hold: with the option set, a chain of three frame convs (as the Wan builder
 // writes a causal conv: the newest tap with the bias, each older tap added, a
 // residual joining) becomes one winograd_input per frame, one winograd_gemm and one
 // winograd_output writing the chain's result; frames shared by two chains are
-// transformed once; the interpreter's result moves by f16 rounding only (V and U);
+// transformed once; the interpreter's result moves by f16 rounding only (V and U), for
+// both tile sizes;
 // convs below the channel threshold, single taps and the option off stay direct.
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -57,8 +59,9 @@ Graph two_chains(WeightStore& store) {
   return g;
 }
 
-Status passes_until(Graph& g, WeightStore& store, bool winograd, int64_t min_channels = 32) {
+Status passes_until(Graph& g, WeightStore& store, bool winograd, int64_t min_channels = 32, int64_t tile = 4) {
   CompileOptions options;
+  options.winograd_tile = tile;
   options.precision = Precision::f16;
   options.winograd_convs = winograd;
   options.winograd_min_channels = min_channels;
@@ -82,10 +85,13 @@ std::vector<Tensor> inputs() {
   return in;
 }
 
-TEST(WinogradConvs, ChainsBecomeTransformsAndOneGemmEach) {
+class WinogradConvsTiles : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(WinogradConvsTiles, ChainsBecomeTransformsAndOneGemmEach) {
+  const int64_t tile = GetParam();
   WeightStore store;
   Graph g = two_chains(store);
-  ASSERT_TRUE(passes_until(g, store, true).is_ok());
+  ASSERT_TRUE(passes_until(g, store, true, 32, tile).is_ok());
   EXPECT_EQ(count(g, Op::conv_gemm), 0);
   EXPECT_EQ(count(g, Op::winograd_gemm), 2);
   EXPECT_EQ(count(g, Op::winograd_output), 2);
@@ -93,17 +99,20 @@ TEST(WinogradConvs, ChainsBecomeTransformsAndOneGemmEach) {
   for (const Node& n : g.nodes()) {
     if (n.op != Op::winograd_gemm) continue;
     EXPECT_EQ(n.inputs.size(), 4u);  // three frames and U
-    EXPECT_EQ(g.value(n.inputs.back()).type.shape, (Shape{16, kC, 3 * kC}));
+    EXPECT_EQ(g.value(n.inputs.back()).type.shape, (Shape{(tile + 2) * (tile + 2), kC, 3 * kC}));
     EXPECT_EQ(g.value(n.inputs.back()).type.dtype, DType::f16);
   }
+  for (const Node& n : g.nodes())
+    if (n.op == Op::winograd_input || n.op == Op::winograd_output) EXPECT_EQ(n.attrs.get_int("tile", 2), tile);
 }
 
-TEST(WinogradConvs, KeepsWhatTheGraphComputesUpToF16Rounding) {
+TEST_P(WinogradConvsTiles, KeepsWhatTheGraphComputesUpToF16Rounding) {
+  const int64_t tile = GetParam();
   WeightStore store;
   Graph before = two_chains(store);
   Graph direct = before, wino = before;
   ASSERT_TRUE(passes_until(direct, store, false).is_ok());
-  ASSERT_TRUE(passes_until(wino, store, true).is_ok());
+  ASSERT_TRUE(passes_until(wino, store, true, 32, tile).is_ok());
   ASSERT_EQ(count(wino, Op::winograd_gemm), 2);
   auto want = interpret(direct, store, inputs());
   auto got = interpret(wino, store, inputs());
@@ -125,6 +134,8 @@ TEST(WinogradConvs, KeepsWhatTheGraphComputesUpToF16Rounding) {
     EXPECT_GT(max_diff, 0.0) << "output " << o << ": the Winograd form rounds differently";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiles, WinogradConvsTiles, ::testing::Values(int64_t(2), int64_t(4)));
 
 TEST(WinogradConvs, TakesOnlyWideMultiTapConvsWithTheOptionSet) {
   WeightStore store;
