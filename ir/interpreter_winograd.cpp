@@ -152,24 +152,27 @@ Tensor winograd_output(const Tensor& m, const Tensor* bias, const Tensor* residu
   return y;
 }
 
-Tensor winograd_weights(const std::vector<const Tensor*>& taps, int64_t tile) {
+Tensor winograd_weights(const std::vector<const Tensor*>& taps, int64_t tile, const Parallel& par) {
   const WinogradMatrices& mt = matrices(tile);
   const int al = mt.alpha;
   const int64_t frames = static_cast<int64_t>(taps.size()), co = taps[0]->shape[0], c = taps[0]->shape[1],
                 k = frames * c;
   Tensor u(Shape{al * al, co, k});
-  for (int64_t f = 0; f < frames; ++f)
-    for (int64_t o = 0; o < co; ++o)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float* g = taps[static_cast<size_t>(f)]->data.data() + (o * c + ch) * 9;
-        double gg[6][3];  // G g
-        for (int a = 0; a < al; ++a)
-          for (int j = 0; j < 3; ++j) gg[a][j] = mt.g[a][0] * g[j] + mt.g[a][1] * g[3 + j] + mt.g[a][2] * g[6 + j];
-        for (int a = 0; a < al; ++a)
-          for (int b = 0; b < al; ++b)
-            u.data[static_cast<size_t>(((a * al + b) * co + o) * k + f * c + ch)] =
-                float(gg[a][0] * mt.g[b][0] + gg[a][1] * mt.g[b][1] + gg[a][2] * mt.g[b][2]);
-      }
+  // Unit = one output channel o (all frames and input channels).
+  parallel_for(co, par, frames * c * al * (3 * 3 + al * 3), [&](int64_t begin, int64_t end) {
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t o = begin; o < end; ++o)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const float* g = taps[static_cast<size_t>(f)]->data.data() + (o * c + ch) * 9;
+          double gg[6][3];  // G g
+          for (int a = 0; a < al; ++a)
+            for (int j = 0; j < 3; ++j) gg[a][j] = mt.g[a][0] * g[j] + mt.g[a][1] * g[3 + j] + mt.g[a][2] * g[6 + j];
+          for (int a = 0; a < al; ++a)
+            for (int b = 0; b < al; ++b)
+              u.data[static_cast<size_t>(((a * al + b) * co + o) * k + f * c + ch)] =
+                  float(gg[a][0] * mt.g[b][0] + gg[a][1] * mt.g[b][1] + gg[a][2] * mt.g[b][2]);
+        }
+  });
   return u;
 }
 

@@ -43,8 +43,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <thread>
 
 namespace strata {
 namespace {
@@ -129,7 +131,9 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
     }
     std::vector<const Tensor*> ptrs;
     for (const Tensor& t : taps) ptrs.push_back(&t);
-    Tensor u = interp::winograd_weights(ptrs, tile);
+    // Every core: F(4×4)'s U of Wan's widest convs is ~10⁹ multiplies each.
+    const interp::Parallel par{.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+    Tensor u = interp::winograd_weights(ptrs, tile, par);
     for (float x : u.data)
       if (!(std::fabs(x) <= 65504.0f)) {
         made.emplace(weights, std::nullopt);
