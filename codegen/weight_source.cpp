@@ -4,8 +4,10 @@
 
 #include "ir/interpreter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 namespace strata::codegen {
 
@@ -37,9 +39,13 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
     }
     std::vector<float> values = view.to_f32();
     if (half) {
-      std::vector<uint16_t> h(n);
-      for (size_t i = 0; i < n; ++i) h[i] = float_to_half(values[i]);
-      std::memcpy(dst.data(), h.data(), bytes);
+      // On every core: Wan's Winograd U alone is ~2·10⁹ values (docs/PERFORMANCE.md,
+      // session 24). Each range writes its own halfs of dst.
+      const interp::Parallel par{.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+      auto* out = reinterpret_cast<uint16_t*>(dst.data());
+      interp::parallel_for(static_cast<int64_t>(n), par, 8, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = float_to_half(values[static_cast<size_t>(i)]);
+      });
       return Status::ok();
     }
     if (t.rounded_through) {

@@ -417,7 +417,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& raw_out, std::
       {"latent-shape", true, "latent shape CxHxW instead of --size"},
       {"reps", true, "timed decodes after the warm-up, then as many device-resident replays (default 5)"},
       {"warmup", true, "untimed decodes first (default 1)"},
-      {"out", true, "write the last decode's image to this .npy (to compare plans bit for bit)"},
+      {"out", true, "write the last decode's image to this .npy (to compare plans bit for bit; image decoders "
+                    "only)"},
   });
   for (const auto& spec : run_option_specs())
     if (spec.name != "backend" && spec.name != "check-range") specs.push_back(spec);

@@ -510,6 +510,11 @@ Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, c
 
 Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, int64_t reps, int64_t warmup,
                            std::ostream& out, Progress& progress) {
+  // A bench of a video decoder keeps no frames (a 61-frame 720p clip is 0.7 GB of f32).
+  if (a.has("out"))
+    return error("--out applies to image decoders' benches; `strata decode --vae DIR --latent L --out OUT` writes a "
+                 "{}'s frames",
+                 vae_class_name(vae.config));
   if (const auto* h = std::get_if<HunyuanVaeConfig>(&vae.config))
     return bench_hunyuan(vae, *h, a, r, reps, warmup, out, progress);
   if (a.has("whole")) return error("--whole applies to AutoencoderKLHunyuanVideo; {} decodes frame by frame",

@@ -1,10 +1,10 @@
-// winograd_gemm.comp: the 16 GEMMs of a Winograd F(2×2, 3×3) conv over FRAMES input
-// frames (ir/ops.h winograd_gemm), one per z of the grid:
+// winograd_gemm.comp: the α² GEMMs (16 or 36) of a Winograd F(m×m, 3×3) conv over FRAMES
+// input frames (ir/ops.h winograd_gemm), one per z of the grid:
 //
 //   M[ξ, t, o] = Σ_f Σ_c V_f[ξ, t, c] · U[ξ, o, f·C + c]
 //
-// V_f f16 [16, TP, C] (one binding per frame: each frame's V is made once and read by
-// every output frame its taps meet), U f16 [16, Co, FRAMES·C], M f32 [16, TP, Co], all
+// V_f f16 [α², TP, C] (one binding per frame: each frame's V is made once and read by
+// every output frame its taps meet), U f16 [α², Co, FRAMES·C], M f32 [α², TP, Co], all
 // row major. The conv kernel's staging on a plain GEMM (as in
 // experiments/winograd/wino_gemm.comp): per step of BK columns each invocation loads
 // 16-byte rows of A and B into registers, the workgroup stages them in shared memory

@@ -1,6 +1,7 @@
-// Interpreter: Winograd F(2×2, 3×3) and F(4×4, 3×3) (ir/ops.h). The three ops with weights from
-// winograd_weights must compute the causal conv they replace: the sum of one 3×3 conv
-// (pad 1) per frame, as conv2d computes it; and the transforms' values by hand.
+// Interpreter: Winograd F(2×2, 3×3) and F(4×4, 3×3) (ir/ops.h). The three ops with
+// weights from winograd_weights must compute the causal conv they replace: the sum of
+// one 3×3 conv (pad 1) per frame, as conv2d computes it; and the transforms' values by
+// hand.
 #include "test_interp_util.h"
 
 #include <cmath>

@@ -187,8 +187,13 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   f32_weights.f16_conv_weights = false;
   CompileOptions not_in_place = options;
   not_in_place.write_in_place = false;
-  for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place})
+  CompileOptions winograd4 = options, winograd2 = options;  // the Winograd tile (--winograd-tile)
+  winograd4.winograd_convs = winograd2.winograd_convs = true;
+  winograd2.winograd_tile = 2;
+  for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2})
     EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
+  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
+            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd2, info)));
   // Codegen choices (--kernels portable, --conv-tile) too.
   EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "")), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "kernels portable conv_tile ''")),

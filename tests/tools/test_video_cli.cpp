@@ -116,5 +116,23 @@ TEST(VideoCli, BenchNeedsAFrameCountOfTheForm1Plus4k) {
   EXPECT_NE(r.err.find("1 + 4·k frames"), std::string::npos) << r.err;
 }
 
+// --winograd-tile takes 2 or 4 only, and says so before any work.
+TEST(VideoCli, WinogradTileIsTwoOrFour) {
+  Result r = run({"bench", "--arch", "wan22-small", "--frames", "5", "--size", "64x96", "--winograd-tile", "3"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--winograd-tile '3' must be 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
+}
+
+// A video bench writes no frames: --out is refused, not silently ignored.
+TEST(VideoCli, BenchRefusesOutForAVideoDecoder) {
+  const std::string out = (fs::temp_directory_path() / "strata_video_bench_out.npy").string();
+  fs::remove(out);
+  Result r = run({"bench", "--arch", "wan22-small", "--frames", "5", "--size", "64x96", "--out", out});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--out applies to image decoders"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
 }  // namespace strata
