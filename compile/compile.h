@@ -65,6 +65,11 @@ struct CompilerOptions {
   bool winograd_convs = true;
   int64_t winograd_min_channels = 256;  // the convs it takes: at least this many input channels
   int64_t winograd_tile = 4;
+  // And frames of at least this many pixels (`--winograd-min-pixels`): U is 4× the
+  // taps' bytes, and a conv's work per weight byte is its H·W, so small frames' convs
+  // keep the direct kernel. At 10⁴, Wan 2.2's 1024-channel convs at 44 × 80 stay direct:
+  // −2.2 GB of U for +4.3 ms per latent frame (docs/PERFORMANCE.md, session 24).
+  int64_t winograd_min_pixels = 10000;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

@@ -27,8 +27,9 @@
 //       residual_scale = n_0's, out_scale = n_{m−1}'s, dtype f16}
 // U = G w_i Gᵀ of the links' f16-rounded weights, a new constant
 // "<w_0>[winograd <w_1> …]" of dtype f16 (interp::winograd_weights). Only when C ≥
-// CompileOptions::winograd_min_channels, C and Co are multiples of 32, x, y and the
-// residual hold no channel padding, U fits f16, and V and M fit the binding limit.
+// CompileOptions::winograd_min_channels, H·W ≥ winograd_min_pixels, C and Co are
+// multiples of 32, x, y and the residual hold no channel padding, U fits f16, and V
+// and M fit the binding limit.
 //
 // Runs when CompileOptions::winograd_convs is set (tensor-core targets:
 // compile/target.cpp), after phase_weights (layouts, dtypes and range guards are
@@ -83,6 +84,7 @@ bool eligible_conv(const Graph& g, const Node& n, const CompileOptions& o) {
   if (has_operand(n, 3) && !plain_nhwc(g.value(n.inputs[3]).type)) return false;
   const int64_t c = x.shape[1], co = y.shape[1];
   if (c < o.winograd_min_channels || c % 32 != 0 || co % 32 != 0) return false;
+  if (x.shape[2] * x.shape[3] < o.winograd_min_pixels) return false;
   const int64_t tile = o.winograd_tile, positions = (tile + 2) * (tile + 2);
   const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
   const uint64_t v_bytes = uint64_t(positions * rows * c) * 2, m_bytes = uint64_t(positions * rows * co) * 4;
@@ -248,11 +250,14 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     nodes.push_back(std::move(out));
     ++rewritten;
   }
+  uint64_t u_bytes = 0;  // the weights this plan reads as U (f16)
+  for (const auto& [ws, id] : weights_made)
+    if (id) u_bytes += uint64_t(g.value(*id).type.elements()) * 2;
   g.nodes() = std::move(nodes);
   g.compact();
   ctx.log.push_back(fmt::format("winograd_convs: {} causal conv chains as Winograd F({}x{}, 3x3) ({} frames "
-                                "transformed, {} MiB of V in all), {} kept (weights beyond f16)",
-                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, kept_range));
+                                "transformed, {} MiB of V in all, {} MiB of U), {} kept (weights beyond f16)",
+                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, u_bytes >> 20, kept_range));
   return Status::ok();
 }
 

@@ -52,6 +52,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"winograd-tile", true,
        "the output tile of the Winograd convs: 4 (F(4x4, 3x3), the default: 4x fewer multiplies than the direct "
        "conv) or 2 (F(2x2, 3x3): 2.25x fewer, closer to the direct conv's rounding)"},
+      {"winograd-min-pixels", true,
+       "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
+       "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -135,6 +138,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (n != 2 && n != 4) return error("--winograd-tile '{}' must be 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))", *text);
     r.winograd_tile = n;
   }
+  if (auto text = a.get("winograd-min-pixels")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-min-pixels", *text));
+    if (n < 0) return error("--winograd-min-pixels '{}' must be 0 or more", *text);
+    r.winograd_min_pixels = n;
+  }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -202,6 +210,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_convs = r.winograd;
   o.winograd_min_channels = r.winograd_min_channels;
   o.winograd_tile = r.winograd_tile;
+  o.winograd_min_pixels = r.winograd_min_pixels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

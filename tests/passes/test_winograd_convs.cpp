@@ -147,6 +147,21 @@ TEST(WinogradConvs, TakesOnlyWideMultiTapConvsWithTheOptionSet) {
   EXPECT_EQ(count(narrow, Op::winograd_gemm), 0);
   EXPECT_EQ(count(narrow, Op::conv_gemm), 6);
 
+  // Frames below the pixel threshold (6 × 9 = 54 here) keep the direct convs.
+  Graph small = two_chains(store);
+  {
+    CompileOptions options;
+    options.precision = Precision::f16;
+    options.winograd_convs = true;
+    options.winograd_min_channels = 32;
+    options.winograd_min_pixels = kH * kW + 1;
+    options.stop_after = "winograd_convs";
+    PassContext ctx{options, store, {}};
+    ASSERT_TRUE(run_pipeline(small, ctx).is_ok());
+  }
+  EXPECT_EQ(count(small, Op::winograd_gemm), 0);
+  EXPECT_EQ(count(small, Op::conv_gemm), 6);
+
   // A single tap (no chain) stays a conv.
   Graph g;
   Builder b(g, &store);
