@@ -128,8 +128,8 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   const uint64_t gx = ceil_div(rows, tile.pixels()), gy = ceil_div(co, tile.channels());
   if (gx > target.max_workgroup_count_x)
     return l.fail(node, fmt::format("winograd_gemm needs {} row tiles, above the workgroup-count limit", gx));
-  l.dispatch(pipe, std::move(b), push, {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(positions)},
-             node);
+  l.dispatch(pipe, std::move(b), push,
+             {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(positions)}, node);
   return Status::ok();
 }
 
