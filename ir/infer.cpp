@@ -162,7 +162,9 @@ Expected<std::vector<TensorType>> infer_block_softmax(const Attrs& a, const Type
 
 // Winograd F(m×m, 3×3) (ir/ops.h): tiles of m×m output pixels, (m + 2)² positions,
 // the tile rows padded to a multiple of 32 (interp::winograd_rows).
-int64_t winograd_tiles(int64_t h, int64_t w, int64_t m) { return (((h + m - 1) / m) * ((w + m - 1) / m) + 31) / 32 * 32; }
+int64_t winograd_tiles(int64_t h, int64_t w, int64_t m) {
+  return (((h + m - 1) / m) * ((w + m - 1) / m) + 31) / 32 * 32;
+}
 
 Expected<int64_t> winograd_tile(const Attrs& a, const char* op) {
   const int64_t m = a.get_int("tile", 2);

@@ -120,7 +120,8 @@ Tensor winograd_output(const Tensor& m, const Tensor* bias, const Tensor* residu
                        int64_t height, int64_t width, int64_t tile, const Parallel& par) {
   const WinogradMatrices& mt = matrices(tile);
   const int mm = mt.m, al = mt.alpha;
-  const int64_t rows = m.shape[1], co = m.shape[2], tw = (width + mm - 1) / mm, tiles = winograd_tiles(height, width, mm);
+  const int64_t rows = m.shape[1], co = m.shape[2], tw = (width + mm - 1) / mm,
+                tiles = winograd_tiles(height, width, mm);
   Tensor y(Shape{1, co, height, width});
   parallel_for(tiles, par, 4 * al * al * co, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
