@@ -148,6 +148,34 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
   return std::optional<ValueId>(id);
 }
 
+// live[i]: the bytes of the activations alive while node i runs (written at or before i,
+// read at or after it; graph inputs from the start, graph outputs to the end), in the
+// graph's order, constants left out: the footprint a single conv's V and M add to.
+std::vector<uint64_t> live_bytes(const Graph& g, const Uses& uses) {
+  const size_t count = g.nodes().size();
+  std::vector<uint64_t> delta(count + 1, 0), ends(count + 1, 0);
+  std::vector<int64_t> written(g.values().size(), -1);
+  for (size_t i = 0; i < count; ++i)
+    for (ValueId v : g.nodes()[i].outputs)
+      if (v != kNoValue) written[static_cast<size_t>(v)] = static_cast<int64_t>(i);
+  for (size_t v = 0; v < g.values().size(); ++v) {
+    const Value& value = g.value(static_cast<ValueId>(v));
+    if (value.kind == ValueKind::constant) continue;
+    const bool input = std::find(g.inputs().begin(), g.inputs().end(), static_cast<ValueId>(v)) != g.inputs().end();
+    if (written[v] < 0 && !input) continue;
+    const size_t first = input ? 0 : static_cast<size_t>(written[v]);
+    size_t last = first;
+    for (size_t r : uses.readers[v]) last = std::max(last, r);
+    if (uses.outputs[v] > 0) last = count - 1;
+    delta[first] += value.type.bytes();
+    ends[last + 1] += value.type.bytes();
+  }
+  std::vector<uint64_t> live(count, 0);
+  uint64_t now = 0;
+  for (size_t i = 0; i < count; ++i) live[i] = now = now + delta[i] - ends[i];
+  return live;
+}
+
 }  // namespace
 
 Status run_winograd_convs(Graph& g, PassContext& ctx) {
@@ -160,6 +188,11 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
   // is (index into chains), or -2 for an earlier link.
   std::vector<std::vector<size_t>> chains;
   std::vector<int64_t> role(count, -1);
+  // A single conv (winograd_min_taps 1) is taken only where its V and M fit under the
+  // activations' peak as the graph stands: the image decoders' memory does not grow.
+  const std::vector<uint64_t> live = live_bytes(g, uses);
+  const uint64_t peak = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+  int64_t kept_peak = 0;
   for (size_t i = 0; i < count; ++i) {
     if (role[i] != -1 || !eligible_conv(g, g.nodes()[i], ctx.options)) continue;
     std::vector<size_t> chain{i};
@@ -170,7 +203,17 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       if (role[next] != -1 || !continues(g, g.nodes()[chain.back()], g.nodes()[next], ctx.options)) break;
       chain.push_back(next);
     }
-    if (chain.size() < 2) continue;
+    if (static_cast<int64_t>(chain.size()) < ctx.options.winograd_min_taps) continue;
+    if (chain.size() == 1) {
+      const Node& n = g.nodes()[i];
+      const TensorType& x = g.value(n.inputs[0]).type;
+      const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
+      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] * 2 + g.value(n.outputs[0]).type.shape[1] * 4);
+      if (live[i] + scratch > peak) {
+        ++kept_peak;
+        continue;
+      }
+    }
     for (size_t k = 0; k + 1 < chain.size(); ++k) role[chain[k]] = -2;
     role[chain.back()] = static_cast<int64_t>(chains.size());
     chains.push_back(std::move(chain));
@@ -255,9 +298,11 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     if (id) u_bytes += uint64_t(g.value(*id).type.elements()) * 2;
   g.nodes() = std::move(nodes);
   g.compact();
-  ctx.log.push_back(fmt::format("winograd_convs: {} causal conv chains as Winograd F({}x{}, 3x3) ({} frames "
-                                "transformed, {} MiB of V in all, {} MiB of U), {} kept (weights beyond f16)",
-                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, u_bytes >> 20, kept_range));
+  ctx.log.push_back(fmt::format("winograd_convs: {} conv chains as Winograd F({}x{}, 3x3) ({} frames "
+                                "transformed, {} MiB of V in all, {} MiB of U), {} kept (weights beyond f16), {} "
+                                "single convs kept (V and M above the activations' peak)",
+                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, u_bytes >> 20, kept_range,
+                                kept_peak));
   return Status::ok();
 }
 

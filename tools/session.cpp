@@ -55,6 +55,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"winograd-min-pixels", true,
        "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
        "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
+      {"winograd-min-taps", true,
+       "the fewest 3x3 taps of a conv chain that runs as Winograd: 2 (the default: causal video convs) or 1 "
+       "(also the image decoders' 2-D convs)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -143,6 +146,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (n < 0) return error("--winograd-min-pixels '{}' must be 0 or more", *text);
     r.winograd_min_pixels = n;
   }
+  if (auto text = a.get("winograd-min-taps")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-min-taps", *text));
+    if (n != 1 && n != 2) return error("--winograd-min-taps '{}' must be 1 or 2", *text);
+    r.winograd_min_taps = n;
+  }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -211,6 +219,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_min_channels = r.winograd_min_channels;
   o.winograd_tile = r.winograd_tile;
   o.winograd_min_pixels = r.winograd_min_pixels;
+  o.winograd_min_taps = r.winograd_min_taps;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

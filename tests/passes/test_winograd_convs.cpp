@@ -7,7 +7,9 @@
 // winograd_output writing the chain's result; frames shared by two chains are
 // transformed once; the interpreter's result moves by f16 rounding only (V and U), for
 // both tile sizes;
-// convs below the channel threshold, single taps and the option off stay direct.
+// convs below the channel threshold, single taps and the option off stay direct; with
+// winograd_min_taps 1 a single 2-D conv (bias and residual of its own) is taken where
+// its V and M fit under the activations' peak, and keeps its result up to f16 rounding.
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "passes/passes.h"
@@ -170,6 +172,78 @@ TEST(WinogradConvs, TakesOnlyWideMultiTapConvsWithTheOptionSet) {
   ASSERT_TRUE(passes_until(g, store, true).is_ok());
   EXPECT_EQ(count(g, Op::winograd_gemm), 0);
   EXPECT_EQ(count(g, Op::conv_gemm), 1);
+}
+
+// x → conv (bias, residual r) → SiLU, and with `big_branch` an upsampled copy of the
+// result (8 × 8: ~8× the bytes of the conv's V and M together at this size) that sets
+// the activations' peak after the conv.
+Graph single_conv(WeightStore& store, bool big_branch) {
+  Graph g;
+  Builder b(g, &store);
+  ValueId x = b.input("x", {1, kC, kH, kW}, DType::f16), r = b.input("r", {1, kC, kH, kW}, DType::f16);
+  const float wr = 1.0f / std::sqrt(9.0f * kC);
+  if (!store.contains("w_single"))
+    EXPECT_TRUE(store.add_owned("w_single", {kC, kC, 3, 3}, uniform(kC * kC * 9, 21, wr)).is_ok());
+  if (!store.contains("b_single")) EXPECT_TRUE(store.add_owned("b_single", {kC}, uniform(kC, 22, 0.5f)).is_ok());
+  ValueId w = b.constant("w_single", TensorType{{kC, kC, 3, 3}, DType::f32, {}});
+  ValueId bias = b.constant("b_single", TensorType{{kC}, DType::f32, {}});
+  ValueId y = b.silu(b.add(b.conv2d(x, w, bias, {.pad = 1}), r));
+  b.output(y);
+  if (big_branch) b.output(b.silu(b.upsample_nearest(y, {1, 1, 8, 8})));
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return g;
+}
+
+Status single_passes(Graph& g, WeightStore& store, bool winograd, int64_t min_taps) {
+  CompileOptions options;
+  options.precision = Precision::f16;
+  options.winograd_convs = winograd;
+  options.winograd_min_channels = 32;
+  options.winograd_min_taps = min_taps;
+  options.stop_after = "winograd_convs";
+  PassContext ctx{options, store, {}};
+  return run_pipeline(g, ctx);
+}
+
+TEST(WinogradConvs, SingleConvsWithMinTapsOneOnlyUnderTheActivationsPeak) {
+  WeightStore store;
+  Graph taps2 = single_conv(store, true), taps1 = single_conv(store, true), lone = single_conv(store, false);
+  ASSERT_TRUE(single_passes(taps2, store, true, 2).is_ok());
+  EXPECT_EQ(count(taps2, Op::winograd_gemm), 0);  // the default takes chains only
+  ASSERT_TRUE(single_passes(taps1, store, true, 1).is_ok());
+  EXPECT_EQ(count(taps1, Op::winograd_gemm), 1);
+  EXPECT_EQ(count(taps1, Op::conv_gemm), 0);
+  for (const Node& n : taps1.nodes())
+    if (n.op == Op::winograd_output) EXPECT_EQ(n.inputs.size(), 3u);  // M, the bias and the residual
+  // Alone, the conv's V and M (~8× its input and output) would set a new peak.
+  ASSERT_TRUE(single_passes(lone, store, true, 1).is_ok());
+  EXPECT_EQ(count(lone, Op::winograd_gemm), 0);
+  EXPECT_EQ(count(lone, Op::conv_gemm), 1);
+}
+
+TEST(WinogradConvs, SingleConvKeepsWhatTheGraphComputesUpToF16Rounding) {
+  WeightStore store;
+  Graph direct = single_conv(store, true), wino = single_conv(store, true);
+  ASSERT_TRUE(single_passes(direct, store, false, 1).is_ok());
+  ASSERT_TRUE(single_passes(wino, store, true, 1).is_ok());
+  ASSERT_EQ(count(wino, Op::winograd_gemm), 1);
+  std::vector<Tensor> in = inputs();
+  in.resize(2);
+  auto want = interpret(direct, store, in);
+  auto got = interpret(wino, store, in);
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_TRUE(got) << got.message();
+  ASSERT_EQ(want->size(), 2u);
+  double se = 0, sr = 0, max_diff = 0;
+  for (size_t i = 0; i < want->at(0).data.size(); ++i) {
+    const double d = double(got->at(0).data[i]) - want->at(0).data[i];
+    se += d * d;
+    sr += double(want->at(0).data[i]) * want->at(0).data[i];
+    max_diff = std::max(max_diff, std::fabs(d));
+  }
+  EXPECT_GT(10 * std::log10(sr / se), 55.0);
+  EXPECT_LT(max_diff, 0.02);
+  EXPECT_GT(max_diff, 0.0) << "the Winograd form rounds differently";
 }
 
 }  // namespace

@@ -190,10 +190,14 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   CompileOptions winograd4 = options, winograd2 = options;  // the Winograd tile (--winograd-tile)
   winograd4.winograd_convs = winograd2.winograd_convs = true;
   winograd2.winograd_tile = 2;
+  CompileOptions winograd_single = winograd4;  // single 2-D convs too (--winograd-min-taps 1)
+  winograd_single.winograd_min_taps = 1;
   for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2})
     EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
             plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd2, info)));
+  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
+            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_single, info)));
   // Codegen choices (--kernels portable, --conv-tile) too.
   EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "")), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "kernels portable conv_tile ''")),

@@ -124,6 +124,14 @@ TEST(VideoCli, WinogradTileIsTwoOrFour) {
   EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
 }
 
+// --winograd-min-taps takes 1 or 2 only.
+TEST(VideoCli, WinogradMinTapsIsOneOrTwo) {
+  Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-min-taps", "3"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--winograd-min-taps '3' must be 1 or 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
+}
+
 // A video bench writes no frames: --out is refused, not silently ignored.
 TEST(VideoCli, BenchRefusesOutForAVideoDecoder) {
   const std::string out = (fs::temp_directory_path() / "strata_video_bench_out.npy").string();
