@@ -167,6 +167,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.winograd_tile = options.winograd_tile;
   p.winograd_min_pixels = options.winograd_min_pixels;
   p.winograd_min_taps = options.winograd_min_taps;
+  p.winograd_single_min_pixels = options.winograd_single_min_pixels;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

@@ -70,9 +70,13 @@ struct CompilerOptions {
   // keep the direct kernel. At 10⁴, Wan 2.2's 1024-channel convs at 44 × 80 stay direct:
   // −2.2 GB of U for +4.3 ms per latent frame (docs/PERFORMANCE.md, session 24).
   int64_t winograd_min_pixels = 10000;
-  // And chains of at least this many taps (`--winograd-min-taps`): 1 also takes plain
-  // 2-D convs (the image decoders), 2 only causal video convs.
+  // And chains of at least this many taps (`--winograd-2d`: 1): 1 also takes plain 2-D
+  // convs (the image decoders), 2 only causal video convs.
   int64_t winograd_min_taps = 2;
+  // A single conv's frame at least this many pixels: each conv pays its own input
+  // transform, and on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
+  // (docs/PERFORMANCE.md, session 25).
+  int64_t winograd_single_min_pixels = 65536;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

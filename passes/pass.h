@@ -79,8 +79,9 @@ struct CompileOptions {
   bool winograd_convs = false;
   int64_t winograd_min_channels = 256;
   int64_t winograd_tile = 4;
-  int64_t winograd_min_pixels = 0;
-  int64_t winograd_min_taps = 2;  // the fewest links of a chain: 1 takes 2-D convs too (compile.h)  // and at least this many pixels per frame (H·W; compile.h's default)
+  int64_t winograd_min_pixels = 0;  // and at least this many pixels per frame (H·W; compile.h's default)
+  int64_t winograd_min_taps = 2;  // the fewest links of a chain: 1 takes 2-D convs too (compile.h)
+  int64_t winograd_single_min_pixels = 0;  // and a single conv's frame at least this many pixels (compile.h)
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

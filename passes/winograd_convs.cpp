@@ -1,4 +1,5 @@
-// winograd_convs: a causal video conv's tap chain as Winograd F(m×m, 3×3), m =
+// winograd_convs: a causal video conv's tap chain (and, with winograd_min_taps = 1, a
+// single 2-D conv) as Winograd F(m×m, 3×3), m =
 // CompileOptions::winograd_tile (2 or 4; ir/ops.h): one winograd_input per input frame
 // (shared by every chain that reads the frame), one winograd_gemm over the chain's
 // frames and one winograd_output, so the 3×3 taps multiply 2.25× (m = 2) or 4× (m = 4)
@@ -8,13 +9,17 @@
 // (~240 TFLOP/s of ~270). Fewer multiplies are the only way left to a faster decode;
 // measured before building (docs/PERFORMANCE.md, session 23), the Winograd form was
 // 34-56 % faster per conv at 256-1024 channels, and slower on Flux's 2-D convs of 128 and
-// 256 channels, so the pass takes only chains of two or more taps of wide convs. m = 4
+// 256 channels, so by default the pass takes only chains of two or more taps of wide
+// convs. With F(4×4) a single wide 2-D conv gains too (Flux 1024², session 25: 1.14 →
+// 0.71 ms at 256² × 512 channels, 1.40 → 1.20 ms at 512² × 256), at 4× its weights'
+// bytes as U: CompileOptions::winograd_min_taps = 1 (`--winograd-2d`) takes them. m = 4
 // (session 24) halves the GEMM work again and shrinks V from 4× to 2.25× the image; its
 // f16 V rounds ~4× coarser than m = 2's, well inside the f16 bar
 // (tests/compile/test_wan_winograd.cpp).
 //
-// Rewrites: a chain n_0 → … → n_{m−1} (2 ≤ m ≤ 3) of conv_gemm nodes as the Wan
-// builder and fuse_residual leave a causal conv (models/wan_decoder.cpp causal_conv):
+// Rewrites: a chain n_0 → … → n_{m−1} (winograd_min_taps ≤ m ≤ 3) of conv_gemm nodes
+// as the Wan builder and fuse_residual leave a causal conv (models/wan_decoder.cpp
+// causal_conv; m = 1: any conv):
 // each a 3×3, pad 1, stride 1, plain-gather conv with o_hwi f16 weights [Co, 9·C] over
 // an f16 NHWC image [1, C, H, W] (a different frame each), f16 out, no bands or frame
 // stack; n_{i+1}'s residual is n_i's result and n_i's only reader (not a graph
@@ -29,7 +34,10 @@
 // "<w_0>[winograd <w_1> …]" of dtype f16 (interp::winograd_weights). Only when C ≥
 // CompileOptions::winograd_min_channels, H·W ≥ winograd_min_pixels, C and Co are
 // multiples of 32, x, y and the residual hold no channel padding, U fits f16, and V
-// and M fit the binding limit.
+// and M fit the binding limit. A single conv (m = 1) also needs H·W ≥
+// winograd_single_min_pixels and its V and M (f16 and f32) to fit under the
+// activations' peak as the graph stands (live_bytes: what is alive at each node in the
+// graph's order, constants left out), so the plan's activations do not grow.
 //
 // Runs when CompileOptions::winograd_convs is set (tensor-core targets:
 // compile/target.cpp), after phase_weights (layouts, dtypes and range guards are
@@ -207,6 +215,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     if (chain.size() == 1) {
       const Node& n = g.nodes()[i];
       const TensorType& x = g.value(n.inputs[0]).type;
+      if (x.shape[2] * x.shape[3] < ctx.options.winograd_single_min_pixels) continue;
       const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
       const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] * 2 + g.value(n.outputs[0]).type.shape[1] * 4);
       if (live[i] + scratch > peak) {

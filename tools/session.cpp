@@ -55,9 +55,10 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"winograd-min-pixels", true,
        "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
        "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
-      {"winograd-min-taps", true,
-       "the fewest 3x3 taps of a conv chain that runs as Winograd: 2 (the default: causal video convs) or 1 "
-       "(also the image decoders' 2-D convs)"},
+      {"winograd-2d", false,
+       "also run the image decoders' 3x3 convs of >= 256 channels as Winograd (--winograd-tile) where their scratch fits "
+       "under the activations' peak: ~9 % faster on Flux 1024^2, ~0.3 GiB more weights (docs/PERFORMANCE.md, "
+       "session 25)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -146,10 +147,9 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (n < 0) return error("--winograd-min-pixels '{}' must be 0 or more", *text);
     r.winograd_min_pixels = n;
   }
-  if (auto text = a.get("winograd-min-taps")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-min-taps", *text));
-    if (n != 1 && n != 2) return error("--winograd-min-taps '{}' must be 1 or 2", *text);
-    r.winograd_min_taps = n;
+  if (a.has("winograd-2d")) {
+    if (!r.winograd) return error("--winograd-2d and --no-winograd contradict each other");
+    r.winograd_min_taps = 1;
   }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");

@@ -53,6 +53,7 @@ Decoded decode_case(const std::string& size, bool winograd) {
   options.winograd_min_taps = 1;
   options.winograd_min_channels = 32;
   options.winograd_min_pixels = 0;
+  options.winograd_single_min_pixels = 0;  // the case's frames are 8² to 64² pixels
   std::ostringstream log;
   auto program = compile(*graph, vae->weights, *target, options, log);
   EXPECT_TRUE(program) << program.message() << "\n" << log.str();

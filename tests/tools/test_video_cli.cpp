@@ -124,11 +124,11 @@ TEST(VideoCli, WinogradTileIsTwoOrFour) {
   EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
 }
 
-// --winograd-min-taps takes 1 or 2 only.
-TEST(VideoCli, WinogradMinTapsIsOneOrTwo) {
-  Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-min-taps", "3"});
+// --winograd-2d with --no-winograd is a contradiction, said before any work.
+TEST(VideoCli, WinogradTwoDContradictsNoWinograd) {
+  Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-2d", "--no-winograd"});
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("--winograd-min-taps '3' must be 1 or 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--winograd-2d and --no-winograd contradict"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
 }
 
