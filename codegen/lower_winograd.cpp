@@ -5,7 +5,7 @@
 //   winograd_gemm    kernels/winograd_gemm.comp: the α² GEMMs over up to three frames'
 //                    V, on cooperative matrices (or coopmat.glsl's emulation where the
 //                    device has none: tests), with the conv kernel's default tile
-//   winograd_output  kernels/winograd_output.comp: M f32 -> y f16 NHWC, with bias,
+//   winograd_output  kernels/winograd_output.comp: M f32 or f16 -> y f16 NHWC, with bias,
 //                    residual and range-guard scales
 //
 // Every operand is bound whole: the pass only rewrites convs whose V and M fit the
@@ -17,6 +17,8 @@
 #include "codegen/storage.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace strata::codegen {
 namespace {
@@ -89,7 +91,8 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
     if (l.storage(node.inputs[f]) != DType::f16)
       return l.fail(node, fmt::format("winograd_gemm multiplies f16 operands; {} is stored as f32",
                                       l.graph().value(node.inputs[f]).name));
-  if (l.storage(m) != DType::f32) return l.fail(node, "winograd_gemm writes M in f32");
+  const bool m_f16 = l.storage(m) == DType::f16;
+  if (!m_f16 && l.storage(m) != DType::f32) return l.fail(node, "winograd_gemm writes M in f32 or f16");
   if (c % tile.bk != 0 || co % tile.frag != 0 || rows % tile.frag != 0)
     return l.fail(node, fmt::format("winograd_gemm needs C a multiple of {} and Co and the tile rows of {}, got C {}, "
                                     "Co {}, {} rows",
@@ -104,6 +107,7 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
                  {"FC", std::to_string(tile.fc)},
                  {"BK", std::to_string(tile.bk)},
                  {"FRAMES", std::to_string(frames)},
+                 {"M_F16", m_f16 ? "1" : "0"},
                  {"F16", "1"}};
   if (tile.frag != 16) {
     key.defines["CM_M"] = key.defines["CM_N"] = std::to_string(tile.frag);
@@ -113,7 +117,12 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   key.bindings = static_cast<uint32_t>(frames) + 2;
   key.push_constant_bytes = 4 * 4;
   key.workgroup_size = {invocations, 1, 1};
-  const uint64_t shared = (uint64_t(tile.pixels()) + tile.channels()) * (tile.bk + 8) * 2;
+  // With f16 M the epilogue's patches share the staging memory natively, and come on
+  // top of it in the emulation (winograd_gemm.comp).
+  const uint64_t staging = (uint64_t(tile.pixels()) + tile.channels()) * (tile.bk + 8) * 2;
+  const uint64_t patches = m_f16 ? uint64_t(tile.wp) * tile.wc * tile.frag * tile.frag * 4 : 0;
+  const uint64_t shared =
+      target.tensor_cores == TensorCores::nv_coopmat ? std::max(staging, patches) : staging + patches;
   if (shared > target.max_shared_memory_bytes)
     return l.fail(node, fmt::format("winograd_gemm's tile needs {} bytes of shared memory, the target has {}", shared,
                                     target.max_shared_memory_bytes));
@@ -142,8 +151,9 @@ Status lower_output(Lowering& l, const Node& node) {
   const uint64_t tile = static_cast<uint64_t>(node.attrs.get_int("tile", 2));
   const uint64_t rows = static_cast<uint64_t>(l.shape(m)[1]), tiles = ((h + tile - 1) / tile) * ((w + tile - 1) / tile);
   STRATA_RETURN_IF_ERROR(l.require_row_major(node, {m, bias}));
-  if (co % 4 != 0 || l.storage(m) != DType::f32 || (bias != kNoValue && l.storage(bias) != DType::f32))
-    return l.fail(node, "winograd_output reads f32 M and bias in groups of 4 channels");
+  const bool m_f16 = l.storage(m) == DType::f16;
+  if (co % 4 != 0 || (!m_f16 && l.storage(m) != DType::f32) || (bias != kNoValue && l.storage(bias) != DType::f32))
+    return l.fail(node, "winograd_output reads f32 or f16 M and f32 bias in groups of 4 channels");
   STRATA_ASSIGN_OR_RETURN(uint64_t y_pix, nhwc_pixel(l, node, y, 4));
   uint64_t res_pix = 0;
   if (res != kNoValue) {
@@ -154,7 +164,8 @@ Status lower_output(Lowering& l, const Node& node) {
   key.defines = {{"F16", "1"},
                  {"TILE", std::to_string(tile)},
                  {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
-                 {"HAS_RES", res == kNoValue ? "0" : "1"}};
+                 {"HAS_RES", res == kNoValue ? "0" : "1"},
+                 {"M_F16", m_f16 ? "1" : "0"}};
   key.bindings = 2 + (bias != kNoValue) + (res != kNoValue);
   key.push_constant_bytes = 10 * 4;
   key.workgroup_size = {64, 1, 1};

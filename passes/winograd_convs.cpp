@@ -27,7 +27,7 @@
 // acc_scale, and residual_scale_{i+1} · out_scale_i = 1 (lower_precision's range guards
 // cancel along the chain). It becomes, at n_{m−1}'s place, writing its result:
 //   V_x = winograd_input(x) {tile, dtype f16}   for each x of the chain not yet transformed
-//   M = winograd_gemm(V_{x_0}, …, V_{x_{m−1}}, U) {dtype f32}
+//   M = winograd_gemm(V_{x_0}, …, V_{x_{m−1}}, U) {dtype f32; f16 for a single conv}
 //   y = winograd_output(M, n_0's bias, n_0's residual) {height, width, tile, acc_scale,
 //       residual_scale = n_0's, out_scale = n_{m−1}'s, dtype f16}
 // U = G w_i Gᵀ of the links' f16-rounded weights, a new constant
@@ -35,9 +35,12 @@
 // CompileOptions::winograd_min_channels, H·W ≥ winograd_min_pixels, C and Co are
 // multiples of 32, x, y and the residual hold no channel padding, U fits f16, and V
 // and M fit the binding limit. A single conv (m = 1) also needs H·W ≥
-// winograd_single_min_pixels and its V and M (f16 and f32) to fit under the
+// winograd_single_min_pixels and its V and M (both f16) to fit under the
 // activations' peak as the graph stands (live_bytes: what is alive at each node in the
-// graph's order, constants left out), so the plan's activations do not grow.
+// graph's order, constants left out), so the plan's activations do not grow. Its M is
+// f16: its GEMM (K = C) is bound by M's bytes as much as by the multiplies, and the
+// rounding costs ~1.5 dB (tests/passes/test_winograd_convs.cpp); a chain's M, the sum of
+// up to three taps, stays f32 (measured ~2 dB lower in f16: docs/PERFORMANCE.md, session 25).
 //
 // Runs when CompileOptions::winograd_convs is set (tensor-core targets:
 // compile/target.cpp), after phase_weights (layouts, dtypes and range guards are
@@ -217,7 +220,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       const TensorType& x = g.value(n.inputs[0]).type;
       if (x.shape[2] * x.shape[3] < ctx.options.winograd_single_min_pixels) continue;
       const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
-      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] * 2 + g.value(n.outputs[0]).type.shape[1] * 4);
+      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] + g.value(n.outputs[0]).type.shape[1]) * 2;
       if (live[i] + scratch > peak) {
         ++kept_peak;
         continue;
@@ -278,13 +281,14 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       gemm_in.push_back(it->second);
     }
     gemm_in.push_back(**u);
-    const ValueId m = g.add_value(last.name + ".winograd_m", TensorType{{positions, rows, co}, DType::f32, {}});
+    const DType m_dtype = chain.size() == 1 ? DType::f16 : DType::f32;
+    const ValueId m = g.add_value(last.name + ".winograd_m", TensorType{{positions, rows, co}, m_dtype, {}});
     Node gemm;
     gemm.op = Op::winograd_gemm;
     gemm.name = last.name + ".winograd_gemm";
     gemm.inputs = std::move(gemm_in);
     gemm.outputs = {m};
-    gemm.attrs.set("dtype", std::string("f32"));
+    gemm.attrs.set("dtype", std::string(m_dtype == DType::f16 ? "f16" : "f32"));
     nodes.push_back(std::move(gemm));
     Node out;
     out.op = Op::winograd_output;

@@ -4,8 +4,8 @@
 //   M[ξ, t, o] = Σ_f Σ_c V_f[ξ, t, c] · U[ξ, o, f·C + c]
 //
 // V_f f16 [α², TP, C] (one binding per frame: each frame's V is made once and read by
-// every output frame its taps meet), U f16 [α², Co, FRAMES·C], M f32 [α², TP, Co], all
-// row major. The conv kernel's staging on a plain GEMM (as in
+// every output frame its taps meet), U f16 [α², Co, FRAMES·C], M f32 [α², TP, Co] (f16
+// with M_F16 = 1), all row major. The conv kernel's staging on a plain GEMM (as in
 // experiments/winograd/wino_gemm.comp): per step of BK columns each invocation loads
 // 16-byte rows of A and B into registers, the workgroup stages them in shared memory
 // (rows of BK + 8 halfs), and each subgroup multiplies FP × FC fragments of CM_M × CM_N
@@ -14,10 +14,16 @@
 // load zeros; fragments wholly outside are not stored (TP is a multiple of 32, Co of
 // the fragment side: the lowering checks).
 //
+// M_F16 = 1: each fragment goes through a patch of shared memory, f32, and its lanes
+// store it rounded to f16 (round_f16), 8 channels (16 bytes) at a time: half M's bytes,
+// for the single 2-D convs, whose GEMMs (K = C of 256-512) are bound by M's stores as
+// much as by the multiplies (docs/PERFORMANCE.md, session 25).
+//
 // Defines: WP, WC (subgroups over rows and columns), FP, FC (fragments per subgroup),
-// BK, FRAMES (1-3), and coopmat.glsl's COOPMAT, CM_SG, CM_M = CM_N (and COOPMAT_KHR).
+// BK, FRAMES (1-3), M_F16 (0 or 1), and coopmat.glsl's COOPMAT, CM_SG, CM_M = CM_N
+// (and COOPMAT_KHR).
 // Push constants: rows (TP), co, c (C), k (FRAMES·C).
-// Bindings: V_0 … V_{FRAMES−1}, U (read, uvec4), M (write, f32).
+// Bindings: V_0 … V_{FRAMES−1}, U (read, uvec4), M (write, f32; uvec4 of halfs with M_F16).
 #extension GL_EXT_control_flow_attributes : enable
 
 #define FM CM_M
@@ -40,7 +46,14 @@ layout(std430, binding = 1) readonly buffer V1Buf { uvec4 v1[]; };
 layout(std430, binding = 2) readonly buffer V2Buf { uvec4 v2[]; };
 #endif
 layout(std430, binding = FRAMES) readonly buffer UBuf { uvec4 uv[]; };
+#ifndef M_F16
+#define M_F16 0
+#endif
+#if M_F16
+layout(std430, binding = FRAMES + 1) writeonly buffer MBuf { uvec4 mh[]; };
+#else
 layout(std430, binding = FRAMES + 1) writeonly buffer MBuf { float mv[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint rows, co, c, k;
@@ -49,7 +62,21 @@ layout(push_constant) uniform Push {
 // Native cooperative matrices load from uvec4 arrays (offsets and strides in units of
 // 8 halfs); the emulation reads halfs one by one.
 #define SMEM_VEC (COOPMAT == 1)
-#if SMEM_VEC
+#define B_OFF 0u  // halfs before the B tile in b_sh
+#if SMEM_VEC && M_F16
+// The staged tiles and the epilogue's patches (one FM × FN f32 patch per subgroup, as
+// uvec4s: coopMatStoreNV takes uvec4 arrays, not vec4) share one array, the patches
+// used only after the main loop: no more shared memory than without M_F16.
+#define A_VECS (BM * ROW / 8)
+#define EP_VECS (WP * WC * FM * FN / 4)
+shared uvec4 smem[(A_VECS + BN * ROW / 8) > EP_VECS ? (A_VECS + BN * ROW / 8) : EP_VECS];
+#define a_sh smem
+#define b_sh smem
+#undef B_OFF
+#define B_OFF (A_VECS * 8u)
+#define SH_UNIT 8u
+#define STAGE8(arr, at, v) arr[(at) / 8u] = v
+#elif SMEM_VEC
 shared uvec4 a_sh[BM * ROW / 8];
 shared uvec4 b_sh[BN * ROW / 8];
 #define SH_UNIT 8u
@@ -69,6 +96,25 @@ shared float16_t b_sh[BN * ROW];
     arr[(at) + 4] = h2.x; arr[(at) + 5] = h2.y; \
     arr[(at) + 6] = h3.x; arr[(at) + 7] = h3.y; \
   }
+#endif
+
+#if M_F16 && SMEM_VEC
+#define EP_STORE(m, at) CM_STORE_ACC(m, smem, (at) / 4u, FN / 4u, false)
+#define EP_READ4(i) uintBitsToFloat(smem[(i) / 4u])
+#elif M_F16
+shared float ep_sh[WP * WC * FM * FN];  // one fragment-sized patch per subgroup
+#define EP_STORE(m, at) CM_STORE_ACC(m, ep_sh, at, FN, false)
+#define EP_READ4(i) vec4(ep_sh[i], ep_sh[(i) + 1u], ep_sh[(i) + 2u], ep_sh[(i) + 3u])
+#endif
+#if M_F16
+// The 8 patch floats at i .. i + 7 (i a multiple of 4), the upper 4 read first where
+// `upper_first` (bank spread only: v is the same either way).
+void ep_read8(uint i, bool upper_first, out float v[8]) {
+  const vec4 f = EP_READ4(i + (upper_first ? 4u : 0u));
+  const vec4 s = EP_READ4(i + (upper_first ? 0u : 4u));
+  const vec4 lo = upper_first ? s : f, hi = upper_first ? f : s;
+  v = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+}
 #endif
 
 uvec4 a_reg[A_LOADS], b_reg[B_LOADS];
@@ -104,7 +150,7 @@ void stage() {
   }
   [[unroll]] for (uint j = 0u; j < B_LOADS; ++j) {
     const uint r = lrow + j * (WG / KV);
-    if (r < BN) STAGE8(b_sh, r * ROW + lk * 8u, b_reg[j]);
+    if (r < BN) STAGE8(b_sh, B_OFF + r * ROW + lk * 8u, b_reg[j]);
   }
 }
 
@@ -130,11 +176,44 @@ void main() {
       [[unroll]] for (uint i = 0u; i < FP; ++i)
         CM_LOAD_A(a[i], a_sh, (((sp * FP + i) * FM) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
       [[unroll]] for (uint j = 0u; j < FC; ++j)
-        CM_LOAD_B(b[j], b_sh, (((sc * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
+        CM_LOAD_B(b[j], b_sh, (B_OFF + ((sc * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
       [[unroll]] for (uint i = 0u; i < FP; ++i)
         [[unroll]] for (uint j = 0u; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
     }
   }
+#if M_F16
+  // Lane l takes groups g = l + t·CM_SG of 8 channels (row g / (FN / 8)), so a
+  // fragment's row of FN channels is FN / 8 neighbouring lanes' 16-byte stores. Natively
+  // the patch is read 16 bytes at a time, the lanes of odd rows taking their upper half
+  // first, so a quarter-subgroup's reads cover the 32 banks once (conv_gemm_coop.comp's
+  // EP_VEC: scalar reads here are 8-way bank conflicts).
+#if SMEM_VEC
+  barrier();  // every subgroup is done with the staged tiles the patches overwrite
+#endif
+  const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
+  [[unroll]] for (uint i = 0u; i < FP; ++i) {
+    const uint row = m0 + (sp * FP + i) * FM;
+    [[unroll]] for (uint j = 0u; j < FC; ++j) {
+      const uint col = n0 + (sc * FC + j) * FN;
+      if (row >= pc.rows || col >= pc.co) continue;  // the same for the whole subgroup
+      EP_STORE(acc[i][j], ep_at);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[unroll]] for (uint t = 0u; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
+        const uint g = lane + t * CM_SG, gr = g / (FN / 8), gc = g % (FN / 8);
+        if (g < FM * FN / 8) {
+          float v[8];
+          ep_read8(ep_at + gr * FN + gc * 8u, (gr & 1u) != 0u, v);
+          [[unroll]] for (uint e = 0u; e < 8u; ++e) v[e] = round_f16(v[e]);
+          mh[((xi * pc.rows + row + gr) * pc.co + col + gc * 8u) / 8u] =
+              uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+                    packHalf2x16(vec2(v[6], v[7])));
+        }
+      }
+      subgroupBarrier();  // the patch is free for the next fragment
+    }
+  }
+#else
   [[unroll]] for (uint i = 0u; i < FP; ++i) {
     const uint row = m0 + (sp * FP + i) * FM;
     [[unroll]] for (uint j = 0u; j < FC; ++j) {
@@ -142,4 +221,5 @@ void main() {
       if (row < pc.rows && col < pc.co) CM_STORE_ACC(acc[i][j], mv, (xi * pc.rows + row) * pc.co + col, pc.co, false);
     }
   }
+#endif
 }

@@ -4,18 +4,27 @@
 //   y[m·ty + dy, m·tx + dx] = ((Aᵀ M[·, t] A)[dy, dx] · acc_scale + bias + residual ·
 //                              residual_scale) · out_scale
 //
-// M is f32 [α², TP, Co] row major, y (and the residual) f16 NHWC with pixel strides
+// M is f32 (f16 with M_F16 = 1) [α², TP, Co] row major, y (and the residual) f16 NHWC with pixel strides
 // y_pix (res_pix) halfs, channels first; bias f32. One invocation: one tile and 4
 // channels (16-byte M loads, 8-byte stores). Sums in f32, rounded through round_f16.
 //
 // Push constants: h, w, co (a multiple of 4), rows (TP), tiles, y_pix, res_pix,
 // acc_scale, residual_scale, out_scale.
-// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES (0 or 1). Bindings: m, [bias], [residual], y.
+// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES, M_F16 (0 or 1). Bindings: m, [bias], [residual], y.
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
+#ifndef M_F16
+#define M_F16 0
+#endif
+#if M_F16
+layout(std430, binding = 0) readonly buffer MBuf { uvec2 mh[]; };
+#define M_AT(i) vec4(unpackHalf2x16(mh[i].x), unpackHalf2x16(mh[i].y))
+#else
 layout(std430, binding = 0) readonly buffer MBuf { vec4 mv[]; };
+#define M_AT(i) mv[i]
+#endif
 #if HAS_BIAS
 layout(std430, binding = 1) readonly buffer BiasBuf { vec4 bias[]; };
 #endif
@@ -66,7 +75,7 @@ void main() {
   vec4 am[4][6];
   [[unroll]] for (uint b = 0u; b < 6u; ++b) {
     vec4 col[6];
-    [[unroll]] for (uint a = 0u; a < 6u; ++a) col[a] = mv[(((a * 6u + b) * pc.rows + t) * pc.co) / 4u + g];
+    [[unroll]] for (uint a = 0u; a < 6u; ++a) col[a] = M_AT((((a * 6u + b) * pc.rows + t) * pc.co) / 4u + g);
     vec4 r[4];
     at6(col[0], col[1], col[2], col[3], col[4], col[5], r);
     [[unroll]] for (uint dy = 0u; dy < 4u; ++dy) am[dy][b] = r[dy];
@@ -90,7 +99,7 @@ void main() {
   const uint t = i / groups, g = i % groups;
   const uint tw = (pc.w + 1u) / 2u, ty = t / tw, tx = t % tw;
   vec4 m[4][4];
-  [[unroll]] for (uint x = 0u; x < 16u; ++x) m[x / 4u][x % 4u] = mv[((x * pc.rows + t) * pc.co) / 4u + g];
+  [[unroll]] for (uint x = 0u; x < 16u; ++x) m[x / 4u][x % 4u] = M_AT(((x * pc.rows + t) * pc.co) / 4u + g);
   // Aᵀ m: rows (m0 + m1 + m2, m1 − m2 − m3); then the same along each row.
   vec4 r0[4], r1[4];
   [[unroll]] for (int b = 0; b < 4; ++b) {

@@ -2,8 +2,8 @@
 // winograd_gemm.comp, winograd_output.comp) against the interpreter, on coopmat.glsl's
 // emulation (lavapipe has no cooperative matrices; the native variant runs on the
 // H200: docs/PERFORMANCE.md, session 23). A three-frame chain as passes/winograd_convs
-// leaves it: x frames f16 NHWC, V f16, U f16, M f32, y f16 NHWC with a residual and
-// range-guard scales; 7 × 10 frames (m = 2: 35 tiles, TP = 64, the second row tile
+// leaves it: x frames f16 NHWC, V f16, U f16, M f32 (f16 for a single conv), y f16 NHWC
+// with a residual and range-guard scales; 7 × 10 frames (m = 2: 35 tiles, TP = 64, the second row tile
 // partly padding; m = 4: 6 tiles, the last row and column partly outside), 32 → 64
 // channels.
 //
@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct Built {
   std::vector<Tensor> inputs;
 };
 
-Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames, int64_t tile) {
+Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames, int64_t tile, DType m_dtype = DType::f32) {
   Built t;
   Builder b(t.graph, &t.weights);
   const Layout nhwc{LayoutKind::nhwc, 0};
@@ -61,7 +62,7 @@ Built build(int64_t c, int64_t co, int64_t h, int64_t w, int frames, int64_t til
   const Shape us = u.shape;
   EXPECT_TRUE(t.weights.add_owned("u", us, std::move(u.data)));
   gemm_in.push_back(b.constant("u", TensorType{us, DType::f16, {}}));
-  ValueId m = b.op(Op::winograd_gemm, gemm_in, {{"dtype", std::string("f32")}}, "m");
+  ValueId m = b.op(Op::winograd_gemm, gemm_in, {{"dtype", std::string(m_dtype == DType::f16 ? "f16" : "f32")}}, "m");
   Tensor bias = random_tensor({co}, seed++, -1.0f, 1.0f);
   EXPECT_TRUE(t.weights.add_owned("bias", {co}, std::move(bias.data)));
   t.inputs.push_back(random_tensor({1, co, h, w}, seed++, -0.5f, 0.5f));
@@ -115,11 +116,50 @@ TEST_P(CodegenWinogradTiles, ThreeFrameChainMatchesTheInterpreter) {
 
 INSTANTIATE_TEST_SUITE_P(Tiles, CodegenWinogradTiles, ::testing::Values(int64_t(2), int64_t(4)));
 
-// The native variant (32×32 fragments rewritten to KHR, as the H200 runs it) compiles.
-TEST(CodegenWinograd, NativeVariantCompilesToKhr) {
+// A single conv as the pass leaves it with winograd_min_taps = 1: M in f16 (the GEMM's
+// patch-and-round epilogue, the output transform's half loads). The interpreter rounds
+// M to f16 too, from sums in another order: a rare M one f16 step apart moves y by less
+// than the tolerance above (measured: 1.2e-4 at most for m = 4, 0 for m = 2).
+TEST_P(CodegenWinogradTiles, SingleConvWithF16MMatchesTheInterpreter) {
+  const int64_t tile = GetParam();
+  const Built t = build(32, 64, 7, 10, 1, tile, DType::f16);
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+  ASSERT_TRUE(plan) << plan.message();
+  std::string names;
+  for (const auto& p : plan->pipelines) names += p.name + "\n";
+  size_t m16 = 0;
+  for (size_t at = names.find("M_F16=1"); at != std::string::npos; at = names.find("M_F16=1", at + 1)) ++m16;
+  EXPECT_EQ(m16, 2u) << names;  // the GEMM and the output transform
+  auto run_device = testing::test_device_for(plan->requirements);
+  ASSERT_TRUE(run_device) << run_device.message();
+  auto exec = runtime::Executor::create(*run_device, std::move(*plan), codegen::weight_source(t.weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor got(t.graph.value(t.graph.outputs()[0]).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
+  std::vector<std::span<std::byte>> out{std::as_writable_bytes(std::span(got.data))};
+  Status s = (*exec)->run(in, out);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  double largest = 0;
+  for (float v : want->at(0).data) largest = std::max(largest, std::fabs(double(v)));
+  ASSERT_GT(largest, 0.1);
+  testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
+}
+
+// The native variant (32×32 fragments rewritten to KHR, as the H200 runs it) compiles,
+// with M in f32 (chains) and in f16 (single convs: the patches in the staging memory).
+class CodegenWinogradNative : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CodegenWinogradNative, CompilesToKhr) {
   const codegen::Defines d = {{"COOPMAT", "1"}, {"CM_SG", "32"}, {"CM_M", "32"}, {"CM_N", "32"}, {"COOPMAT_KHR", "1"},
                               {"WP", "2"},      {"WC", "2"},     {"FP", "2"},    {"FC", "2"},    {"BK", "32"},
-                              {"FRAMES", "3"},  {"F16", "1"}};
+                              {"FRAMES", "3"},  {"F16", "1"},    {"M_F16", GetParam()}};
   auto spirv = codegen::compile_kernel("winograd_gemm.comp", d);
   ASSERT_TRUE(spirv) << spirv.message();
   // Debian's SPIRV-Tools predates the KHR capability (6022): no validate_spirv (as in
@@ -129,6 +169,8 @@ TEST(CodegenWinograd, NativeVariantCompilesToKhr) {
   for (size_t i = 5; i + 1 < spirv->size(); ++i) khr |= (*spirv)[i] == ((2u << 16) | 17u) && (*spirv)[i + 1] == 6022u;
   EXPECT_TRUE(khr);
 }
+
+INSTANTIATE_TEST_SUITE_P(MDtype, CodegenWinogradNative, ::testing::Values("0", "1"));
 
 }  // namespace
 }  // namespace strata
