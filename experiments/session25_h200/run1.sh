@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # session 25 run 1: Winograd F(4×4, 3×3) / F(2×2) on the image decoders' single 2-D
 # convs (--winograd-min-taps 1), against the defaults. Outputs: $OUT/run1.tgz.
+# (--winograd-min-taps 1 was this session's first spelling of --winograd-2d; at run 2 the
+# single convs' min pixels were the chains' 10⁴ and M was f32: see docs/PERFORMANCE.md.)
 mkdir -p /tmp/r1
 pack() { tar -C /tmp/r1 -czf $OUT/run1.tgz $(cd /tmp/r1 && ls *.txt) 2>/dev/null; }
 W="--winograd-min-taps 1 --winograd-min-pixels 0"
