@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # session 25 run 2: single 2-D convs as Winograd F(4×4, 3×3) only where V and M fit
 # under the activations' peak (--winograd-min-taps 1), against the defaults, at three
+# sizes of both image decoders. Outputs: $OUT/run2.tgz.
 # (--winograd-min-taps 1 was this session's first spelling of --winograd-2d; at run 2 the
 # single convs' min pixels were the chains' 10⁴ and M was f32: see docs/PERFORMANCE.md.)
-# sizes of both image decoders. Outputs: $OUT/run2.tgz.
 mkdir -p /tmp/r2
 pack() { tar -C /tmp/r2 -czf $OUT/run2.tgz $(cd /tmp/r2 && ls *.txt) 2>/dev/null; }
 one() {  # name, args...
