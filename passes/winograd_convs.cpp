@@ -220,7 +220,8 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       const TensorType& x = g.value(n.inputs[0]).type;
       if (x.shape[2] * x.shape[3] < ctx.options.winograd_single_min_pixels) continue;
       const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
-      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] + g.value(n.outputs[0]).type.shape[1]) * 2;
+      const int64_t co = g.value(n.outputs[0]).type.shape[1];
+      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] + co) * 2;  // V and M, f16
       if (live[i] + scratch > peak) {
         ++kept_peak;
         continue;

@@ -56,9 +56,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
        "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
       {"winograd-2d", false,
-       "also run the image decoders' 3x3 convs of >= 256 channels as Winograd (--winograd-tile) where their scratch fits "
-       "under the activations' peak: ~9 % faster on Flux 1024^2, ~0.3 GiB more weights (docs/PERFORMANCE.md, "
-       "session 25)"},
+       "also run the image decoders' 3x3 convs of >= 256 channels over >= 65536 pixels as Winograd (--winograd-tile) "
+       "where their scratch fits under the activations' peak: ~10 % faster on Flux 1024^2 and 2048^2, 4-9 % more "
+       "device memory (docs/PERFORMANCE.md, session 25)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
