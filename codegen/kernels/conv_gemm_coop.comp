@@ -78,7 +78,7 @@
 //          VEC_OUT, VEC_F32, EXP_BLOCKS, EB_EXACT_ROUND, A_SCALE, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
-//          HAS_RES, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
+//          HAS_RES, EP_AHEAD, EP_PEEL, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
 //          im2col kernels: the epilogue patches share the staging memory).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write), [block
 // weights (read, A_SCALE)].
@@ -406,7 +406,8 @@ int a_f[A_LOADS];  // the pixel's frame
 #endif
 #endif
 uint x_img, c_tile0, load_k;
-uint a_p0;  // the tile's first GEMM row (A_SCALE)
+uint a_p0;  // the tile's first GEMM row (A_SCALE, the epilogue)
+uint ep_img;  // the image (the epilogue)
 #if A_SCALE
 float16_t a_w[A_LOADS];  // each A load's block weight (A_SCALE)
 #endif
@@ -661,6 +662,69 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 #define OUT_X(p) ((p) % pc.w_out)
 #endif
 
+// EP_AHEAD = 1 (default; the f16 VEC_OUT epilogue): the residual's 16-byte groups of a
+// fragment are loaded one fragment ahead (the first before the epilogue's barrier),
+// and the bias of each lane's 8 channels once per channel fragment, instead of inside
+// each pass of the store loop, where every pass waited for its own loads: one global
+// load latency per pass, 16 per subgroup, with only 8 subgroups per SM to cover it
+// (H200: a K 1152 conv with a residual took 0.39 ms more than one without). Same
+// values, same arithmetic, same bits. H200, session 26: Flux 1024² 45.45 → 43.29 ms,
+// its K 1152 convs with a residual 1.73 → 1.47 ms (docs/PERFORMANCE.md).
+#ifndef EP_AHEAD
+#define EP_AHEAD 1
+#endif
+#define EP_T ((FM * FN / 8 + CM_SG - 1) / CM_SG)  // passes per fragment, 8 channels a lane
+#define EP_AHEAD_ON (EP_AHEAD && VEC_OUT && !VEC_F32 && !EXP_BLOCKS)
+#if EP_AHEAD_ON && (CM_SG % (FN / 8)) != 0
+#error "conv_gemm_coop.comp: EP_AHEAD needs a lane's channel group to be the same in every pass"
+#endif
+// EP_PEEL = 1 (default; with EP_AHEAD, a residual, one buffer and the im2col tile): the
+// main loop's last step is peeled off and the first fragment's residual loaded during
+// its multiplies instead of after them (H200: Qwen-Image 1024² 26.39 → 25.93 ms).
+#ifndef EP_PEEL
+#define EP_PEEL 1
+#endif
+#define EP_PEEL_ON (EP_PEEL && EP_AHEAD_ON && HAS_RES && STAGES == 1 && TH == 0)
+uint ep_pixels;  // the GEMM rows of the band (or of the phase)
+// The passes stay a loop (unrolled, the residual variant took 2.1 s instead of 1.3 s to
+// build on the H200's driver, and convs without a residual ran 2 % slower); pass t picks
+// its prefetched group by selects, which keep the array in registers.
+uvec4 ep_pick(uvec4 r[EP_T], uint t) {
+  uvec4 v = r[0];
+  [[unroll]] for (uint k = 1; k < EP_T; ++k) v = t == k ? r[k] : v;
+  return v;
+}
+
+// Where the f16 VEC_OUT epilogue's pass t of fragment (i, j) puts this lane's 8
+// channels: output row oy (in the band), column ox, first channel o; false where the
+// group falls past the fragment, the band, the tile or co_store.
+bool ep_group(uint i, uint j, uint t, out uint oy, out uint ox, out uint o) {
+  const uint g = gl_SubgroupInvocationID + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
+  o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
+#if TH > 0
+  const uint q = (sg_p * FP + i) * FM + gp;  // pixel of the tile
+  oy = ty0 + q / TW;
+  ox = tx0 + q % TW;
+  return g < FM * FN / 8 && oy < pc.rows && ox < pc.w_out && o < pc.co_store;
+#else
+  const uint p = a_p0 + (sg_p * FP + i) * FM + gp;
+  oy = OUT_Y(p);
+  ox = OUT_X(p);
+  return g < FM * FN / 8 && p < ep_pixels && o < pc.co_store;
+#endif
+}
+
+#if HAS_RES && EP_AHEAD_ON
+// The residual groups of fragment (i, j) this lane finishes, zeros where none.
+void ep_fetch_res(uint i, uint j, out uvec4 r[EP_T]) {
+  [[unroll]] for (uint t = 0; t < EP_T; ++t) {
+    uint oy, ox, o;
+    const bool live = ep_group(i, j, t, oy, ox, o);
+    r[t] = live ? resv[(pc.r_base + ep_img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3] : uvec4(0u);
+  }
+}
+#endif
+
 // CO_FAST = 1 (the default): workgroups in launch order (x fastest, then y) take the
 // output-channel tiles of one pixel tile one after another, so the workgroups that read
 // the same pixels (A) run together and find them in L2; CO_FAST = 0 gives consecutive
@@ -696,6 +760,7 @@ void main() {
   if (ty0 >= pc.rows) return;  // the whole workgroup leaves together
   c_tile0 = gl_WorkGroupID.y * BC;
   x_img = img * pc.xs_n;
+  ep_img = img;
   load_k = (tid % VECS_PER_ROW) * 8;
 #else
   const uint img = gl_WorkGroupID.z / pc.split;
@@ -726,8 +791,10 @@ void main() {
   if (p0 >= pixels) return;  // the whole workgroup leaves together
 #endif
   a_p0 = p0;
+  ep_pixels = pixels;
   c_tile0 = WG_Y * BC;
   x_img = img * pc.xs_n;
+  ep_img = img;
   load_k = (tid % VECS_PER_ROW) * 8;
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
     const uint r = load_row(j), p = p0 + r;
@@ -863,6 +930,29 @@ void main() {
     if (s + 1 < steps) stage(buf ^ 1u);
     barrier();
   }
+#elif EP_PEEL_ON
+  // The last step peeled off, so that the epilogue's first residual loads are in flight
+  // while it multiplies (EP_PEEL).
+  for (uint s = 0; s + 1 < steps; ++s) {
+    barrier();  // everyone is done reading the previous tiles
+    stage(0u);
+    barrier();
+    if (++kx == KW_L) {
+      kx = 0;
+      if (++ky == KH_L) {
+        ky = 0;
+        c0 += BK;
+      }
+    }
+    fetch(ky, kx, c0);
+    multiply(0u);
+  }
+  barrier();
+  stage(0u);
+  barrier();
+  uvec4 r_next[EP_T];  // the next fragment's residual groups (EP_AHEAD)
+  ep_fetch_res(0u, 0u, r_next);
+  multiply(0u);
 #else
   for (uint s = 0; s < steps; ++s) {
     barrier();  // everyone is done reading the previous tiles
@@ -889,12 +979,32 @@ void main() {
   // the conv"; session 9's measurements overturned it: padded patches, f16 patches,
   // other barriers and direct fragment stores changed nothing or lost; what paid was
   // SH_ALIAS's smaller shared memory. docs/PERFORMANCE.md, issue 15.)
+#if HAS_RES && EP_AHEAD_ON && !EP_PEEL_ON
+  uvec4 r_next[EP_T];  // the next fragment's residual groups (EP_AHEAD)
+  ep_fetch_res(0u, 0u, r_next);
+#endif
+#if HAS_BIAS && EP_AHEAD_ON
+  // Each lane's 8 channels are the same in every pass and pixel of a channel fragment.
+  float bias8[FC][8];
+  [[unroll]] for (uint j = 0; j < FC; ++j) {
+    const uint o = c_tile0 + (sg_c * FC + j) * FN + gl_SubgroupInvocationID % (FN / 8) * 8;
+    [[unroll]] for (uint c = 0; c < 8; ++c) bias8[j][c] = o + c < pc.co ? float(bias[o + c]) : 0.0;
+  }
+#endif
 #if SH_ALIAS
   barrier();  // every subgroup is done with the staged tiles the patches overwrite
 #endif
   const uint ep_at = sg * uint(FM * FN), lane = gl_SubgroupInvocationID;
   [[unroll]] for (uint i = 0; i < FP; ++i) {
     [[unroll]] for (uint j = 0; j < FC; ++j) {
+#if HAS_RES && EP_AHEAD_ON
+      uvec4 r_cur[EP_T];
+      [[unroll]] for (uint t = 0; t < EP_T; ++t) r_cur[t] = r_next[t];
+      if (j + 1 < FC)
+        ep_fetch_res(i, j + 1, r_next);
+      else if (i + 1 < FP)
+        ep_fetch_res(i + 1, 0u, r_next);
+#endif
       EP_STORE(acc[i][j], ep_at);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
@@ -959,6 +1069,39 @@ void main() {
               uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])),
                     packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
           if (gc == 0u) yw[(row + pc.co + 2u * (o / FN)) >> 1] = packFloat2x16(f16vec2(m, round_f16(l)));
+        }
+      }
+#elif VEC_OUT && EP_AHEAD_ON
+      // FM pixels × FN / 8 groups of 8 channels of one pixel per fragment, one group per
+      // lane and pass: one 16-byte store each, the residual and bias loaded ahead.
+      [[dont_unroll]] for (uint t = 0; t < EP_T; ++t) {
+        uint oy, ox, o;
+        if (ep_group(i, j, t, oy, ox, o)) {
+          const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
+#if HAS_RES
+          const uvec4 rv = ep_pick(r_cur, t);
+          const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
+                                          unpackFloat2x16(rv.w));
+#endif
+          float v[8];
+          ep_read8(ep_at + gp * FN + gc * 8, (gp & 1u) != 0u, v);
+          [[unroll]] for (uint c = 0; c < 8; ++c) {
+            if (o + c >= pc.co) v[c] = 0.0;
+            else {
+              v[c] *= pc.acc_scale;
+#if HAS_BIAS
+              v[c] += bias8[j][c];
+#endif
+#if HAS_RES
+              v[c] += float(r2[c / 2][c % 2]) * pc.residual_scale;
+#endif
+              v[c] *= pc.out_scale;
+            }
+            v[c] = store_round(v[c]);  // exact in f16 now, so the conversion below is too
+          }
+          yv[(pc.y_base + ep_img * pc.ys_n + oy * pc.ys_y + ox * pc.ys_x + o) >> 3] =
+              uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])),
+                    packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
         }
       }
 #elif VEC_OUT

@@ -10,13 +10,19 @@
 //
 // Push constants: h, w, co (a multiple of 4), rows (TP), tiles, y_pix, res_pix,
 // acc_scale, residual_scale, out_scale.
-// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES, M_F16 (0 or 1). Bindings: m, [bias], [residual], y.
+// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES, M_F16 (0 or 1), RES_FIRST (0 or 1). Bindings: m, [bias], [residual], y.
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 #ifndef M_F16
 #define M_F16 0
+#endif
+// RES_FIRST = 1 (default; TILE 4 with a residual): the tile's residual is loaded before
+// M, not after the transform (H200, Flux 1024² with --winograd-2d: the 11 output
+// transforms 1.63 → 1.45 ms, the same bytes; docs/PERFORMANCE.md, session 26).
+#ifndef RES_FIRST
+#define RES_FIRST 1
 #endif
 #if M_F16
 layout(std430, binding = 0) readonly buffer MBuf { uvec2 mh[]; };
@@ -42,15 +48,25 @@ uvec2 pack4(vec4 v) {
   return uvec2(packHalf2x16(vec2(round_f16(v.x), round_f16(v.y))), packHalf2x16(vec2(round_f16(v.z), round_f16(v.w))));
 }
 
-void store(uint py, uint px, uint g, vec4 s, vec4 b) {
+// The residual's 4 channels g at output pixel (py, px); zeros past the frame.
+uvec2 load_res(uint py, uint px, uint g) {
+#if HAS_RES
+  if (py < pc.h && px < pc.w) return rv[((py * pc.w + px) * pc.res_pix) / 4u + g];
+#endif
+  return uvec2(0u);
+}
+
+// y at (py, px) from the transformed sum s, the bias b and the residual r (load_res).
+void store_with(uint py, uint px, uint g, vec4 s, vec4 b, uvec2 r) {
   if (py >= pc.h || px >= pc.w) return;  // an odd size's last tile
   vec4 v = s * pc.acc_scale + b;
 #if HAS_RES
-  const uvec2 r = rv[((py * pc.w + px) * pc.res_pix) / 4u + g];
   v += vec4(unpackHalf2x16(r.x), unpackHalf2x16(r.y)) * pc.residual_scale;
 #endif
   yv[((py * pc.w + px) * pc.y_pix) / 4u + g] = pack4(v * pc.out_scale);
 }
+
+void store(uint py, uint px, uint g, vec4 s, vec4 b) { store_with(py, px, g, s, b, load_res(py, px, g)); }
 
 #ifndef TILE
 #define TILE 2
@@ -71,6 +87,12 @@ void main() {
   if (i >= pc.tiles * groups) return;
   const uint t = i / groups, g = i % groups;
   const uint tw = (pc.w + 3u) / 4u, ty = t / tw, tx = t % tw;
+#if HAS_RES && RES_FIRST
+  // The tile's 16 residual loads issued before M's, so that their latency overlaps the
+  // transform instead of following it.
+  uvec2 res[16];
+  [[unroll]] for (uint q = 0u; q < 16u; ++q) res[q] = load_res(4u * ty + q / 4u, 4u * tx + q % 4u, g);
+#endif
   // Column by column: am[dy][b] = (Aᵀ M)[dy][b].
   vec4 am[4][6];
   [[unroll]] for (uint b = 0u; b < 6u; ++b) {
@@ -88,7 +110,11 @@ void main() {
   [[unroll]] for (uint dy = 0u; dy < 4u; ++dy) {
     vec4 r[4];
     at6(am[dy][0], am[dy][1], am[dy][2], am[dy][3], am[dy][4], am[dy][5], r);
+#if HAS_RES && RES_FIRST
+    [[unroll]] for (uint dx = 0u; dx < 4u; ++dx) store_with(4u * ty + dy, 4u * tx + dx, g, r[dx], bb, res[dy * 4u + dx]);
+#else
     [[unroll]] for (uint dx = 0u; dx < 4u; ++dx) store(4u * ty + dy, 4u * tx + dx, g, r[dx], bb);
+#endif
   }
 }
 #else
