@@ -10,7 +10,8 @@
 //
 // Push constants: h, w, co (a multiple of 4), rows (TP), tiles, y_pix, res_pix,
 // acc_scale, residual_scale, out_scale.
-// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES, M_F16 (0 or 1), RES_FIRST (0 or 1). Bindings: m, [bias], [residual], y.
+// Defines: TILE (2 or 4), HAS_BIAS, HAS_RES, M_F16 (0 or 1), RES_FIRST (0 or 1).
+// Bindings: m, [bias], [residual], y.
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
@@ -111,7 +112,8 @@ void main() {
     vec4 r[4];
     at6(am[dy][0], am[dy][1], am[dy][2], am[dy][3], am[dy][4], am[dy][5], r);
 #if HAS_RES && RES_FIRST
-    [[unroll]] for (uint dx = 0u; dx < 4u; ++dx) store_with(4u * ty + dy, 4u * tx + dx, g, r[dx], bb, res[dy * 4u + dx]);
+    [[unroll]] for (uint dx = 0u; dx < 4u; ++dx)
+      store_with(4u * ty + dy, 4u * tx + dx, g, r[dx], bb, res[dy * 4u + dx]);
 #else
     [[unroll]] for (uint dx = 0u; dx < 4u; ++dx) store(4u * ty + dy, 4u * tx + dx, g, r[dx], bb);
 #endif

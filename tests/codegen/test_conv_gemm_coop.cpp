@@ -493,6 +493,41 @@ TEST(CodegenConvGemmCoop, PhaseWeightsWithoutTensorCoresAreAnError) {
   EXPECT_NE(plan.message().find("tensor-core kernel only"), std::string::npos) << plan.message();
 }
 
+// The f16 epilogue loads each fragment's residual one fragment ahead and the bias once
+// per channel fragment (EP_AHEAD), the first residual during the main loop's last step
+// (EP_PEEL): the same values in the same arithmetic as loading them pass by pass
+// (EP_AHEAD=0), so the same bytes. A tile of 2 × 2 subgroups of 2 × 2 fragments, so
+// that the prefetch crosses fragments in both directions and subgroups; partial pixel
+// tiles, bands of rows, a partial channel tile, scales; the upsample's phase tiles
+// (their own pixel order; their summed weights are checked against their own reference
+// in PhasesMatchTheirReference, so here only the plain conv against the interpreter).
+TEST(CodegenConvGemmCoop, EpilogueLoadsAheadGiveTheSameBytes) {
+  CoopCase plain;
+  plain.ci = 32, plain.co = 48, plain.h = 10, plain.w = 9, plain.residual = true, plain.band_rows = 4;
+  plain.acc_scale = 4.0, plain.residual_scale = 0.25, plain.out_scale = 0.5;
+  plain.conv_tile = "2x2x2x2";
+  CoopCase up = plain;
+  up.upsample = true, up.h = 5, up.w = 6, up.band_rows = 0;
+  for (const auto& [c, phases] : {std::pair{plain, false}, std::pair{up, true}}) {
+    SCOPED_TRACE(describe(c) + (phases ? " phases" : ""));
+    const Built t = build(c);
+    const Ran before = run(t, emulated_target(), c.conv_tile, {{"EP_AHEAD", "0"}}, phases);
+    const Ran ahead = run(t, emulated_target(), c.conv_tile, {}, phases);
+    ASSERT_EQ(before.outputs.size(), 1u);
+    ASSERT_EQ(ahead.outputs.size(), 1u);
+    for (const char* define : {"HAS_RES=1", "HAS_BIAS=1", "VEC_OUT=1", "FP=2", "FC=2"})
+      EXPECT_NE(ahead.pipelines.find(define), std::string::npos) << define << "\n" << ahead.pipelines;
+    if (phases) EXPECT_NE(ahead.pipelines.find("PHASES=1"), std::string::npos) << ahead.pipelines;
+    testing::expect_identical(ahead.outputs[0], before.outputs[0]);
+    if (phases) continue;
+    auto want = interpret(t.graph, t.weights, t.inputs);
+    ASSERT_TRUE(want) << want.message();
+    double scale = 0.0;
+    for (float v : (*want)[0].data) scale = std::max(scale, double(std::fabs(v)));
+    testing::expect_close(ahead.outputs[0], (*want)[0], 1e-3, 1e-5 * scale);
+  }
+}
+
 TEST(CodegenConvGemmCoop, PortableKernelWhereTheLayoutDoesNotSuit) {
   const CoopCase ok;
   CoopCase nchw = ok;
