@@ -72,8 +72,9 @@ struct CodegenOptions {
   // false keeps attention_coop.comp there (its tests; measuring the two).
   bool attention_dsplit = true;
   // attention_coop_rows.comp (query rows split across the subgroups) where it applies:
-  // "" the default tile, "off" never (the dsplit kernel takes its shapes), "NxBC" N
-  // subgroups of 16 rows and BC keys per block (`strata bench --attention-tile`).
+  // "" the default tile, "off" never (the dsplit kernel takes its shapes), "NxBC[xRS]"
+  // N subgroups of RS (16, or 32 with flexible dimensions) rows and BC keys per block
+  // (`strata bench --attention-tile`).
   std::string attention_rows;
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.

@@ -197,18 +197,21 @@ std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& 
   return std::nullopt;
 }
 
-// attention_coop_rows.comp's configuration: NSG subgroups of 16 query rows, BC keys
-// per block (its header: head dims up to 128, no frame mask).
+// attention_coop_rows.comp's configuration: NSG subgroups of RS (16 or 32) query rows,
+// BC keys per block (its header: head dims up to 128, no frame mask). 32 rows store P
+// over the scores (P_ALIAS).
 struct RowsTiles {
-  uint32_t nsg = 0, bc = 0;
+  uint32_t nsg = 0, bc = 0, rs = 16;
   uint64_t shared_bytes = 0;
+  bool p_alias() const { return rs == 32; }
 };
 
-uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv) {
-  return 2 * bc * (d + 8) + 2 * bc * (dv + 8) + nsg * (4 * 16 * (bc + 4) + 2 * 16 * (bc + 8) + 4 * 16);
+uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv, uint64_t rs) {
+  const uint64_t p = rs == 32 ? 0 : 2 * rs * (bc + 8);
+  return 2 * bc * (d + 8) + 2 * bc * (dv + 8) + nsg * (4 * rs * (bc + 4) + p + 4 * rs);
 }
 
-// The tile: CodegenOptions::attention_rows "NxBC", else 8 subgroups (128 rows per
+// The tile: CodegenOptions::attention_rows "NxBC[xRS]", else 8 subgroups (128 rows per
 // workgroup, so a workgroup reads K and V once for 128 rows, against the dsplit
 // kernel's 32) and 32 keys, with fewer subgroups where a dispatch has fewer rows or
 // the shared memory is short (lavapipe's 32 KiB: 4). On the H200 at Z-Image's head dim
@@ -216,39 +219,53 @@ uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv) {
 // (docs/PERFORMANCE.md, issue 17, session 13). Head dims up to 64 (MiniMax-H3) take 4
 // subgroups first: 23 808 bytes of shared memory, under the H200's 24 KiB line for two
 // workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms
-// (session 21). Every
-// dispatch's rows at least one workgroup's (a partial last block overlaps the one
-// before); the shared memory within the target's. Errors: a malformed tile, or an
-// asked one that does not fit the shared memory.
+// (session 21). On devices with flexible dimensions they take 4 subgroups of 32 rows and
+// 16 keys first (19 968 bytes at D = 64): 142.3 → 126.5 ms (session 27; at D = 128 the
+// same as 8 × 32, and 32 keys with 32 rows ran 2.6-2.8× slower). Every dispatch's rows
+// at least one workgroup's (a partial last block overlaps the one before); the shared
+// memory within the target's. RS = 32 rows per subgroup natively needs flexible
+// dimensions (32 × 16 A fragments). Errors: a malformed tile, or an asked one that does
+// not fit the shared memory or the device.
 Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& node, const AttentionDims& a,
                                                const AttentionSplit& split, uint64_t frame_tokens) {
   const std::string& asked = l.options().attention_rows;
   if (asked == "off" || frame_tokens > 0 || a.d > 128 || a.dv > 128) return std::optional<RowsTiles>{};
   const uint32_t sg = l.target().subgroup_size;
-  std::vector<uint32_t> nsgs = {8, 4, 2, 1};
-  if (a.d <= 64 && a.dv <= 64) nsgs = {4, 2, 1};
-  uint32_t bc = 32;
-  if (!asked.empty()) {
-    uint32_t n = 0, keys = 0;
-    char end = 0;
-    if (std::sscanf(asked.c_str(), "%ux%u%c", &n, &keys, &end) != 2 || n == 0 || n > 32 || keys == 0 ||
-        keys % 16 != 0 || keys > 256)
-      return l.fail(node, fmt::format("attention tile '{}' is not NxBC (N subgroups of 16 rows, 1 to 32; BC keys "
-                                      "per block, a multiple of 16 up to 256) or off",
-                                      asked));
-    nsgs = {n};
-    bc = keys;
+  struct Candidate {
+    uint32_t nsg, bc, rs;
+  };
+  std::vector<Candidate> candidates = {{8, 32, 16}, {4, 32, 16}, {2, 32, 16}, {1, 32, 16}};
+  if (a.d <= 64 && a.dv <= 64) {
+    candidates.erase(candidates.begin());
+    if (l.target().tensor_cores == TensorCores::nv_coopmat && l.target().coopmat_flexible)
+      candidates.insert(candidates.begin(), Candidate{4, 16, 32});
   }
-  const uint32_t lpr = sg >= 16 ? sg / 16 : 1;
-  if (sg == 0 || bc % lpr != 0 || bc / lpr % 8 != 0) return std::optional<RowsTiles>{};  // 8 weights per store
+  if (!asked.empty()) {
+    uint32_t n = 0, keys = 0, rows = 16;
+    char end = 0;
+    const int got = std::sscanf(asked.c_str(), "%ux%ux%u%c", &n, &keys, &rows, &end);
+    if ((got != 2 && got != 3) || n == 0 || n > 32 || keys == 0 || keys % 16 != 0 || keys > 256 ||
+        (rows != 16 && rows != 32))
+      return l.fail(node, fmt::format("attention tile '{}' is not NxBC[xRS] (N subgroups of RS rows, 1 to 32; BC "
+                                      "keys per block, a multiple of 16 up to 256; RS 16 or 32) or off",
+                                      asked));
+    if (rows == 32 && l.target().tensor_cores == TensorCores::nv_coopmat && !l.target().coopmat_flexible)
+      return l.fail(node, fmt::format("attention tile '{}': 32 rows per subgroup need cooperative matrices of "
+                                      "flexible dimensions, which the device lacks",
+                                      asked));
+    candidates = {{n, keys, rows}};
+  }
+  if (sg == 0) return std::optional<RowsTiles>{};
   const uint64_t chunks = ceil_div(a.tq, split.rows_per);
   const uint64_t last_rows = a.tq - (chunks - 1) * split.rows_per;
-  for (uint32_t nsg : nsgs) {
-    const uint64_t br = 16ull * nsg;
+  for (const auto& [nsg, bc, rs] : candidates) {
+    const uint32_t lpr = sg >= rs ? sg / rs : 1;
+    if (bc % lpr != 0 || bc / lpr % 8 != 0) continue;  // 8 weights per store
+    const uint64_t br = uint64_t(rs) * nsg;
     if (last_rows < br || (chunks > 1 && split.rows_per % br != 0)) continue;
     if (uint64_t(nsg) * sg > 1024) continue;
-    const uint64_t bytes = rows_shared_bytes(nsg, bc, a.d, a.dv);
-    if (bytes <= l.target().max_shared_memory_bytes) return std::optional<RowsTiles>{RowsTiles{nsg, bc, bytes}};
+    const uint64_t bytes = rows_shared_bytes(nsg, bc, a.d, a.dv, rs);
+    if (bytes <= l.target().max_shared_memory_bytes) return std::optional<RowsTiles>{RowsTiles{nsg, bc, rs, bytes}};
     if (!asked.empty())
       return l.fail(node, fmt::format("attention tile '{}' needs {} bytes of shared memory, the target has {}", asked,
                                       bytes, l.target().max_shared_memory_bytes));
@@ -294,7 +311,7 @@ Status lower_attention_op(Lowering& l, const Node& node) {
   KernelKey key;
   uint32_t rows_per_group = kRows, wg = kAttentionWg;
   if (rows) {
-    rows_per_group = 16 * rows->nsg;
+    rows_per_group = rows->rs * rows->nsg;
     wg = rows->nsg * l.target().subgroup_size;
     key.file = "attention_coop_rows.comp";
     key.defines = {{"D", std::to_string(a.d)},
@@ -305,13 +322,13 @@ Status lower_attention_op(Lowering& l, const Node& node) {
                    {"COOPMAT", coop_mode}};
     add_type_define(key.defines, "O_T", l.storage(o));
     if (a.tk % rows->bc != 0) key.defines["PARTIAL_KEYS"] = "1";
+    if (rows->rs != 16) key.defines["CM_M"] = std::to_string(rows->rs);
+    if (rows->p_alias()) key.defines["P_ALIAS"] = "1";
     // Flexible dimensions (the H200): 16 × 32 score and output accumulators, the SPIR-V
     // rewritten to KHR; half the B fragment loads and MMA instructions per key block.
-    if (l.target().tensor_cores == TensorCores::nv_coopmat && l.target().coopmat_flexible && rows->bc % 32 == 0 &&
-        a.dv % 32 == 0) {
-      key.defines["CM_N"] = "32";
-      key.defines["COOPMAT_KHR"] = "1";
-    }
+    const bool native = l.target().tensor_cores == TensorCores::nv_coopmat;
+    if (native && l.target().coopmat_flexible && rows->bc % 32 == 0 && a.dv % 32 == 0) key.defines["CM_N"] = "32";
+    if (native && (key.defines.count("CM_N") || rows->rs != 16)) key.defines["COOPMAT_KHR"] = "1";
     key.bindings = 4;
     key.push_constant_bytes = 10 * 4;
     key.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::shuffle | runtime::subgroup_ops::vote;

@@ -30,6 +30,15 @@
 // values), corr = exp_precise(m - m'), the rescale skipped where no row's maximum
 // rose (a multiply by 1 changes no bit), out = O / l through store_round.
 //
+// Rows per subgroup (RS = coopmat.glsl's CM_M): 16, or 32 on devices with flexible
+// dimensions (the SPIR-V rewritten to KHR). With 32 every K and V fragment a subgroup
+// loads from shared memory serves twice the rows: half the fragment traffic per
+// multiply-add, the balance of the GEMM core's 64 × 64 warp tile. The cost is registers
+// (32 × DV accumulators and D / 16 Q fragments of 32 × 16 per lane) and a scores region
+// twice as tall, so 32 rows store P over the subgroup's own scores (P_ALIAS: each lane
+// reads its scores into registers, the subgroup meets at a barrier, then P is written
+// where they were) to stay under the H200's 24 KiB line at 16 keys per block.
+//
 // Limits (the lowering checks them and otherwise uses attention_coop_dsplit.comp):
 // every dispatch's `rows` at least BR (a last partial block of rows is computed as the
 // BR rows ending at `rows`, overlapping the block before: a row's result does not
@@ -44,34 +53,39 @@
 // lowering fixes the subgroup size to CM_SG) and subgroup shuffles.
 //
 // Shared memory (bytes): 2·BC·(D + 8) + 2·BC·(DV + 8)     the staged K and V blocks
-//                        + NSG·(4·16·(BC + 4)             scores, then the output staging
-//                               + 2·16·(BC + 8)           P (f16)
-//                               + 4·16)                   corr, then l
-// e.g. 32 000 at D = DV = 128, BC = 32, NSG = 4.
+//                        + NSG·(4·RS·(BC + 4)             scores, then the output staging
+//                               + 2·RS·(BC + 8)           P (f16; none with P_ALIAS)
+//                               + 4·RS)                   corr, then l
+// e.g. 32 000 at D = DV = 128, BC = 32, NSG = 4, RS = 16; 19 968 at BC = 16, NSG = 4,
+// RS = 32 with P_ALIAS.
 //
 // A dispatch covers `heads` heads × `rows` query rows each, through windows whose
 // elements q_base / k_base / v_base / o_base hold the first head's first row; heads
 // are q_head_stride / o_head_stride elements apart in q / out and tk·D / tk·DV in k / v.
 //
 // Defines: D, DV (head dims), BC (keys per block, a multiple of 16), PARTIAL_KEYS, WG
-// (invocations, NSG·CM_SG), COOPMAT, CM_SG, CM_N (coopmat.glsl; 16 or 32, dividing BC and
-// DV). O_T: float | float16_t;
+// (invocations, NSG·CM_SG), COOPMAT, CM_SG, CM_M (rows per subgroup, 16 or 32), CM_N
+// (coopmat.glsl; 16 or 32, dividing BC and DV), P_ALIAS (0 or 1). O_T: float | float16_t;
 // ROUND (common.glsl).
 // Bindings: q (read), k (read), v (read), out (write).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : enable
 
-#define NSG (WG / CM_SG)        // subgroups, 16 rows each
-#define BR (16 * NSG)           // query rows per workgroup
+#define RS CM_M                 // query rows per subgroup
+#define NSG (WG / CM_SG)        // subgroups, RS rows each
+#define BR (RS * NSG)           // query rows per workgroup
 #define KT (BC / 16)            // key tiles per block
 #define DTQ (D / 16)            // Q column tiles
-#if CM_SG >= 16
-#define LPR (CM_SG / 16)        // lanes per softmax row
+#if CM_SG >= RS
+#define LPR (CM_SG / RS)        // lanes per softmax row
 #else
 #define LPR 1
 #endif
-#define RPL (16 * LPR / CM_SG)  // softmax rows per lane (1, or 16 / CM_SG below 16 lanes)
+#define RPL (RS * LPR / CM_SG)  // softmax rows per lane (1, or RS / CM_SG below RS lanes)
+#ifndef P_ALIAS
+#define P_ALIAS 0
+#endif
 #define CPL (BC / LPR)          // scores per lane per row
 #define SP (BC + 4)             // row stride of the scores (floats)
 #define PS (BC + 8)             // row stride of P (halves)
@@ -88,7 +102,7 @@
 #define DTVN (DV / FN)          // output accumulators
 
 #if D % 16 != 0 || DV % 16 != 0 || D > 128 || DV > 128 || BC % 16 != 0 || WG % CM_SG != 0 || \
-    BC % LPR != 0 || CPL % 8 != 0 || (LPR & (LPR - 1)) != 0 || SP < FN || CM_M != 16 || BC % FN != 0 || \
+    BC % LPR != 0 || CPL % 8 != 0 || (LPR & (LPR - 1)) != 0 || SP < FN || (CM_M != 16 && CM_M != 32) || BC % FN != 0 || \
     DV % FN != 0
 #error "attention_coop_rows.comp: tile sizes do not fit"
 #endif
@@ -128,7 +142,7 @@
 #define ACC_DECL_ALL CM_ACC oacc[DTVN]; for (uint dv_ = 0u; dv_ < DTVN; ++dv_) CM_FILL(oacc[dv_], 0.0);
 #endif
 #define ACC_DECL(dv, m) CM_ACC m; CM_FILL(m, 0.0);
-#define CM_ELEMS (16 * FN / CM_SG)
+#define CM_ELEMS (RS * FN / CM_SG)
 #define ACC_RESCALE(dv, m)                          \
   UNROLL for (int i = 0; i < CM_ELEMS; ++i)         \
     if (i < CM_ACC_LENGTH(m)) CM_ACC_AT(m, i) *= cf[i];
@@ -147,7 +161,7 @@ shared uvec4 s_kv[BC * (KS + VS)];
 #define KV_UNIT_ZERO uvec4(0u)
 #define KV_UNIT_T uvec4
 #define KV_UNIT_STORE(unit_index, x) s_kv[unit_index] = (x)
-#define Q_LOAD(m, off, stride) CM_LOAD(m, q, (off) / 8u, (stride) / 8u, false)
+#define Q_LOAD(m, off, stride) CM_LOAD_A(m, q, (off) / 8u, (stride) / 8u, false)
 #else
 layout(std430, binding = 0) readonly buffer QBuf { float16_t q[]; };
 layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
@@ -162,7 +176,7 @@ Unit8 load_unit_v(uint first) { Unit8 u; for (uint i = 0u; i < 8u; ++i) u.h[i] =
 #define KV_UNIT_ZERO unit_zero()
 #define KV_UNIT_T Unit8
 #define KV_UNIT_STORE(unit_index, x) for (uint i_ = 0u; i_ < 8u; ++i_) s_kv[(unit_index) * 8u + i_] = (x).h[i_]
-#define Q_LOAD(m, off, stride) CM_LOAD(m, q, off, stride, false)
+#define Q_LOAD(m, off, stride) CM_LOAD_A(m, q, off, stride, false)
 #endif
 layout(std430, binding = 3) writeonly buffer OBuf { O_T o[]; };
 
@@ -181,30 +195,50 @@ layout(push_constant) uniform Push {
 // weights per access (scalar shared accesses, 16 of each per lane and block, cost
 // more than the fragment loads); accumulators are stored as their f32 bits. The
 // emulation keeps scalars (its fragment macros read scalar arrays).
+// With P_ALIAS, P (f16) lies over the subgroup's scores: row r's weights from the
+// row's first score on, PSTR halves per row (natively two per float; the emulation
+// keeps one weight per float).
 #if COOPMAT == 1
-shared uvec4 s_sc4[NSG * 16 * SP / 4];
-shared uvec4 s_p4[NSG * 16 * PS / 8];
+shared uvec4 s_sc4[NSG * RS * SP / 4];
+#if P_ALIAS
+#define P_ARR s_sc4
+#define PSTR (2 * SP)
+#define P_PER_SCORE 2u  // P's index (halves) at a score's index (floats)
+#else
+shared uvec4 s_p4[NSG * RS * PS / 8];
+#define P_ARR s_p4
+#define PSTR PS
+#endif
 #define S_STORE_ACC(m, off, stride) CM_STORE_ACC(m, s_sc4, (off) / 4u, (stride) / 4u, false)
 #define S_LOAD_ACC(m, off, stride) CM_LOAD_ACC(m, s_sc4, (off) / 4u, (stride) / 4u, false)
 #define S_GET(i) uintBitsToFloat(s_sc4[(i) >> 2u][(i) & 3u])
 #define S_GET4(i) uintBitsToFloat(s_sc4[(i) >> 2u])  // i a multiple of 4
 #define S_SET(i, x) s_sc4[(i) >> 2u][(i) & 3u] = floatBitsToUint(x)
 #define P_SET8(i, p)  /* i a multiple of 8; p: float[8], halves already */                       \
-  s_p4[(i) >> 3u] = uvec4(packFloat2x16(f16vec2(p[0], p[1])), packFloat2x16(f16vec2(p[2], p[3])),   \
+  P_ARR[(i) >> 3u] = uvec4(packFloat2x16(f16vec2(p[0], p[1])), packFloat2x16(f16vec2(p[2], p[3])),   \
                           packFloat2x16(f16vec2(p[4], p[5])), packFloat2x16(f16vec2(p[6], p[7])))
-#define P_LOAD(m, off, stride) CM_LOAD(m, s_p4, (off) / 8u, (stride) / 8u, false)
+#define P_LOAD(m, off, stride) CM_LOAD_A(m, P_ARR, (off) / 8u, (stride) / 8u, false)
 #else
-shared float s_sc[NSG * 16 * SP];
-shared float16_t s_p[NSG * 16 * PS];
+shared float s_sc[NSG * RS * SP];
+#if P_ALIAS
+#define P_ARR s_sc
+#define PSTR SP
+#define P_PER_SCORE 1u
+#define P_SET8(i, p) for (uint j_ = 0u; j_ < 8u; ++j_) s_sc[(i) + j_] = p[j_]
+#else
+shared float16_t s_p[NSG * RS * PS];
+#define P_ARR s_p
+#define PSTR PS
+#define P_SET8(i, p) for (uint j_ = 0u; j_ < 8u; ++j_) s_p[(i) + j_] = float16_t(p[j_])
+#endif
 #define S_STORE_ACC(m, off, stride) CM_STORE_ACC(m, s_sc, off, stride, false)
 #define S_LOAD_ACC(m, off, stride) CM_LOAD_ACC(m, s_sc, off, stride, false)
 #define S_GET(i) s_sc[i]
 #define S_GET4(i) vec4(s_sc[i], s_sc[(i) + 1u], s_sc[(i) + 2u], s_sc[(i) + 3u])
 #define S_SET(i, x) s_sc[i] = (x)
-#define P_SET8(i, p) for (uint j_ = 0u; j_ < 8u; ++j_) s_p[(i) + j_] = float16_t(p[j_])
-#define P_LOAD(m, off, stride) CM_LOAD(m, s_p, off, stride, false)
+#define P_LOAD(m, off, stride) CM_LOAD_A(m, P_ARR, off, stride, false)
 #endif
-shared float s_rl[NSG * 16];          // per subgroup: corr of the current block, then l
+shared float s_rl[NSG * RS];          // per subgroup: corr of the current block, then l
 
 // The staged block's units: K rows at 0, V rows at BC·KS (in units).
 #define K_UNITS (BC * KU)
@@ -233,15 +267,20 @@ void main() {
   const uint tid = gl_LocalInvocationIndex;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   // The last block of a partial run of rows ends at `rows` (rows >= BR; see Limits).
-  const uint head = wg / blocks, row0 = min((wg % blocks) * BR, pc.rows - BR) + sg * 16u;
+  const uint head = wg / blocks, row0 = min((wg % blocks) * BR, pc.rows - BR) + sg * RS;
   // In halves; multiples of 8 (see the header).
   const uint q_first = pc.q_base + head * pc.q_head_stride + row0 * D;
   const uint k_first = pc.k_base + head * pc.tk * D;
   const uint v_first = pc.v_base + head * pc.tk * DV;
-  const uint sc0 = sg * 16u * SP, p0 = sg * 16u * PS, rl0 = sg * 16u;  // this subgroup's regions
+  const uint sc0 = sg * RS * SP, rl0 = sg * RS;  // this subgroup's regions
+#if P_ALIAS
+  const uint p0 = sc0 * P_PER_SCORE;
+#else
+  const uint p0 = sg * RS * PS;
+#endif
 
   // Row numbers, in this subgroup's score region.
-  for (uint e = lane; e < 16u * FN; e += CM_SG) S_SET(sc0 + e, float(e / FN));
+  for (uint e = lane; e < RS * FN; e += CM_SG) S_SET(sc0 + e, float(e / FN));
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   CM_ACC rowmap;
@@ -322,6 +361,10 @@ void main() {
         }
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) m_new = max(m_new, subgroupShuffleXor(m_new, x));
+#if P_ALIAS
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();  // every lane of the row has its scores before P covers them
+#endif
       float sum = 0.0;
       UNROLL for (uint c8 = 0u; c8 < CPL / 8u; ++c8) {
         float p[8];
@@ -334,7 +377,7 @@ void main() {
 #endif
           sum += p[c];
         }
-        P_SET8(p0 + r * PS + sl * CPL + c8 * 8u, p);  // exact: every p is a half
+        P_SET8(p0 + r * PSTR + sl * CPL + c8 * 8u, p);  // exact: every p is a half
       }
       UNROLL for (uint x = 1u; x < LPR; x <<= 1u) sum += subgroupShuffleXor(sum, x);
       const float corr = exp_precise(m_run[ri] - m_new);
@@ -358,7 +401,7 @@ void main() {
     }
     UNROLL for (uint kt = 0u; kt < KT; ++kt) {
       CM_A pa;
-      P_LOAD(pa, p0 + kt * 16u, PS);
+      P_LOAD(pa, p0 + kt * 16u, PSTR);
 #define ACC_PV(dv, m)                                                                    \
   {                                                                                      \
     CM_B vb;                                                                             \
@@ -382,7 +425,7 @@ void main() {
     S_STORE_ACC(m, sc0, FN);                                                             \
     subgroupMemoryBarrierShared();                                                       \
     subgroupBarrier();                                                                   \
-    for (uint e = lane; e < 16u * FN; e += CM_SG)                                        \
+    for (uint e = lane; e < RS * FN; e += CM_SG)                                         \
       o[o_first + (e / FN) * DV + (dv) * FN + e % FN] =                                  \
           O_T(store_round(S_GET(sc0 + e) / s_rl[rl0 + e / FN]));                         \
   }

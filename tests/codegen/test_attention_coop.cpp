@@ -495,6 +495,26 @@ TEST(CodegenAttentionCoop, RowsMatchesInterpreter) {
     build(t, {2, 77, 64}, {2, 77, 64}, {2, 77, 64}, 909);
     expect_matches(t, "rows, 77 tokens", target, "attention_coop_rows.comp");
   }
+  {
+    // 32 rows per subgroup (CM_M = 32) with P over the scores (P_ALIAS), 16 keys per
+    // block: rising maxima across 7 blocks (the rescale), Dv = 2·D, and a partial last
+    // block of rows (70 rows: the block of 64 ending at row 70 overlaps the first).
+    Attn t;
+    const int64_t tq = 70, tk = 112, d = 32;
+    Tensor q = random_input({1, tq, d}, 917, 12.0f, true);
+    Tensor k = random_input({1, tk, d}, 918, 12.0f, true);
+    for (int64_t j = 0; j < tk; ++j)
+      for (int64_t i = 0; i < d; ++i) k.data[size_t(j * d + i)] *= float(1 + j / 30);  // integers stay integers
+    ValueId qv = t.input("q", std::move(q), DType::f16);
+    ValueId kv = t.input("k", std::move(k), DType::f16);
+    Tensor v = random_input({1, tk, 2 * d}, 919);
+    for (float x : v.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId vv = t.input("v", std::move(v), DType::f16);
+    t.b.output(t.b.attention(qv, kv, vv, 0.5));
+    codegen::CodegenOptions tall;
+    tall.attention_rows = "2x16x32";
+    expect_matches(t, "rows, 32 rows per subgroup", target, "attention_coop_rows.comp", tall);
+  }
   Attn t;
   build(t, {3, 192, 64}, {3, 64, 64}, {3, 64, 64}, 911);
   codegen::CodegenOptions options;
@@ -522,6 +542,7 @@ TEST(CodegenAttentionCoop, RowsSelection) {
       {{1, 40, 64}, {1, 64, 64}, "", "attention_coop_rows.comp", "WG=16"},   // 40 rows: 2 subgroups
       {{1, 20, 64}, {1, 64, 64}, "", "attention_coop_rows.comp", "WG=8"},    // 20 rows: 1 subgroup
       {{1, 128, 64}, {1, 64, 64}, "8x16", "attention_coop_rows.comp", "WG=64"},
+      {{1, 128, 64}, {1, 64, 64}, "2x16x32", "attention_coop_rows.comp", "WG=16"},  // 64 rows a workgroup
       {{1, 64, 64}, {1, 64, 64}, "off", "attention_coop_dsplit.comp", nullptr},
       {{1, 64, 256}, {1, 64, 256}, "", "attention_coop_dsplit.comp", nullptr},  // D > 128
   };
@@ -560,7 +581,7 @@ TEST(CodegenAttentionCoop, RowsSelection) {
     ASSERT_FALSE(plan.has_value());
     EXPECT_NE(plan.message().find("attention tile '8x64' needs"), std::string::npos) << plan.message();
   }
-  for (const char* bad : {"4", "4x20", "0x32", "x32", "4x32x1", "64x32"}) {
+  for (const char* bad : {"4", "4x20", "0x32", "x32", "4x32x1", "64x32", "4x32x24", "4x32x32x1"}) {
     SCOPED_TRACE(bad);
     Attn t;
     build(t, {1, 64, 64}, {1, 64, 64}, {1, 64, 64}, 46);
@@ -570,6 +591,47 @@ TEST(CodegenAttentionCoop, RowsSelection) {
     ASSERT_FALSE(plan.has_value());
     EXPECT_NE(plan.message().find(std::string("attention tile '") + bad + "' is not NxBC"), std::string::npos)
         << plan.message();
+  }
+  {
+    // 32 rows per subgroup natively: only with flexible dimensions, where the plan
+    // stores P over the scores and rewrites the SPIR-V to KHR (32 × 16 A fragments).
+    Attn t;
+    build(t, {2, 200, 128}, {2, 200, 128}, {2, 200, 128}, 49);
+    codegen::CodegenOptions options;
+    options.attention_rows = "4x16x32";
+    auto fixed = codegen::compile_plan(t.graph, t.weights, h200_target(), options);
+    ASSERT_FALSE(fixed.has_value());
+    EXPECT_NE(fixed.message().find("32 rows per subgroup need cooperative matrices of flexible dimensions"),
+              std::string::npos)
+        << fixed.message();
+    codegen::Target flexible = h200_target();
+    flexible.coopmat_flexible = true;
+    auto plan = codegen::compile_plan(t.graph, t.weights, flexible, options);
+    ASSERT_TRUE(plan.has_value()) << plan.message();
+    ASSERT_TRUE(uses(*plan, "attention_coop_rows.comp")) << attention_kernels(*plan).front();
+    for (const auto& p : plan->pipelines) {
+      if (p.name.rfind("attention_coop_rows.comp", 0) != 0) continue;
+      for (const char* define : {"CM_M=32", "P_ALIAS=1", "COOPMAT_KHR=1", "WG=128]"})
+        EXPECT_NE(p.name.find(define), std::string::npos) << p.name;
+      // Debian's SPIRV-Tools predates the KHR capability (6022): no validate_spirv (see
+      // NativeVariantCompiles); the module must declare OpCapability CooperativeMatrixKHR.
+      bool khr = false;
+      for (size_t i = 5; i + 1 < p.spirv.size(); ++i) khr |= p.spirv[i] == ((2u << 16) | 17u) && p.spirv[i + 1] == 6022u;
+      EXPECT_TRUE(khr) << p.name;
+    }
+    // By default head dims up to 64 take 4 × 16 × 32 there (MiniMax-H3, session 27), 128
+    // keeps 16 rows.
+    for (int64_t d : {64, 128}) {
+      Attn u;
+      build(u, {2, 200, d}, {2, 200, d}, {2, 200, d}, 50);
+      auto by_default = codegen::compile_plan(u.graph, u.weights, flexible);
+      ASSERT_TRUE(by_default.has_value()) << by_default.message();
+      for (const auto& p : by_default->pipelines) {
+        if (p.name.rfind("attention_coop_rows.comp", 0) != 0) continue;
+        EXPECT_EQ(p.name.find("CM_M=32") != std::string::npos, d == 64) << p.name;
+        EXPECT_EQ(p.name.find("BC=16,") != std::string::npos, d == 64) << p.name;
+      }
+    }
   }
   const codegen::Target h200 = h200_target();
   for (const auto& [d, rows] : {std::pair<int64_t, const char*>{128, ""}, {128, "8x32"}, {128, "2x64"},
@@ -688,11 +750,12 @@ TEST(CodegenAttentionCoop, NativeVariantCompiles) {
     }
   }
   // The lowering takes 16 × 32 accumulators for the rows kernel on devices with flexible
-  // dimensions (rewritten to KHR), 16 × 16 without.
+  // dimensions (rewritten to KHR), 16 × 16 without (head dim 128: up to 64 the flexible
+  // default is 32 rows of 16 keys, RowsSelection).
   for (bool flexible : {false, true}) {
     SCOPED_TRACE(flexible ? "flexible dimensions" : "16x16 only");
     Attn t;
-    build(t, {2, 128, 64}, {2, 128, 64}, {2, 128, 64}, 303);
+    build(t, {2, 128, 128}, {2, 128, 128}, {2, 128, 128}, 303);
     ASSERT_TRUE(t.b.ok());
     codegen::Target target = h200;
     target.coopmat_flexible = flexible;
@@ -768,6 +831,18 @@ TEST(CodegenAttentionCoop, NativeMatchesInterpreter) {
     Attn t;
     build(t, c.q, c.k, c.v, seed += 3);
     expect_matches(t, describe(c.q, c.k, c.v) + " (native)", native, c.file);
+  }
+  // 32 rows per subgroup (P over the scores) where the device has flexible dimensions.
+  native.coopmat_flexible = codegen::target_for((*device)->info()).coopmat_flexible;
+  if (!native.coopmat_flexible) return;
+  const std::pair<Shape, const char*> tall[] = {{{3, 200, 128}, "4x16x32"}, {{3, 200, 128}, "4x32x32"},
+                                                {{2, 77, 64}, "2x32x32"}, {{2, 300, 64}, "8x16x32"}};
+  for (const auto& [shape, rows] : tall) {
+    Attn t;
+    build(t, shape, shape, shape, seed += 3);
+    codegen::CodegenOptions options;
+    options.attention_rows = rows;
+    expect_matches(t, describe(shape, shape, shape) + " (native, " + rows + ")", native, kRows, options);
   }
 }
 
