@@ -83,6 +83,10 @@ struct CodegenOptions {
   // "thN" or "fN" (codegen/lower_conv_gemm.cpp); empty: the default. For measuring
   // tiles (`strata bench --conv-tile`).
   std::string conv_tile;
+  // The Winograd GEMM's tile (kernels/winograd_gemm.comp), "WPxWCxFPxFC[xBK[x1x1x0xFRAG]]"
+  // or "fN" as conv_tile (one stage, no halo rows); empty: the conv kernel's default for
+  // its Co. For measuring tiles (`strata bench --winograd-gemm-tile`).
+  std::string winograd_gemm_tile;
   // Upsample convs (the upsample2x gather, 3×3, pad 1, stride 1) as four 2×2 phase
   // convs on the tensor-core kernel (lower_conv_gemm.cpp, PHASES): 4/9 of the
   // multiply-adds. false keeps the 3×3 gather (`--no-phase-convs`, for measuring).

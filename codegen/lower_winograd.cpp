@@ -81,6 +81,17 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   const bool flexible = target.tensor_cores == TensorCores::nv_coopmat && target.coopmat_flexible;
   CoopTile tile = default_coop_tile(static_cast<int64_t>(co), flexible);
   if (target.tensor_cores == TensorCores::emulated) tile.fp = tile.fc = 1;
+  if (!l.options().winograd_gemm_tile.empty()) {  // CodegenOptions::winograd_gemm_tile, for measuring
+    auto asked = asked_coop_tile(tile, l.options().winograd_gemm_tile);
+    if (!asked) return l.fail(node, fmt::format("winograd_gemm: {}", asked.message()));
+    tile = *asked;
+    if (tile.stages != 1 || tile.th != 0)
+      return l.fail(node, fmt::format("winograd_gemm tile '{}': one stage and no halo rows only",
+                                      l.options().winograd_gemm_tile));
+    if (tile.frag != 16 && !flexible)
+      return l.fail(node, fmt::format("winograd_gemm tile '{}': fragments of {} need flexible dimensions",
+                                      l.options().winograd_gemm_tile, tile.frag));
+  }
   std::vector<ValueId> checked(node.inputs.begin(), node.inputs.end());
   checked.push_back(m);
   for (ValueId v : checked) {

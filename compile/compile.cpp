@@ -183,10 +183,11 @@ std::string codegen_options_text(const codegen::CodegenOptions& o, const Target&
   std::string defines;
   for (const auto& [file, names] : o.kernel_defines)
     for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
-  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {} attention_dsplit {} attention_rows '{}'{}",
+  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {} attention_dsplit {} attention_rows '{}'{}{}",
                      codegen::tensor_cores_name(target.codegen.tensor_cores), o.conv_tile, defines,
                      o.attention_query_chunk, o.attention_dsplit, o.attention_rows,
-                     o.phase_convs ? "" : " no_phase_convs");
+                     o.phase_convs ? "" : " no_phase_convs",
+                     o.winograd_gemm_tile.empty() ? "" : fmt::format(" winograd_gemm_tile '{}'", o.winograd_gemm_tile));
 }
 
 Expected<Program> compile(const Graph& graph, WeightStore& weights, const Target& target,

@@ -43,6 +43,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "pixels x channels, fragments per subgroup, input channels per step, shared buffers, 16-byte output stores, "
        "halo rows, fragment side; or thN / fN (the default tiles with N halo rows / NxN fragments); for measuring "
        "tiles, docs/KERNELS.md"},
+      {"winograd-gemm-tile", true,
+       "tensor-core tile of the Winograd GEMMs WPxWCxFPxFC[xBK] (as --conv-tile, one stage, no halo rows); for "
+       "measuring tiles, docs/KERNELS.md"},
       {"no-phase-convs", false,
        "keep the upsample convs' 3x3 gather on the tensor-core kernel instead of four 2x2 phase convs (for "
        "measuring the two: docs/PERFORMANCE.md)"},
@@ -130,6 +133,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
   r.conv_tile = a.get_or("conv-tile", "");
+  r.winograd_gemm_tile = a.get_or("winograd-gemm-tile", "");
   r.phase_convs = !a.has("no-phase-convs");
   r.winograd = !a.has("no-winograd");
   if (auto text = a.get("winograd-min-channels")) {
@@ -211,6 +215,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   if (r.ranks.ranks > 1) o.min_bands = r.ranks.ranks;  // every rank gets bands of every large node
   o.codegen.profile = r.profile;
   o.codegen.conv_tile = r.conv_tile;
+  o.codegen.winograd_gemm_tile = r.winograd_gemm_tile;
   o.codegen.phase_convs = r.phase_convs;
   o.attention_gemms = r.attention_gemms;
   o.fold_softmax = r.fold_softmax;

@@ -43,6 +43,7 @@ struct RunSettings {
   bool no_cache = false;               // --no-cache
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
+  std::string winograd_gemm_tile;      // --winograd-gemm-tile WPxWCxFPxFC[xBK] (codegen::CodegenOptions)
   bool attention_gemms = true;         // off with --no-attention-gemms (CompilerOptions::attention_gemms)
   bool fold_softmax = true;            // off with --no-fold-softmax (CompilerOptions::fold_softmax)
   bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)

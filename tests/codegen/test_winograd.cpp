@@ -152,6 +152,49 @@ TEST_P(CodegenWinogradTiles, SingleConvWithF16MMatchesTheInterpreter) {
   testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
 }
 
+// CodegenOptions::winograd_gemm_tile (`--winograd-gemm-tile`, for measuring) sets the
+// GEMM's tile: 1 × 2 subgroups of 16 × 16 fragments, BK 16, against the interpreter as
+// above; a tile with two stages or halo rows, or malformed, is an error naming the node.
+TEST(CodegenWinograd, AskedGemmTileMatchesTheInterpreter) {
+  const Built t = build(32, 64, 7, 10, 1, 4, DType::f16);
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  for (const char* bad : {"2x2x1x1x32x2", "2x2x1x1x32x1x1x2", "2x"}) {
+    codegen::CodegenOptions options;
+    options.winograd_gemm_tile = bad;
+    auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
+    ASSERT_FALSE(plan) << bad;
+    EXPECT_NE(plan.message().find("winograd_gemm"), std::string::npos) << plan.message();
+    EXPECT_NE(plan.message().find(bad), std::string::npos) << plan.message();
+  }
+  codegen::CodegenOptions options;
+  options.winograd_gemm_tile = "1x2x1x1x16";
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
+  ASSERT_TRUE(plan) << plan.message();
+  std::string gemm;
+  for (const auto& p : plan->pipelines)
+    if (p.name.rfind("winograd_gemm.comp", 0) == 0) gemm = p.name;
+  for (const char* define : {"BK=16", "WC=2", "WP=1"}) EXPECT_NE(gemm.find(define), std::string::npos) << gemm;
+  auto run_device = testing::test_device_for(plan->requirements);
+  ASSERT_TRUE(run_device) << run_device.message();
+  auto exec = runtime::Executor::create(*run_device, std::move(*plan), codegen::weight_source(t.weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor got(t.graph.value(t.graph.outputs()[0]).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  for (const Tensor& x : t.inputs) in.push_back(std::as_bytes(std::span(x.data)));
+  std::vector<std::span<std::byte>> out{std::as_writable_bytes(std::span(got.data))};
+  Status s = (*exec)->run(in, out);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  double largest = 0;
+  for (float v : want->at(0).data) largest = std::max(largest, std::fabs(double(v)));
+  ASSERT_GT(largest, 0.1);
+  testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
+}
+
 // The native variant (32×32 fragments rewritten to KHR, as the H200 runs it) compiles,
 // with M in f32 (chains) and in f16 (single convs: the patches in the staging memory).
 class CodegenWinogradNative : public ::testing::TestWithParam<const char*> {};
