@@ -220,8 +220,9 @@ uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv, u
 // subgroups first: 23 808 bytes of shared memory, under the H200's 24 KiB line for two
 // workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms
 // (session 21). On devices with flexible dimensions they take 4 subgroups of 32 rows and
-// 16 keys first (19 968 bytes at D = 64): 142.3 → 126.5 ms (session 27; at D = 128 the
-// same as 8 × 32, and 32 keys with 32 rows ran 2.6-2.8× slower). Every dispatch's rows
+// 16 keys first (15 360 bytes and 208 registers at D = 64): 142.3 → 126.5 ms (session 27;
+// at D = 128 the same as 8 × 32, at 255 registers and ~400 bytes spilled per lane, and
+// 32 keys with 32 rows ran 2.6-2.8× slower). Every dispatch's rows
 // at least one workgroup's (a partial last block overlaps the one before); the shared
 // memory within the target's. RS = 32 rows per subgroup natively needs flexible
 // dimensions (32 × 16 A fragments). Errors: a malformed tile, or an asked one that does

@@ -172,14 +172,7 @@ std::string profile_of(LoadedProgram& loaded, size_t slowest) {
 
 // --pipeline-stats: what the driver reports per pipeline executable, one line each.
 std::string pipeline_stats_of(LoadedProgram& loaded) {
-  std::string out = "pipeline statistics (the driver's, VK_KHR_pipeline_executable_properties):\n";
-  for (const runtime::PipelineStatistics& p : loaded.executor().pipeline_statistics()) {
-    out += fmt::format("  {} [{}]:", p.pipeline, p.executable);
-    for (size_t i = 0; i < p.values.size(); ++i)
-      out += fmt::format("{} {} = {}", i ? "," : "", p.values[i].first, p.values[i].second);
-    out += "\n";
-  }
-  return out;
+  return pipeline_statistics_report(loaded.executor().pipeline_statistics());
 }
 
 Expected<Graph> decoder_for(Vae& vae, Tensor& latent) {

@@ -171,4 +171,15 @@ std::string profile_report(const runtime::Plan& plan, const runtime::Profile& pr
   return out;
 }
 
+std::string pipeline_statistics_report(const std::vector<runtime::PipelineStatistics>& statistics) {
+  std::string out = "pipeline statistics (the driver's, VK_KHR_pipeline_executable_properties):\n";
+  for (const runtime::PipelineStatistics& p : statistics) {
+    out += fmt::format("  {} [{}]:", p.pipeline, p.executable);
+    for (size_t i = 0; i < p.values.size(); ++i)
+      out += fmt::format("{} {} = {}", i ? "," : "", p.values[i].first, p.values[i].second);
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace strata

@@ -94,4 +94,9 @@ struct ProfileReportOptions {
 std::string profile_report(const runtime::Plan& plan, const runtime::Profile& profile,
                            const ProfileReportOptions& options = {});
 
+// `--pipeline-stats`: what the driver reports per pipeline executable
+// (VK_KHR_pipeline_executable_properties: registers, local and shared memory), one line
+// each, under a header line.
+std::string pipeline_statistics_report(const std::vector<runtime::PipelineStatistics>& statistics);
+
 }  // namespace strata

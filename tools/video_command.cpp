@@ -426,6 +426,7 @@ Status bench_hunyuan(Vae& vae, const HunyuanVaeConfig& c, const ParsedArgs& a, c
                      "host {:.3f} GiB\n",
                      static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
                      static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30));
+  if (r.pipeline_stats) out << pipeline_statistics_report(runner.device->executor().pipeline_statistics());
   return Status::ok();
 }
 
@@ -503,6 +504,8 @@ Status bench_minimax(Vae& vae, const MiniMaxVaeConfig& c, const ParsedArgs& a, c
                        "host {:.3f} GiB\n",
                        static_cast<double>(runner.device->executor().device_bytes()) / (1ull << 30),
                        static_cast<double>(runner.device->executor().host_bytes()) / (1ull << 30));
+  if (runner.device && r.pipeline_stats)
+    out << pipeline_statistics_report(runner.device->executor().pipeline_statistics());
   return Status::ok();
 }
 
@@ -567,6 +570,7 @@ Status bench_video_command(Vae& vae, const ParsedArgs& a, const RunSettings& r, 
                      "host {:.3f} GiB\n",
                      static_cast<double>(program.executor().device_bytes()) / (1ull << 30),
                      static_cast<double>(program.executor().host_bytes()) / (1ull << 30));
+  if (r.pipeline_stats) out << pipeline_statistics_report(program.executor().pipeline_statistics());
   return Status::ok();
 }
 

@@ -223,6 +223,7 @@ Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t ca
                      static_cast<double>(loaded->executor().host_bytes()) / (1ull << 30));
   for (const Timed& t : timed)
     if (!t.profile.empty()) out << "profile of " << t.plan << " (its last replay):\n" << t.profile;
+  if (r.pipeline_stats) out << pipeline_statistics_report(loaded->executor().pipeline_statistics());
   if (steps > 0) return timed_generate(*loaded, program, c, o, inputs.at("cap_feats"), steps, r, out);
   return Status::ok();
 }

@@ -56,8 +56,8 @@
 //                        + NSG·(4·RS·(BC + 4)             scores, then the output staging
 //                               + 2·RS·(BC + 8)           P (f16; none with P_ALIAS)
 //                               + 4·RS)                   corr, then l
-// e.g. 32 000 at D = DV = 128, BC = 32, NSG = 4, RS = 16; 19 968 at BC = 16, NSG = 4,
-// RS = 32 with P_ALIAS.
+// e.g. 32 000 at D = DV = 128, BC = 32, NSG = 4, RS = 16; 15 360 at D = DV = 64, BC = 16,
+// NSG = 4, RS = 32 with P_ALIAS.
 //
 // A dispatch covers `heads` heads × `rows` query rows each, through windows whose
 // elements q_base / k_base / v_base / o_base hold the first head's first row; heads
