@@ -72,8 +72,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "with the attention GEMMs, keep their softmax a kernel of its own instead of folding it into the two "
        "GEMMs (for measuring the two: docs/PERFORMANCE.md)"},
       {"attention-tile", true,
-       "tensor-core attention for head dims up to 128: NxBC[xRS] (N subgroups of RS query rows, 16 or 32, BC keys per block; "
-       "default 8x32, 4x32 up to head dim 64) or off (the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
+       "tensor-core attention for head dims up to 128: NxBC[xRS] (N subgroups of RS query rows, 16 or 32, BC keys "
+       "per block; default 8x32; up to head dim 64 4x32, or 4x16x32 where the device has flexible dimensions) or off "
+       "(the head-dim split kernel); for measuring tiles, docs/KERNELS.md"},
       {"kernel-define", true,
        "FILE:NAME=VALUE[,FILE:NAME=VALUE...]: defines added to a kernel's variants, e.g. "
        "attention_coop_dsplit.comp:PF=1 (the variants a kernel's header names; for measuring them)"},
