@@ -161,6 +161,7 @@ Target target_for(const runtime::DeviceInfo& d) {
   t.max_workgroup_count_x = d.max_compute_workgroup_count[0];
   t.max_push_constants_bytes = d.max_push_constants_size;
   t.f16_rounding_rte = d.f16_rounding_rte;
+  t.f16_denorm_preserve = d.f16_denorm_preserve;
   const auto& shapes = d.cooperative_matrix_shapes;
   if (d.cooperative_matrix_nv && d.vulkan_memory_model &&
       std::find(shapes.begin(), shapes.end(), kCoopShape16) != shapes.end())

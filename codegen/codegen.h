@@ -60,6 +60,10 @@ struct Target {
   // (shaderRoundingModeRTEFloat16): f16 kernels then round with one conversion
   // instead of common.glsl's bit arithmetic (F16_RTE), for the same bits.
   bool f16_rounding_rte = false;
+  // With f16_rounding_rte, the device also keeps 16-bit denormals where a shader
+  // declares it (shaderDenormPreserveFloat16): that one conversion is then exact over
+  // the half's subnormal range too, and round_f16 needs no branch (F16_DENORM).
+  bool f16_denorm_preserve = false;
 };
 
 Target target_for(const runtime::DeviceInfo& device);

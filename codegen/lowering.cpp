@@ -59,7 +59,10 @@ Location Lowering::scratch(const Node& node, uint64_t bytes) {
 
 Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {
   KernelKey key = chosen;
-  if (key.defines.count("F16") && target_.f16_rounding_rte) key.defines["F16_RTE"] = "1";
+  if (key.defines.count("F16") && target_.f16_rounding_rte) {
+    key.defines["F16_RTE"] = "1";
+    if (target_.f16_denorm_preserve) key.defines["F16_DENORM"] = "1";
+  }
   if (auto it = options_.kernel_defines.find(key.file); it != options_.kernel_defines.end())
     for (const auto& [name, value] : it->second) key.defines[name] = value;
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
@@ -78,6 +81,8 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {
   }
   if (auto it = key.defines.find("F16_RTE"); it != key.defines.end() && it->second != "0")
     plan_.requirements.f16_rounding_rte = true;
+  if (auto it = key.defines.find("F16_DENORM"); it != key.defines.end() && it->second != "0")
+    plan_.requirements.f16_denorm_preserve = true;
   plan_.requirements.subgroup_operations |= key.subgroup_ops;
   if (auto it = key.defines.find("COOPMAT"); it != key.defines.end()) {
     // coopmat.glsl: f16 arithmetic and subgroup ids in both forms, and the kernels

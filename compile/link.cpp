@@ -51,6 +51,7 @@ void merge_requirements(runtime::DeviceRequirements& to, const runtime::DeviceRe
   to.storage_buffer_16bit_access |= r.storage_buffer_16bit_access;
   to.vulkan_memory_model |= r.vulkan_memory_model;
   to.f16_rounding_rte |= r.f16_rounding_rte;
+  to.f16_denorm_preserve |= r.f16_denorm_preserve;
   to.cooperative_matrix_nv |= r.cooperative_matrix_nv;
   to.cooperative_matrix_flexible |= r.cooperative_matrix_flexible;
   for (const runtime::CoopMatShape& s : r.cooperative_matrix_shapes)

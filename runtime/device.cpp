@@ -207,6 +207,7 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   d.multiprocessors = sm_builtins_ext ? p_sm.shaderSMCount : 0;
   d.driver_name = p12.driverName;
   d.f16_rounding_rte = p12.shaderRoundingModeRTEFloat16;
+  d.f16_denorm_preserve = p12.shaderDenormPreserveFloat16;
   d.driver_info = p12.driverInfo;
   d.subgroup_size = p11.subgroupSize;
   d.subgroup_operations =

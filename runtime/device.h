@@ -77,6 +77,9 @@ struct DeviceInfo {
   // shaderRoundingModeRTEFloat16 (VkPhysicalDeviceVulkan12Properties): a shader may
   // declare round-to-nearest-even for its f32 -> f16 conversions.
   bool f16_rounding_rte = false;
+  // shaderDenormPreserveFloat16 (the same struct): a shader may declare that its 16-bit
+  // floats keep their denormals, so its f32 -> f16 conversions give half subnormals.
+  bool f16_denorm_preserve = false;
   bool cooperative_matrix_nv = false;                // extension present + feature on
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // subgroup-scope shapes
   // VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 present, both features on,

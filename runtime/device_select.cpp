@@ -71,9 +71,10 @@ std::string describe(const DeviceInfo& d) {
                      d.max_compute_workgroup_size[1], d.max_compute_workgroup_size[2],
                      d.max_compute_workgroup_count[0], d.max_compute_workgroup_count[1],
                      d.max_compute_workgroup_count[2]);
-  out += fmt::format("  f16: {} (round-to-nearest-even conversions: {}), 16-bit storage: {}, memory model: {}, "
-                     "subgroup ops: {}\n",
-                     yes_no(d.shader_float16), yes_no(d.f16_rounding_rte), yes_no(d.storage_buffer_16bit_access),
+  out += fmt::format("  f16: {} (round-to-nearest-even conversions: {}, denormals kept: {}), 16-bit storage: {}, "
+                     "memory model: {}, subgroup ops: {}\n",
+                     yes_no(d.shader_float16), yes_no(d.f16_rounding_rte), yes_no(d.f16_denorm_preserve),
+                     yes_no(d.storage_buffer_16bit_access),
                      yes_no(d.vulkan_memory_model), describe_subgroup_ops(d.subgroup_operations));
   std::string shapes;
   for (const CoopMatShape& s : d.cooperative_matrix_shapes)
@@ -139,6 +140,7 @@ Status check_requirements(const DeviceInfo& d, const DeviceRequirements& r) {
     lacks.push_back("storageBuffer16BitAccess");
   if (r.vulkan_memory_model && !d.vulkan_memory_model) lacks.push_back("vulkanMemoryModel");
   if (r.f16_rounding_rte && !d.f16_rounding_rte) lacks.push_back("shaderRoundingModeRTEFloat16");
+  if (r.f16_denorm_preserve && !d.f16_denorm_preserve) lacks.push_back("shaderDenormPreserveFloat16");
   if (r.cooperative_matrix_nv && !d.cooperative_matrix_nv)
     lacks.push_back("VK_NV_cooperative_matrix");
   if (r.cooperative_matrix_flexible && !d.cooperative_matrix_flexible)

@@ -241,6 +241,7 @@ std::string describe(const DeviceRequirements& r) {
   if (r.storage_buffer_16bit_access) add("storageBuffer16BitAccess");
   if (r.vulkan_memory_model) add("vulkanMemoryModel");
   if (r.f16_rounding_rte) add("shaderRoundingModeRTEFloat16");
+  if (r.f16_denorm_preserve) add("shaderDenormPreserveFloat16");
   if (r.cooperative_matrix_nv) add("VK_NV_cooperative_matrix");
   if (r.cooperative_matrix_flexible) add("VK_KHR_cooperative_matrix + VK_NV_cooperative_matrix2 flexible dimensions");
   for (const CoopMatShape& s : r.cooperative_matrix_shapes) add("coopmat " + describe(s));

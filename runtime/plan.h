@@ -35,7 +35,7 @@ namespace strata::runtime {
 //    them (f16, nhwc), not f32 logical.
 // 6: BandDesc::stats_*: which partial slots each statistics window writes;
 //    BandDesc::flops_per_row.
-inline constexpr uint32_t kPlanFormatVersion = 6;
+inline constexpr uint32_t kPlanFormatVersion = 7;
 
 // Component types of a cooperative-matrix shape. The values are those of
 // VkComponentTypeNV, so the device code converts by a cast.
@@ -69,6 +69,7 @@ struct DeviceRequirements {
   bool storage_buffer_16bit_access = false;  // VkPhysicalDeviceVulkan11Features
   bool vulkan_memory_model = false;          // VkPhysicalDeviceVulkan12Features
   bool f16_rounding_rte = false;             // shaderRoundingModeRTEFloat16 (a property)
+  bool f16_denorm_preserve = false;          // shaderDenormPreserveFloat16 (a property)
   bool cooperative_matrix_nv = false;        // VK_NV_cooperative_matrix
   std::vector<CoopMatShape> cooperative_matrix_shapes;  // each must be supported
   // VK_KHR_cooperative_matrix + VK_NV_cooperative_matrix2's flexible dimensions:

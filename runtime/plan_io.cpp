@@ -242,6 +242,7 @@ void read_requirements(Reader& r, DeviceRequirements& q) {
   q.storage_buffer_16bit_access = r.boolean("storage_buffer_16bit_access");
   q.vulkan_memory_model = r.boolean("vulkan_memory_model");
   q.f16_rounding_rte = r.boolean("f16_rounding_rte");
+  q.f16_denorm_preserve = r.boolean("f16_denorm_preserve");
   q.cooperative_matrix_nv = r.boolean("cooperative_matrix_nv");
   q.cooperative_matrix_flexible = r.boolean("cooperative_matrix_flexible");
   uint64_t n = r.count("cooperative matrix shapes count", 28);
@@ -357,6 +358,7 @@ std::vector<uint8_t> serialize_plan(const Plan& plan) {
   w.boolean(q.storage_buffer_16bit_access);
   w.boolean(q.vulkan_memory_model);
   w.boolean(q.f16_rounding_rte);
+  w.boolean(q.f16_denorm_preserve);
   w.boolean(q.cooperative_matrix_nv);
   w.boolean(q.cooperative_matrix_flexible);
   w.u64(q.cooperative_matrix_shapes.size());

@@ -28,6 +28,14 @@
 #extension GL_EXT_spirv_intrinsics : require
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
 #endif
+// F16_DENORM = 1 (with F16_RTE, where the device has shaderDenormPreserveFloat16): the
+// shader also declares that its 16-bit floats keep their denormals (DenormPreserve,
+// 4459, capability 4464), so one f32 -> f16 conversion is the IEEE rounding over the
+// whole range, subnormals included, and round_f16 is that conversion alone. Without
+// it the half's subnormal range takes round_f16_bits, a branch per element.
+#if defined(F16) && defined(F16_RTE) && F16_RTE && defined(F16_DENORM) && F16_DENORM
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 16);
+#endif
 
 // The linear invocation index of a 1-D problem launched over a 2-D grid, as
 // Lowering::grid_1d (codegen/lowering.h) sizes it: x covers up to
@@ -65,6 +73,9 @@ float round_f16_bits(float x) {
 }
 
 float round_f16(float x) {
+#if defined(F16) && defined(F16_RTE) && F16_RTE && defined(F16_DENORM) && F16_DENORM
+  return float(float16_t(x));
+#endif
 #if defined(F16) && defined(F16_RTE) && F16_RTE
   // The normal range, overflow and inf through the hardware; NaN and the half's
   // subnormal range (whose treatment float controls leave to the device unless it

@@ -112,14 +112,19 @@ int main(int argc, char** argv) {
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueCount = 1; qci.pQueuePriorities = &prio;  // family 0: graphics+compute on NVIDIA
   const char* exts[] = {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_NV_cooperative_matrix",
-                        "VK_KHR_pipeline_executable_properties"};
+                        "VK_KHR_pipeline_executable_properties", "VK_NV_shader_sm_builtins"};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexe{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   fexe.pipelineExecutableInfo = VK_TRUE;
   fnv.pNext = &fexe;
+  // gl_SMIDNV / gl_SMCountNV, for the persistent kernels of session 28 (SM_BUILTINS=0: off)
+  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
+  fsm.shaderSMBuiltins = VK_TRUE;
+  const bool sm_builtins = !std::getenv("SM_BUILTINS") || std::atoi(std::getenv("SM_BUILTINS"));
+  if (sm_builtins) fexe.pNext = &fsm;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f};
   dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
-  dci.enabledExtensionCount = 4; dci.ppEnabledExtensionNames = exts;
+  dci.enabledExtensionCount = sm_builtins ? 5 : 4; dci.ppEnabledExtensionNames = exts;
 
   VkDevice dev; CHECK(vkCreateDevice(pd, &dci, nullptr, &dev));
   VkQueue q; vkGetDeviceQueue(dev, 0, 0, &q);
@@ -262,11 +267,14 @@ int main(int argc, char** argv) {
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &ds, 0, nullptr);
     uint32_t pcv[3] = {M, N, K};
     vkCmdPushConstants(cb, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 12, pcv);
-    vkCmdDispatch(cb, M / BM, N / BN, 1);  // warm-up
+    // GRID=n: a persistent kernel's n workgroups instead of one per BM x BN tile
+    const uint32_t gx = std::getenv("GRID") ? std::atoi(std::getenv("GRID")) : M / BM;
+    const uint32_t gy = std::getenv("GRID") ? 1 : N / BN;
+    vkCmdDispatch(cb, gx, gy, 1);  // warm-up
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
     for (uint32_t r = 0; r < R; ++r) {
-      vkCmdDispatch(cb, M / BM, N / BN, 1);
+      vkCmdDispatch(cb, gx, gy, 1);
       vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     }
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1);

@@ -197,23 +197,78 @@ TEST(CodegenStorage, HalfRoundingMatchesTheInterpreterBitForBit) {
   auto device = testing::test_device_f16();
   ASSERT_TRUE(device) << device.message();
   const codegen::Target native = codegen::target_for((*device)->info());
-  for (const bool rte : {true, false}) {
+  // Three ways to round: the conversion with denormals kept (F16_DENORM, where the
+  // device has shaderDenormPreserveFloat16, as the H200 does and lavapipe does not),
+  // the conversion in the normal range only (F16_RTE), the bit arithmetic.
+  for (const int mode : {2, 1, 0}) {
+    const bool rte = mode >= 1, denorm = mode == 2;
     if (rte && !native.f16_rounding_rte) continue;  // nothing to compare on this device
-    SCOPED_TRACE(rte ? "F16_RTE" : "bit arithmetic");
+    if (denorm && !native.f16_denorm_preserve) continue;
+    SCOPED_TRACE(denorm ? "F16_DENORM" : rte ? "F16_RTE" : "bit arithmetic");
     codegen::Target target = native;
     target.f16_rounding_rte = rte;
+    target.f16_denorm_preserve = denorm;
     auto plan = codegen::compile_plan(g, WeightStore(), target);
     ASSERT_TRUE(plan) << plan.message();
     EXPECT_EQ(plan->requirements.f16_rounding_rte, rte);
-    bool named = false;
-    for (const auto& p : plan->pipelines) named |= p.name.find("F16_RTE=1") != std::string::npos;
+    EXPECT_EQ(plan->requirements.f16_denorm_preserve, denorm);
+    bool named = false, named_denorm = false;
+    for (const auto& p : plan->pipelines) {
+      named |= p.name.find("F16_RTE=1") != std::string::npos;
+      named_denorm |= p.name.find("F16_DENORM=1") != std::string::npos;
+    }
     EXPECT_EQ(named, rte);
+    EXPECT_EQ(named_denorm, denorm);
     auto exec = runtime::Executor::create(*device, *plan);
     ASSERT_TRUE(exec) << exec.message();
     Tensor out(shape);
     ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(in.data))}, {std::as_writable_bytes(std::span(out.data))}));
     expect_identical(out, (*want)[0]);
   }
+}
+
+// A target whose device keeps 16-bit denormals (shaderDenormPreserveFloat16) compiles
+// its f16 kernels with F16_DENORM: one conversion rounds, subnormals included, and the
+// plan asks the device for the property, so a device without it refuses the plan by
+// name. Compiled here without running: lavapipe lacks the property (the H200 runs the
+// kernels in HalfRoundingMatchesTheInterpreterBitForBit).
+TEST(CodegenStorage, DenormPreservingTargetsRoundWithOneConversion) {
+  Graph g;
+  Builder b(g, nullptr);
+  ValueId x = b.input("x", {64});
+  b.output(b.cast(x, DType::f16));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto f16_pipelines = [](const runtime::Plan& plan, const char* define) {
+    size_t n = 0;
+    for (const auto& p : plan.pipelines) n += p.name.find(define) != std::string::npos;
+    return n;
+  };
+  codegen::Target target;
+  target.f16_rounding_rte = true;
+  target.f16_denorm_preserve = true;
+  auto plan = codegen::compile_plan(g, WeightStore(), target);
+  ASSERT_TRUE(plan) << plan.message();
+  EXPECT_TRUE(plan->requirements.f16_denorm_preserve);
+  EXPECT_GE(f16_pipelines(*plan, "F16_DENORM=1"), 1u) << runtime::describe(*plan);
+  EXPECT_EQ(f16_pipelines(*plan, "F16_DENORM=1"), f16_pipelines(*plan, "F16_RTE=1"));
+
+  runtime::DeviceInfo lacking;
+  lacking.name = "no-denormals";
+  lacking.shader_float16 = lacking.storage_buffer_16bit_access = lacking.f16_rounding_rte = true;
+  lacking.subgroup_size = 8;
+  lacking.max_storage_buffer_range = 128ull << 20;
+  lacking.max_compute_shared_memory_size = 32 << 10;
+  lacking.subgroup_operations = ~0u;
+  Status refused = runtime::check_requirements(lacking, plan->requirements);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("lacks shaderDenormPreserveFloat16"), std::string::npos) << refused.message();
+
+  // The property alone does not make the conversion exact: F16_DENORM needs F16_RTE.
+  target.f16_rounding_rte = false;
+  plan = codegen::compile_plan(g, WeightStore(), target);
+  ASSERT_TRUE(plan) << plan.message();
+  EXPECT_FALSE(plan->requirements.f16_denorm_preserve);
+  EXPECT_EQ(f16_pipelines(*plan, "F16_DENORM=1"), 0u);
 }
 
 TEST(CodegenStorage, HalfConvGemmWeightsUploadAsHalf) {

@@ -65,6 +65,7 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
   d.shader_float16 = true;
   d.storage_buffer_16bit_access = true;
   d.f16_rounding_rte = true;
+  d.f16_denorm_preserve = true;
   d.cooperative_matrix_nv = true;
   d.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16}, CoopMatShape{16, 16, 16}};
   std::string s = describe_devices(std::vector<DeviceInfo>{d}, 1u);
@@ -72,7 +73,9 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
   EXPECT_NE(s.find("maxStorageBufferRange: 4 GiB, shared memory: 48 KiB, subgroup size: 32, multiprocessors: 132"),
             std::string::npos)
       << s;
-  EXPECT_NE(s.find("f16: yes (round-to-nearest-even conversions: yes), 16-bit storage: yes"), std::string::npos) << s;
+  EXPECT_NE(s.find("f16: yes (round-to-nearest-even conversions: yes, denormals kept: yes), 16-bit storage: yes"),
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("cooperative matrix (NV): yes [16x8x16 f16*f16+f32->f32, "
                    "16x16x16 f16*f16+f32->f32]"),
             std::string::npos)
@@ -148,13 +151,15 @@ TEST(RuntimeDevice, RequirementMessagesNameEveryGap) {
   DeviceRequirements r;
   r.shader_float16 = true;
   r.f16_rounding_rte = true;
+  r.f16_denorm_preserve = true;
   r.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16}};
   r.min_subgroup_size = 32;
   r.min_storage_buffer_range = 4ull << 30;
   Status s = check_requirements(d, r);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.message(),
-            "device 'llvmpipe' lacks shaderFloat16, shaderRoundingModeRTEFloat16, cooperative matrix shape "
+            "device 'llvmpipe' lacks shaderFloat16, shaderRoundingModeRTEFloat16, shaderDenormPreserveFloat16, "
+            "cooperative matrix shape "
             "16x8x16 f16*f16+f32->f32, which the plan needs; has subgroup size 8 (the plan "
             "needs at least 32), maxStorageBufferRange 134217728 (the plan needs 4294967296)");
   d.shader_float16 = true;

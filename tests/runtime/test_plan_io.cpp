@@ -37,6 +37,7 @@ Plan full_plan() {
   q.storage_buffer_16bit_access = true;
   q.vulkan_memory_model = false;
   q.f16_rounding_rte = true;
+  q.f16_denorm_preserve = true;
   q.cooperative_matrix_nv = true;
   q.cooperative_matrix_flexible = true;
   q.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16, CoopType::f16, CoopType::f16, CoopType::f32, CoopType::f32},

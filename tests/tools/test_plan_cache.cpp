@@ -275,8 +275,8 @@ TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
     const char* reported;
   };
   const Damage damages[] = {
-      // A plan of the previous format (version 5 had no statistics windows in its
-      // bands): the header's version decides before anything else is read.
+      // A plan of the previous format (version 6 had no f16_denorm_preserve among its
+      // requirements): the header's version decides before anything else is read.
       {"plan.strata of the previous format version",
        [&] {
          std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
@@ -284,7 +284,7 @@ TEST(PlanCache, DamagedEntriesAreReportedAndRebuilt) {
          const char old = static_cast<char>(runtime::kPlanFormatVersion - 1);
          f.write(&old, 1);
        },
-       "format version 5, this strata reads version 6"},
+       "format version 6, this strata reads version 7"},
       {"flipped byte in plan.strata",
        [&] {
          std::fstream f(entry / "plan.strata", std::ios::in | std::ios::out | std::ios::binary);
