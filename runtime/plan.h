@@ -35,6 +35,8 @@ namespace strata::runtime {
 //    them (f16, nhwc), not f32 logical.
 // 6: BandDesc::stats_*: which partial slots each statistics window writes;
 //    BandDesc::flops_per_row.
+// 7: DeviceRequirements::f16_denorm_preserve (shaderDenormPreserveFloat16, for
+//    kernels compiled with F16_DENORM).
 inline constexpr uint32_t kPlanFormatVersion = 7;
 
 // Component types of a cooperative-matrix shape. The values are those of
