@@ -139,6 +139,24 @@ float silu_precise(float v) {
   return v >= 0.0 ? v / (1.0 + t) : v * t / (1.0 + t);
 }
 
+// v·σ(v) in a few instructions, for the memory-bound norm passes (norm_act_apply_vec,
+// norm_act_rms_vec): e^-|v| as Vulkan's exp2 of the rounded product -|v|·log2 e, one
+// reciprocal for both signs. Error against silu_precise: the product's rounding, at most
+// half an ULP of |v|·log2 e (< 8e-6 absolute below 2^8, so < 6e-6 relative in e^-|v|),
+// plus exp2's (3 + 2·|x| ULP by the spec, ~2 ULP on NVIDIA's unit): within 1e-5
+// relative wherever the f16 result is not zero (|v| < ~20: < 2e-6), inside the
+// interpreter tolerances of tests/codegen/test_norm_act.cpp. Below -|v| ≈ -104 exp2
+// flushes to 0 and the result is -0, as v·σ(v) rounds there.
+// Why not the Cody-Waite reduction of exp_precise: on the H200 the apply pass was
+// issue-bound at ~46 instructions per element, ~25 of them in that form of the SiLU
+// (docs/PERFORMANCE.md, sessions 28-29); and its 1.5·2^23 rounding trick gave wrong
+// exponents on lavapipe once inlined into another kernel (session 28).
+float silu_fast(float v) {
+  const float t = exp2(abs(v) * -1.44269504);  // e^-|v|
+  const float s = 1.0 / (1.0 + t);
+  return v >= 0.0 ? v * s : v * t * s;
+}
+
 // erfc(a) for a >= 0 and erf(x), by Abramowitz & Stegun 7.1.26 (absolute error
 // <= 1.5e-7). erfc is computed directly, so 1 - erf for large |x| does not cancel.
 float erfc_pos(float a) {

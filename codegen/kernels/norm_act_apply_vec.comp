@@ -5,7 +5,7 @@
 //   y = silu(y) if SILU;  y = 0 for the channel slots c >= R (padding)
 //
 // The formula and its order of operations are norm_act_apply.comp's (SiLU through
-// silu_fast below, f16 stores through store_round); the memory access differs. The
+// silu_fast of common.glsl, f16 stores through store_round); the memory access differs. The
 // unit of work is a vector of 8 channel slots of one position: 16 bytes of f16 (one
 // uvec4 load or store) or 32 bytes of f32 (two vec4). x, y and the f32 parameters γ,
 // β, bias are read through such vector views of their bindings, so the lowering takes
@@ -68,29 +68,6 @@ layout(push_constant) uniform Push {
   float in_scale;
   uint x_base, y_base;  // a window's base elements (bands); 0 for a whole tensor
 } pc;
-
-// v·σ(v) within a few ULP on any device, cheaper than silu_precise (common.glsl), on
-// which this kernel was arithmetic-bound (Flux 1024² on the H200: 5.0 ms for the 30
-// apply passes with it, 3.8 ms with this): e^-|v| = 2^k · 2^(r·log2 e) with the same
-// Cody-Waite reduction r = -|v| - k·ln2 (|r| <= ln2/2, two FMAs) and Vulkan's exp2 on
-// the reduced argument only (|r·log2 e| <= 1/2, so within 3 + 2·(1/2) ULP by the
-// spec; the rounding of r·log2 e adds under 0.4 ULP) in place of the degree-7
-// polynomial; k = roundEven(-|v|·log2 e) by adding and removing 1.5·2^23 (`precise`
-// keeps the compiler from folding it) and its integer from the same bits, with no
-// float rounding or float-to-int instruction; 2^k exactly in two normal factors; one
-// reciprocal for both signs.
-float silu_fast(float v) {
-  const float x = -abs(v);
-  precise float big = x * 1.44269504 + 12582912.0;  // 1.5·2^23 + k
-  precise float k = big - 12582912.0;
-  float r = fma(-k, 0.693145751953125, x);  // ln2 high part
-  r = fma(-k, 1.42860676e-6, r);            // ln2 low part
-  const int ki = floatBitsToInt(big) - 0x4B400000;  // -150 <= k <= 0 where it is used
-  const int h = ki >> 1;
-  const float t = x < -103.972084 ? 0.0 : exp2(r * 1.44269504) * pow2i(h) * pow2i(ki - h);  // e^-|v|
-  const float s = 1.0 / (1.0 + t);
-  return v >= 0.0 ? v * s : v * t * s;
-}
 
 // The 8 elements of x from element e (a multiple of the vector), as f32.
 void load_x(uint e, out vec4 lo, out vec4 hi) {

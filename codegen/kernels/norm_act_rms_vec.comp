@@ -16,7 +16,7 @@
 // store (zeros for col >= R / 8); loads and stores are coalesced across the
 // workgroup. The lowering takes this variant only when every 8-slot vector is 16-byte
 // aligned (see norm_act_apply_vec.comp) and γ, β, bias are f32. SiLU through
-// silu_fast (see norm_act_apply_vec.comp), f16 stores through store_round.
+// silu_fast (common.glsl), f16 stores through store_round.
 //
 // Bands as in norm_act_rms.comp: positions = spatial = the band's positions, x and y
 // bound from the band's first position (x_base, y_base).
@@ -58,28 +58,6 @@ layout(push_constant) uniform Push {
 } pc;
 
 #define PER_GROUP (WG / YV)  // positions per workgroup
-
-// v·σ(v) within a few ULP on any device, cheaper than silu_precise (common.glsl), as
-// in norm_act_apply_vec.comp: e^-|v| = 2^k · 2^(r·log2 e) with the same
-// Cody-Waite reduction r = -|v| - k·ln2 (|r| <= ln2/2, two FMAs) and Vulkan's exp2 on
-// the reduced argument only (|r·log2 e| <= 1/2, so within 3 + 2·(1/2) ULP by the
-// spec; the rounding of r·log2 e adds under 0.4 ULP) in place of the degree-7
-// polynomial; k = roundEven(-|v|·log2 e) by adding and removing 1.5·2^23 (`precise`
-// keeps the compiler from folding it) and its integer from the same bits, with no
-// float rounding or float-to-int instruction; 2^k exactly in two normal factors; one
-// reciprocal for both signs.
-float silu_fast(float v) {
-  const float x = -abs(v);
-  precise float big = x * 1.44269504 + 12582912.0;  // 1.5·2^23 + k
-  precise float k = big - 12582912.0;
-  float r = fma(-k, 0.693145751953125, x);  // ln2 high part
-  r = fma(-k, 1.42860676e-6, r);            // ln2 low part
-  const int ki = floatBitsToInt(big) - 0x4B400000;  // -150 <= k <= 0 where it is used
-  const int h = ki >> 1;
-  const float t = x < -103.972084 ? 0.0 : exp2(r * 1.44269504) * pow2i(h) * pow2i(ki - h);  // e^-|v|
-  const float s = 1.0 / (1.0 + t);
-  return v >= 0.0 ? v * s : v * t * s;
-}
 
 shared float s_sum[WG];
 
