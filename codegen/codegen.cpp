@@ -65,7 +65,9 @@ Status lower_node(Lowering& l, const Node& node) {
     case Op::conv_gemm: s = lower_conv_gemm(l, node); break;
     case Op::norm_act: s = lower_norm_act(l, node); break;
     case Op::group_moments: s = lower_group_moments(l, node); break;
-    case Op::winograd_input: case Op::winograd_gemm: case Op::winograd_output: s = lower_winograd(l, node); break;
+    case Op::winograd_input: case Op::winograd_gemm: case Op::winograd_output: case Op::winograd_weights:
+      s = lower_winograd(l, node);
+      break;
     default:
       if (is_elementwise(node.op)) s = lower_elementwise(l, node);
       else if (is_shuffle(node.op)) s = lower_shuffle(l, node);

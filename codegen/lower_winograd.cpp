@@ -7,6 +7,8 @@
 //                    device has none: tests), with the conv kernel's default tile
 //   winograd_output  kernels/winograd_output.comp: M f32 or f16 -> y f16 NHWC, with bias,
 //                    residual and range-guard scales
+//   winograd_weights kernels/winograd_weights.comp: o_hwi f16 weights -> U f16, one
+//                    dispatch per frame
 //
 // Every operand is bound whole: the pass only rewrites convs whose V and M fit the
 // binding limit, and each op checks it again. What the kernels need of the layouts is
@@ -198,6 +200,40 @@ Status lower_output(Lowering& l, const Node& node) {
   return Status::ok();
 }
 
+// One dispatch per frame: U's columns [f·C, (f + 1)·C) from w_f.
+Status lower_weights(Lowering& l, const Node& node) {
+  const ValueId u = node.outputs[0];
+  const Shape& us = l.shape(u);
+  const uint64_t co = static_cast<uint64_t>(us[1]), k = static_cast<uint64_t>(us[2]);
+  const uint64_t c = static_cast<uint64_t>(l.shape(node.inputs[0])[1]) / 9;
+  const uint64_t tile = static_cast<uint64_t>(node.attrs.get_int("tile", 2));
+  std::vector<ValueId> checked(node.inputs.begin(), node.inputs.end());
+  checked.push_back(u);
+  for (ValueId v : checked) STRATA_RETURN_IF_ERROR(l.require_row_major(node, {v}));
+  for (ValueId v : checked)
+    if (l.storage(v) != DType::f16 || l.location(v).offset % 4 != 0)
+      return l.fail(node, fmt::format("winograd_weights reads and writes f16 pairs, 4-byte aligned; {} is not",
+                                      l.graph().value(v).name));
+  if (c % 2 != 0) return l.fail(node, fmt::format("winograd_weights takes an even channel count, got {}", c));
+  KernelKey key;
+  key.file = "winograd_weights.comp";
+  key.defines = {{"F16", "1"}, {"TILE", std::to_string(tile)}};
+  key.bindings = 2;
+  key.push_constant_bytes = 5 * 4;
+  key.workgroup_size = {64, 1, 1};
+  STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
+  for (size_t f = 0; f < node.inputs.size(); ++f) {
+    PushConstants push;
+    push.u32(static_cast<uint32_t>(co)).u32(static_cast<uint32_t>(c)).u32(static_cast<uint32_t>(k));
+    push.u32(static_cast<uint32_t>(f * c)).u32(static_cast<uint32_t>(9 * c));
+    std::vector<runtime::BindingDesc> b{l.bind(node.inputs[f], runtime::Access::read),
+                                        l.bind(u, runtime::Access::write)};
+    STRATA_RETURN_IF_ERROR(check_whole(l, node, b));
+    l.dispatch(pipe, std::move(b), push, l.grid_1d(co * (c / 2), 64), node);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status lower_winograd(Lowering& l, const Node& node) {
@@ -205,7 +241,10 @@ Status lower_winograd(Lowering& l, const Node& node) {
     case Op::winograd_input: return lower_input(l, node);
     case Op::winograd_gemm: return lower_gemm_node(l, node);
     case Op::winograd_output: return lower_output(l, node);
-    default: return l.fail(node, "lower_winograd handles winograd_input, winograd_gemm and winograd_output only");
+    case Op::winograd_weights: return lower_weights(l, node);
+    default:
+      return l.fail(node,
+                    "lower_winograd handles winograd_input, winograd_gemm, winograd_output and winograd_weights only");
   }
 }
 

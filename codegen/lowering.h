@@ -15,7 +15,7 @@
 //   Status lower_conv_gemm(Lowering&, const Node&);   conv_gemm             (lower_conv_gemm.cpp)
 //   Status lower_norm_act(Lowering&, const Node&);    norm_act              (lower_norm_act.cpp)
 //   Status lower_group_moments(Lowering&, const Node&); group_moments     (lower_norm_act.cpp)
-//   Status lower_winograd(Lowering&, const Node&);    winograd_input/gemm/output (lower_winograd.cpp)
+//   Status lower_winograd(Lowering&, const Node&);    winograd_input/gemm/output/weights (lower_winograd.cpp)
 //
 // A family function picks a kernel template from codegen/kernels/ (by file name,
 // plus defines), packs push constants, binds windows of values and appends

@@ -24,16 +24,17 @@ constexpr runtime::BufferUsage kPoolUsage[kPools] = {runtime::BufferUsage::input
                                                      runtime::BufferUsage::weights, runtime::BufferUsage::activations,
                                                      runtime::BufferUsage::host_activations};
 
-// Whether constant `v` is read only as a conv_gemm or linear weight (operand 1) or as
-// winograd_gemm's weights (its last operand): the kernels that read f16 weights
-// (conv_gemm*.comp, gemm.comp's B_T, winograd_gemm.comp).
+// Whether constant `v` is read only as a conv_gemm or linear weight (operand 1), as
+// winograd_gemm's weights (its last operand) or by winograd_weights: the kernels that
+// read f16 weights (conv_gemm*.comp, gemm.comp's B_T, winograd_gemm.comp,
+// winograd_weights.comp).
 bool only_conv_gemm_weight(const Graph& g, ValueId v) {
   bool read = false;
   for (const Node& n : g.nodes())
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (n.inputs[i] != v) continue;
       const bool weight = ((n.op == Op::conv_gemm || n.op == Op::linear) && i == 1) ||
-                          (n.op == Op::winograd_gemm && i + 1 == n.inputs.size());
+                          (n.op == Op::winograd_gemm && i + 1 == n.inputs.size()) || n.op == Op::winograd_weights;
       if (!weight) return false;
       read = true;
     }

@@ -168,6 +168,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.winograd_min_pixels = options.winograd_min_pixels;
   p.winograd_min_taps = options.winograd_min_taps;
   p.winograd_single_min_pixels = options.winograd_single_min_pixels;
+  p.winograd_single_u_at_run = options.winograd_single_u_at_run;
   p.binding_limit = target.binding_limit;
   p.memory_budget = target.memory_budget;
   p.memory_budget_activations_only = options.memory_budget_activations_only;

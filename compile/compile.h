@@ -77,6 +77,12 @@ struct CompilerOptions {
   // transform, and on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
   // (docs/PERFORMANCE.md, session 25).
   int64_t winograd_single_min_pixels = 65536;
+  // A single conv's U (4× its weights' bytes with F(4×4)) computed at each run from the
+  // conv's weights into the activation arena, where the small frames of the wide convs
+  // leave room, instead of held as a constant (passes/winograd_convs.cpp): the device
+  // memory of `--winograd-2d` stays the direct convs' for ~10 µs per conv
+  // (docs/PERFORMANCE.md, session 29); false holds U (`--winograd-hold-u`).
+  bool winograd_single_u_at_run = true;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

@@ -223,9 +223,10 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
   if (options.gemm_wave_workgroups) k.options += fmt::format(" gemm_wave_workgroups {}", options.gemm_wave_workgroups);
   if (options.phase_weights) k.options += " phase_weights";
   if (options.winograd_convs)
-    k.options += fmt::format(" winograd_convs {} tile {} min_pixels {} min_taps {} single_min_pixels {}",
+    k.options += fmt::format(" winograd_convs {} tile {} min_pixels {} min_taps {} single_min_pixels {} u_at_run {}",
                              options.winograd_min_channels, options.winograd_tile, options.winograd_min_pixels,
-                             options.winograd_min_taps, options.winograd_single_min_pixels);
+                             options.winograd_min_taps, options.winograd_single_min_pixels,
+                             options.winograd_single_u_at_run ? 1 : 0);
   // The rank layout's part in the compiled plan: the bands every node is cut into.
   if (options.min_bands > 1) k.options += fmt::format(" min_bands {}", options.min_bands);
   k.options += " codegen '" + codegen_options + "'";

@@ -201,6 +201,21 @@ Expected<std::vector<TensorType>> infer_winograd_gemm(const Attrs& a, const Type
   return std::vector{t};
 }
 
+Expected<std::vector<TensorType>> infer_winograd_weights(const Attrs& a, const Types& in) {
+  const TensorType* w0 = in[0];
+  if (w0->rank() != 2 || w0->shape[1] % 9 != 0 || w0->shape[1] == 0)
+    return error("winograd_weights reads o_hwi 3x3 conv weights [Co, 9·C], got {}", shape_str(w0->shape));
+  for (size_t f = 1; f < in.size(); ++f)
+    if (in[f]->shape != w0->shape)
+      return error("winograd_weights operand {} is {}, operand 0 is {}: the frames' weights must agree", f,
+                   shape_str(in[f]->shape), shape_str(w0->shape));
+  STRATA_ASSIGN_OR_RETURN(int64_t m, winograd_tile(a, "winograd_weights"));
+  const int64_t frames = static_cast<int64_t>(in.size());
+  STRATA_ASSIGN_OR_RETURN(TensorType t,
+                          out_type(a, *w0, {(m + 2) * (m + 2), w0->shape[0], frames * (w0->shape[1] / 9)}));
+  return std::vector{t};
+}
+
 Expected<std::vector<TensorType>> infer_winograd_output(const Attrs& a, const Types& in) {
   const TensorType *m = in[0], *bias = in.size() > 1 ? in[1] : nullptr, *res = in.size() > 2 ? in[2] : nullptr;
   const int64_t h = a.get_int("height"), w = a.get_int("width");
@@ -538,6 +553,7 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::winograd_input: return infer_winograd_input(attrs, inputs);
     case Op::winograd_gemm: return infer_winograd_gemm(attrs, inputs);
     case Op::winograd_output: return infer_winograd_output(attrs, inputs);
+    case Op::winograd_weights: return infer_winograd_weights(attrs, inputs);
     case Op::cast: {
       STRATA_ASSIGN_OR_RETURN(DType t, parse_dtype(attrs.get_string("dtype")));
       return std::vector{TensorType{x.shape, t, {}}};

@@ -180,6 +180,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
                                      {a.get_float("acc_scale", 1.0), a.get_float("residual_scale", 1.0),
                                       a.get_float("out_scale", 1.0)},
                                      a.get_int("height"), a.get_int("width"), a.get_int("tile", 2), par);
+    case Op::winograd_weights: return interp::winograd_weights_o_hwi(in, a.get_int("tile", 2), par);
     case Op::matmul: return interp::matmul(*in[0], *in[1], par);
     case Op::group_norm:
       return interp::group_norm(*in[0], *in[1], *in[2], a.get_int("groups"), a.get_float("eps"), par, opt(3));

@@ -126,6 +126,9 @@ Tensor winograd_output(const Tensor& m, const Tensor* bias, const Tensor* residu
 // The weights that make winograd_gemm tap f of a 3×3 conv: u[(m + 2)², Co, F·C] with
 // u[ξ, o, f·C + c] = (G w_f[o, c] Gᵀ)[ξ] from taps w_f[Co, C, 3, 3] (f64, rounded to f32).
 Tensor winograd_weights(const std::vector<const Tensor*>& taps, int64_t tile, const Parallel& par = {});
+// The same from o_hwi conv weights w_f[Co, 9·C] (w_f[o, (ky·3 + kx)·C + c]): the
+// winograd_weights op (ir/ops.h).
+Tensor winograd_weights_o_hwi(const std::vector<const Tensor*>& w, int64_t tile, const Parallel& par = {});
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Parallel& par,
                  int64_t frame_tokens = 0);  // > 0: frame-causal keys (ir/ops.h)
 

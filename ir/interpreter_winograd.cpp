@@ -177,4 +177,20 @@ Tensor winograd_weights(const std::vector<const Tensor*>& taps, int64_t tile, co
   return u;
 }
 
+Tensor winograd_weights_o_hwi(const std::vector<const Tensor*>& w, int64_t tile, const Parallel& par) {
+  std::vector<Tensor> taps;
+  for (const Tensor* t : w) {
+    const int64_t co = t->shape[0], c = t->shape[1] / 9;
+    Tensor r(Shape{co, c, 3, 3});
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t tap = 0; tap < 9; ++tap)
+        for (int64_t ch = 0; ch < c; ++ch)
+          r.data[static_cast<size_t>((o * c + ch) * 9 + tap)] = t->data[static_cast<size_t>(o * 9 * c + tap * c + ch)];
+    taps.push_back(std::move(r));
+  }
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : taps) ptrs.push_back(&t);
+  return winograd_weights(ptrs, tile, par);
+}
+
 }  // namespace strata::interp

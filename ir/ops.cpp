@@ -27,7 +27,8 @@ constexpr AttrSpec kLinear[] = {
     {"dtype", K::string, false}, {"exp_blocks", K::int_, false}, {"scale_blocks", K::int_, false}};
 constexpr AttrSpec kBlockSoftmax[] = {{"block", K::int_, true}};
 constexpr AttrSpec kDtype[] = {{"dtype", K::string, false}};
-// winograd_input / winograd_output: the output tile side m (2 or 4; default 2).
+// winograd_input / winograd_output / winograd_weights: the output tile side m (2 or 4;
+// default 2).
 constexpr AttrSpec kWinogradInput[] = {{"tile", K::int_, false}, {"dtype", K::string, false}};
 constexpr AttrSpec kWinogradOutput[] = {{"height", K::int_, true},       {"width", K::int_, true},
                                         {"tile", K::int_, false},
@@ -91,6 +92,7 @@ constexpr std::array kOps = {
     OpInfo{Op::winograd_input, "winograd_input", 1, 1, 1, kWinogradInput},
     OpInfo{Op::winograd_gemm, "winograd_gemm", 2, -1, 1, kDtype},
     OpInfo{Op::winograd_output, "winograd_output", 1, 3, 1, kWinogradOutput},
+    OpInfo{Op::winograd_weights, "winograd_weights", 1, 3, 1, kWinogradInput},
 };
 
 constexpr bool table_in_enum_order() {
@@ -99,7 +101,7 @@ constexpr bool table_in_enum_order() {
   return true;
 }
 static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
-static_assert(kOps.size() == static_cast<size_t>(Op::winograd_output) + 1, "op table incomplete");
+static_assert(kOps.size() == static_cast<size_t>(Op::winograd_weights) + 1, "op table incomplete");
 
 }  // namespace
 

@@ -109,6 +109,11 @@
 //       range guards)
 //   So winograd_output(winograd_gemm(winograd_input(x_0), …, u), bias) = Σ_f
 //   conv2d(x_f, w_f, pad 1) + bias up to rounding. All three take an optional dtype.
+//   winograd_weights(w_0[Co, 9·C], …, w_{F−1}) {tile} → u[α², Co, F·C]: the u above,
+//       computed in the plan (passes/winograd_convs.cpp: a single conv's U at each run,
+//       in the activations, instead of a constant 4× its weights' bytes) from the conv's
+//       o_hwi weights (w_f[o, (ky·3 + kx)·C + c]): u[ξ, o, f·C + c] = (G w Gᵀ)[a, b] of
+//       the 3×3 w = w_f[o, (·)·C + c] (interp::winograd_weights; takes an optional dtype)
 #pragma once
 
 #include "ir/attrs.h"
@@ -152,6 +157,7 @@ enum class Op {
   winograd_input,
   winograd_gemm,
   winograd_output,
+  winograd_weights,
 };
 
 struct AttrSpec {

@@ -82,6 +82,9 @@ struct CompileOptions {
   int64_t winograd_min_pixels = 0;  // and at least this many pixels per frame (H·W; compile.h's default)
   int64_t winograd_min_taps = 2;  // the fewest links of a chain: 1 takes 2-D convs too (compile.h)
   int64_t winograd_single_min_pixels = 0;  // and a single conv's frame at least this many pixels (compile.h)
+  // A single conv's U computed at each run into the activations (winograd_weights)
+  // instead of held as a constant 4× its weights' bytes (compile.h).
+  bool winograd_single_u_at_run = false;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
   // every window they bind fits. 0: no limit, no banding.

@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <thread>
 
 namespace strata {
@@ -126,27 +127,22 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
   const int64_t co = first.type.shape[0], c = first.type.shape[1] / 9, frames = static_cast<int64_t>(weights.size());
   const Shape shape{(tile + 2) * (tile + 2), co, frames * c};
   if (!ctx.weights.contains(name)) {
-    std::vector<Tensor> taps;  // w_i as [Co, C, 3, 3], rounded to f16 as the conv kernel read it
+    std::vector<Tensor> taps;  // w_i o_hwi, rounded to f16 as the conv kernel read it
     for (ValueId w : weights) {
       const Value& v = g.value(w);
       STRATA_ASSIGN_OR_RETURN(TensorView view, ctx.weights.get(v.weight));
-      const std::vector<float> src = view.to_f32();
+      std::vector<float> src = view.to_f32();
       if (static_cast<int64_t>(src.size()) != v.type.elements())
         return error("weight '{}' has {} elements, constant %{} expects {}", v.weight, src.size(), v.name,
                      v.type.elements());
-      Tensor t(Shape{co, c, 3, 3});
-      for (int64_t o = 0; o < co; ++o)
-        for (int64_t tap = 0; tap < 9; ++tap)
-          for (int64_t ch = 0; ch < c; ++ch)
-            t.data[static_cast<size_t>((o * c + ch) * 9 + tap)] =
-                interp::round_to(src[static_cast<size_t>(o * 9 * c + tap * c + ch)], DType::f16);
-      taps.push_back(std::move(t));
+      for (float& x : src) x = interp::round_to(x, DType::f16);
+      taps.emplace_back(v.type.shape, std::move(src));
     }
     std::vector<const Tensor*> ptrs;
     for (const Tensor& t : taps) ptrs.push_back(&t);
     // Every core: F(4×4)'s U of Wan's widest convs is ~10⁹ multiplies each.
     const interp::Parallel par{.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
-    Tensor u = interp::winograd_weights(ptrs, tile, par);
+    Tensor u = interp::winograd_weights_o_hwi(ptrs, tile, par);
     for (float x : u.data)
       if (!(std::fabs(x) <= 65504.0f)) {
         made.emplace(weights, std::nullopt);
@@ -157,6 +153,22 @@ Expected<std::optional<ValueId>> winograd_weight(Graph& g, PassContext& ctx, con
   const ValueId id = g.add_constant(first.name + ".winograd", TensorType{shape, DType::f16, {}}, name);
   made.emplace(weights, id);
   return std::optional<ValueId>(id);
+}
+
+// Whether every value of U = G w Gᵀ for the f16 weights w fits f16, by the bound
+// |U| <= (max row sum of |G|)² · max |w| (m = 2: 1.5², m = 4: (28/15)²), without computing
+// U: a plan that computes U at each run never holds it.
+Expected<bool> u_fits_f16(const Graph& g, PassContext& ctx, ValueId weight, int64_t tile) {
+  const Value& v = g.value(weight);
+  STRATA_ASSIGN_OR_RETURN(TensorView view, ctx.weights.get(v.weight));
+  float largest = 0.0f;
+  for (float x : view.to_f32()) {
+    const float r = std::fabs(interp::round_to(x, DType::f16));
+    if (!(r <= 65504.0f)) return false;
+    largest = std::max(largest, r);
+  }
+  const double row = tile == 2 ? 1.5 : 28.0 / 15.0;
+  return double(largest) * row * row <= 65504.0;
 }
 
 // live[i]: the bytes of the activations alive while node i runs (written at or before i,
@@ -221,7 +233,8 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       if (x.shape[2] * x.shape[3] < ctx.options.winograd_single_min_pixels) continue;
       const int64_t rows = interp::winograd_rows(interp::winograd_tiles(x.shape[2], x.shape[3], tile));
       const int64_t co = g.value(n.outputs[0]).type.shape[1];
-      const uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] + co) * 2;  // V and M, f16
+      uint64_t scratch = uint64_t(positions * rows) * uint64_t(x.shape[1] + co) * 2;  // V and M, f16
+      if (ctx.options.winograd_single_u_at_run) scratch += uint64_t(positions * co * x.shape[1]) * 2;  // and U
       if (live[i] + scratch > peak) {
         ++kept_peak;
         continue;
@@ -237,7 +250,7 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
   const std::vector<Node> old = g.nodes();
   std::vector<Node> nodes;
   int64_t rewritten = 0, kept_range = 0;
-  uint64_t v_bytes = 0;
+  uint64_t v_bytes = 0, u_run_bytes = 0;
   for (size_t i = 0; i < count; ++i) {
     if (role[i] == -1) {
       nodes.push_back(old[i]);
@@ -247,12 +260,25 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
     const std::vector<size_t>& chain = chains[static_cast<size_t>(role[i])];
     std::vector<ValueId> ws;
     for (size_t k : chain) ws.push_back(old[k].inputs[1]);
-    auto u = winograd_weight(g, ctx, ws, tile, weights_made);
-    if (!u) return u.status().with_context(fmt::format("the Winograd weights of '{}'", old[chain[0]].name));
-    if (!*u) {
-      ++kept_range;
-      for (size_t k : chain) nodes.push_back(old[k]);
-      continue;
+    const bool u_at_run = chain.size() == 1 && ctx.options.winograd_single_u_at_run;
+    std::optional<ValueId> u_const;
+    if (u_at_run) {
+      auto fits = u_fits_f16(g, ctx, ws[0], tile);
+      if (!fits) return fits.status().with_context(fmt::format("the Winograd weights of '{}'", old[chain[0]].name));
+      if (!*fits) {
+        ++kept_range;
+        nodes.push_back(old[i]);
+        continue;
+      }
+    } else {
+      auto u = winograd_weight(g, ctx, ws, tile, weights_made);
+      if (!u) return u.status().with_context(fmt::format("the Winograd weights of '{}'", old[chain[0]].name));
+      if (!*u) {
+        ++kept_range;
+        for (size_t k : chain) nodes.push_back(old[k]);
+        continue;
+      }
+      u_const = *u;
     }
     const Node& head = old[chain[0]];
     const Node& last = old[chain.back()];
@@ -281,7 +307,21 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
       }
       gemm_in.push_back(it->second);
     }
-    gemm_in.push_back(**u);
+    if (u_at_run) {  // U from the conv's own weights, just before the GEMM reads it
+      const ValueId uv = g.add_value(last.name + ".winograd_u", TensorType{{positions, co, c}, DType::f16, {}});
+      Node n;
+      n.op = Op::winograd_weights;
+      n.name = last.name + ".winograd_weights";
+      n.inputs = {ws[0]};
+      n.outputs = {uv};
+      n.attrs.set("tile", tile);
+      n.attrs.set("dtype", std::string("f16"));
+      nodes.push_back(std::move(n));
+      gemm_in.push_back(uv);
+      u_run_bytes += uint64_t(positions * co * c) * 2;
+    } else {
+      gemm_in.push_back(*u_const);
+    }
     const DType m_dtype = chain.size() == 1 ? DType::f16 : DType::f32;
     const ValueId m = g.add_value(last.name + ".winograd_m", TensorType{{positions, rows, co}, m_dtype, {}});
     Node gemm;
@@ -313,10 +353,11 @@ Status run_winograd_convs(Graph& g, PassContext& ctx) {
   g.nodes() = std::move(nodes);
   g.compact();
   ctx.log.push_back(fmt::format("winograd_convs: {} conv chains as Winograd F({}x{}, 3x3) ({} frames "
-                                "transformed, {} MiB of V in all, {} MiB of U), {} kept (weights beyond f16), {} "
-                                "single convs kept (V and M above the activations' peak)",
-                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, u_bytes >> 20, kept_range,
-                                kept_peak));
+                                "transformed, {} MiB of V in all, {} MiB of U held, {} MiB of U computed at each "
+                                "run), {} kept (weights beyond f16), {} single convs kept (their scratch above the "
+                                "activations' peak)",
+                                rewritten, tile, tile, transformed.size(), v_bytes >> 20, u_bytes >> 20,
+                                u_run_bytes >> 20, kept_range, kept_peak));
   return Status::ok();
 }
 

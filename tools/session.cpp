@@ -62,6 +62,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "also run the image decoders' 3x3 convs of >= 256 channels over >= 65536 pixels as Winograd (--winograd-tile) "
        "where their scratch fits under the activations' peak: ~10 % faster on Flux 1024^2 and 2048^2, 4-9 % more "
        "device memory (docs/PERFORMANCE.md, session 25)"},
+      {"winograd-hold-u", false,
+       "with --winograd-2d, hold each single conv's Winograd weights U (4x its weights' bytes) in device memory "
+       "instead of computing them at each run into the activations (for measuring the two: docs/PERFORMANCE.md)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -156,6 +159,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (!r.winograd) return error("--winograd-2d and --no-winograd contradict each other");
     r.winograd_min_taps = 1;
   }
+  r.winograd_u_at_run = !a.has("winograd-hold-u");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -226,6 +230,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_tile = r.winograd_tile;
   o.winograd_min_pixels = r.winograd_min_pixels;
   o.winograd_min_taps = r.winograd_min_taps;
+  o.winograd_single_u_at_run = r.winograd_u_at_run;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

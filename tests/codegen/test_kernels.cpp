@@ -138,7 +138,8 @@ TEST(CodegenKernels, EveryEmbeddedKernelIsCovered) {
       {"norm_act_rms_vec.comp", "test_norm_act.cpp"},
       {"winograd_input.comp", "test_winograd.cpp"},
       {"winograd_gemm.comp", "test_winograd.cpp"},
-      {"winograd_output.comp", "test_winograd.cpp"}};
+      {"winograd_output.comp", "test_winograd.cpp"},
+      {"winograd_weights.comp", "test_winograd.cpp"}};
   for (std::string_view f : kernel_files()) {
     if (!f.ends_with(".comp") || elsewhere.count(std::string(f))) continue;
     EXPECT_TRUE(covered.count(std::string(f))) << "kernels/" << f << " is neither in the variant table of "

@@ -1,5 +1,5 @@
 // Codegen: the Winograd F(2×2, 3×3) and F(4×4, 3×3) kernels (kernels/winograd_input.comp,
-// winograd_gemm.comp, winograd_output.comp) against the interpreter, on coopmat.glsl's
+// winograd_gemm.comp, winograd_output.comp, winograd_weights.comp) against the interpreter, on coopmat.glsl's
 // emulation (lavapipe has no cooperative matrices; the native variant runs on the
 // H200: docs/PERFORMANCE.md, session 23). A three-frame chain as passes/winograd_convs
 // leaves it: x frames f16 NHWC, V f16, U f16, M f32 (f16 for a single conv), y f16 NHWC
@@ -150,6 +150,46 @@ TEST_P(CodegenWinogradTiles, SingleConvWithF16MMatchesTheInterpreter) {
   for (float v : want->at(0).data) largest = std::max(largest, std::fabs(double(v)));
   ASSERT_GT(largest, 0.1);
   testing::expect_close(got, want->at(0), 2e-3, 1e-4 * largest);
+}
+
+// winograd_weights.comp (a single conv's U made in the plan, passes/winograd_convs.cpp)
+// against the interpreter: two frames of o_hwi f16 weights [Co, 9·C] (the second
+// frame's columns start at C). The kernel sums in f32 (m = 4 with 15·G, exact products),
+// the interpreter in f64, each rounded to f16 once: a value may land one f16 step
+// apart where the f32 sum is inexact and near a rounding boundary, rarely.
+TEST_P(CodegenWinogradTiles, WeightsKernelMatchesTheInterpreter) {
+  const int64_t tile = GetParam(), co = 48, c = 40, alpha = tile + 2;
+  Graph g;
+  WeightStore weights;
+  Builder b(g, &weights);
+  std::vector<ValueId> w;
+  for (int f = 0; f < 2; ++f) {
+    Tensor t = random_tensor({co, 9 * c}, 40 + f, -0.3f, 0.3f);
+    for (float& v : t.data) v = interp::round_to(v, DType::f16);
+    const std::string name = "w" + std::to_string(f);
+    ASSERT_TRUE(weights.add_owned(name, {co, 9 * c}, std::move(t.data)).is_ok());
+    w.push_back(b.constant(name, TensorType{{co, 9 * c}, DType::f16, {}}));
+  }
+  ValueId u = b.op(Op::winograd_weights, w, {{"tile", tile}, {"dtype", std::string("f16")}}, "u");
+  b.output(b.op(Op::cast, {u}, {{"dtype", std::string("f32")}}, "u32"));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  testing::BothResults r = testing::run_both(g, weights, {});
+  ASSERT_EQ(r.vulkan.size(), 1u);
+  ASSERT_EQ(r.vulkan[0].shape, (Shape{alpha * alpha, co, 2 * c}));
+  int64_t differ = 0, beyond_a_step = 0;
+  for (size_t i = 0; i < r.vulkan[0].data.size(); ++i) {
+    const float got = r.vulkan[0].data[i], want = r.interpreter[0].data[i];
+    if (got == want) continue;
+    ++differ;
+    // One f16 step at |want|: 2^(e − 10) for normal halves.
+    const double step = std::ldexp(1.0, std::ilogb(std::max(std::fabs(want), 6.1e-5f)) - 10);
+    if (std::fabs(double(got) - want) > step) ++beyond_a_step;
+  }
+  EXPECT_EQ(beyond_a_step, 0);
+  EXPECT_LT(differ, r.vulkan[0].elements() / 200) << differ << " of " << r.vulkan[0].elements() << " differ";
+  double largest = 0;
+  for (float v : r.interpreter[0].data) largest = std::max(largest, double(std::fabs(v)));
+  EXPECT_GT(largest, 0.1);
 }
 
 // CodegenOptions::winograd_gemm_tile (`--winograd-gemm-tile`, for measuring) sets the

@@ -142,6 +142,11 @@ const std::map<Op, OpCase>& op_cases() {
          return b.op(Op::winograd_output, {m, b.constant("wo.bias", f32({8})), x},
                      {{"height", int64_t(4)}, {"width", int64_t(4)}, {"dtype", std::string("f32")}}, "wo");
        }},
+      // The U of two frames' o_hwi weights (8 channels) made in the graph.
+      {Op::winograd_weights, [](Builder& b, ValueId, ValueId, ValueId) {
+         ValueId w = b.constant("ww.w", f32({6, 72}));
+         return b.op(Op::winograd_weights, {w, w}, {{"tile", int64_t(4)}}, "ww");
+       }},
   };
   return cases;
 }

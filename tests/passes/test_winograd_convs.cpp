@@ -194,8 +194,9 @@ Graph single_conv(WeightStore& store, bool big_branch) {
   return g;
 }
 
-Status single_passes(Graph& g, WeightStore& store, bool winograd, int64_t min_taps) {
+Status single_passes(Graph& g, WeightStore& store, bool winograd, int64_t min_taps, bool u_at_run = false) {
   CompileOptions options;
+  options.winograd_single_u_at_run = u_at_run;
   options.precision = Precision::f16;
   options.winograd_convs = winograd;
   options.winograd_min_channels = 32;
@@ -244,6 +245,45 @@ TEST(WinogradConvs, SingleConvKeepsWhatTheGraphComputesUpToF16Rounding) {
   EXPECT_GT(10 * std::log10(sr / se), 55.0);
   EXPECT_LT(max_diff, 0.02);
   EXPECT_GT(max_diff, 0.0) << "the Winograd form rounds differently";
+}
+
+// winograd_single_u_at_run: the single conv's U is a winograd_weights node reading the
+// conv's own f16 weights, just before the GEMM, and no U constant is made; the
+// interpreter computes the same U as the held constant (one function, the same f16
+// weights, one f16 rounding), so the results agree bit for bit.
+TEST(WinogradConvs, SingleConvUAtRunEqualsTheHeldUBitForBit) {
+  WeightStore held_store, run_store;
+  Graph held = single_conv(held_store, true), run = single_conv(run_store, true);
+  ASSERT_TRUE(single_passes(held, held_store, true, 1, false).is_ok());
+  ASSERT_TRUE(single_passes(run, run_store, true, 1, true).is_ok());
+  ASSERT_EQ(count(held, Op::winograd_gemm), 1);
+  ASSERT_EQ(count(run, Op::winograd_gemm), 1);
+  EXPECT_EQ(count(held, Op::winograd_weights), 0);
+  ASSERT_EQ(count(run, Op::winograd_weights), 1);
+  for (const std::string& name : run_store.names())
+    EXPECT_EQ(name.find("[winograd"), std::string::npos) << name << ": a U constant with U made at each run";
+  bool held_u = false;
+  for (const std::string& name : held_store.names()) held_u |= name.find("[winograd") != std::string::npos;
+  EXPECT_TRUE(held_u);
+  // The node reads the conv's weight constant and feeds the GEMM, right before it.
+  const auto& nodes = run.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != Op::winograd_weights) continue;
+    ASSERT_EQ(nodes[i].inputs.size(), 1u);
+    EXPECT_EQ(run.value(nodes[i].inputs[0]).kind, ValueKind::constant);
+    EXPECT_EQ(run.value(nodes[i].inputs[0]).type.dtype, DType::f16);
+    ASSERT_LT(i + 1, nodes.size());
+    EXPECT_EQ(nodes[i + 1].op, Op::winograd_gemm);
+    EXPECT_EQ(nodes[i + 1].inputs.back(), nodes[i].outputs[0]);
+  }
+  std::vector<Tensor> in = inputs();
+  in.resize(2);
+  auto want = interpret(held, held_store, in);
+  auto got = interpret(run, run_store, in);
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_TRUE(got) << got.message();
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t o = 0; o < want->size(); ++o) EXPECT_EQ(max_abs_diff(got->at(o), want->at(o)), 0.0) << "output " << o;
 }
 
 }  // namespace
