@@ -70,9 +70,11 @@ struct CompilerOptions {
   // keep the direct kernel. At 10⁴, Wan 2.2's 1024-channel convs at 44 × 80 stay direct:
   // −2.2 GB of U for +4.3 ms per latent frame (docs/PERFORMANCE.md, session 24).
   int64_t winograd_min_pixels = 10000;
-  // And chains of at least this many taps (`--winograd-2d`: 1): 1 also takes plain 2-D
-  // convs (the image decoders), 2 only causal video convs.
-  int64_t winograd_min_taps = 2;
+  // And chains of at least this many taps: 1 also takes plain 2-D convs (the image
+  // decoders; the default since session 29, when U made at each run kept the memory
+  // at the direct convs': Flux 1024² 40.0 → 34.1 ms), 2 only causal video convs
+  // (`--no-winograd-2d`).
+  int64_t winograd_min_taps = 1;
   // A single conv's frame at least this many pixels: each conv pays its own input
   // transform, and on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
   // (docs/PERFORMANCE.md, session 25).

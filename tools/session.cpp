@@ -59,12 +59,15 @@ const std::vector<OptionSpec>& run_option_specs() {
        "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
        "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
       {"winograd-2d", false,
-       "also run the image decoders' 3x3 convs of >= 256 channels over >= 65536 pixels as Winograd (--winograd-tile) "
-       "where their scratch fits under the activations' peak: ~10 % faster on Flux 1024^2 and 2048^2, 4-9 % more "
-       "device memory (docs/PERFORMANCE.md, session 25)"},
+       "run the image decoders' 3x3 convs of >= 256 channels over >= 65536 pixels as Winograd (--winograd-tile) "
+       "where their scratch fits under the activations' peak: the default on tensor cores since session 29, kept "
+       "so that scripts naming it keep working (docs/PERFORMANCE.md)"},
+      {"no-winograd-2d", false,
+       "keep the image decoders' single 2-D convs on the direct conv kernel; Winograd for causal video convs' tap "
+       "chains only (for measuring the two: docs/PERFORMANCE.md)"},
       {"winograd-hold-u", false,
-       "with --winograd-2d, hold each single conv's Winograd weights U (4x its weights' bytes) in device memory "
-       "instead of computing them at each run into the activations (for measuring the two: docs/PERFORMANCE.md)"},
+       "hold each single 2-D conv's Winograd weights U (4x its weights' bytes) in device memory instead of "
+       "computing them at each run into the activations (for measuring the two: docs/PERFORMANCE.md)"},
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
@@ -157,8 +160,9 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   }
   if (a.has("winograd-2d")) {
     if (!r.winograd) return error("--winograd-2d and --no-winograd contradict each other");
-    r.winograd_min_taps = 1;
+    if (a.has("no-winograd-2d")) return error("--winograd-2d and --no-winograd-2d contradict each other");
   }
+  if (a.has("no-winograd-2d")) r.winograd_min_taps = 2;
   r.winograd_u_at_run = !a.has("winograd-hold-u");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");

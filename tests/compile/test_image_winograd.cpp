@@ -2,7 +2,8 @@
 // with winograd_min_taps 1), compiled for the test device with the tensor-core kernels'
 // emulation (codegen/kernels/coopmat.glsl) and the thresholds lowered to the Flux case's
 // 32 and 64 channels and small frames: the pass must take convs (a bias of their own,
-// and a residual on the resnets' conv2), and the decode must still match diffusers
+// and a residual on the resnets' conv2), each with its U made in the plan
+// (winograd_weights, compile.h's default), and the decode must still match diffusers
 // (f16: at least 55 dB) and the direct convs' decode closely.
 #include "compile/compile.h"
 #include "ir/npy.h"
@@ -31,6 +32,8 @@ double psnr_range2(const Tensor& a, const Tensor& b) {
 struct Decoded {
   Tensor image;
   int64_t convs = -1;  // what winograd_convs reported taking
+  int64_t u_made = 0;  // winograd_weights nodes (U made at each run, compile.h's default)
+  bool u_kernel = false;  // and the plan has their kernel
 };
 
 Decoded decode_case(const std::string& size, bool winograd) {
@@ -61,6 +64,9 @@ Decoded decode_case(const std::string& size, bool winograd) {
   const std::string text = log.str();
   std::smatch m;
   if (std::regex_search(text, m, std::regex("winograd_convs: (\\d+) conv chains"))) d.convs = std::stoll(m[1]);
+  for (const Graph& g : program->graphs)
+    for (const Node& n : g.nodes()) d.u_made += n.op == Op::winograd_weights;
+  for (const auto& p : program->plan.pipelines) d.u_kernel |= p.name.find("winograd_weights.comp") != std::string::npos;
   auto loaded = LoadedProgram::load(std::move(*program), {}, log);
   EXPECT_TRUE(loaded) << loaded.message() << "\n" << log.str();
   if (!loaded) return d;
@@ -82,6 +88,8 @@ TEST(ImageWinograd, SingleConvsTakenAndTheDecodeStillMatchesDiffusers) {
     EXPECT_EQ(direct.convs, -1);  // the pass did not run
     const Decoded wino = decode_case(size, true);
     EXPECT_GT(wino.convs, 0);
+    EXPECT_EQ(wino.u_made, wino.convs) << "every single conv's U made in the plan";
+    EXPECT_TRUE(wino.u_kernel);
     auto expected = read_npy(test_cases::case_file("flux_small", "expected_" + size + ".npy"));
     ASSERT_TRUE(expected) << expected.message();
     ASSERT_EQ(wino.image.shape, expected->shape);

@@ -190,14 +190,19 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   CompileOptions winograd4 = options, winograd2 = options;  // the Winograd tile (--winograd-tile)
   winograd4.winograd_convs = winograd2.winograd_convs = true;
   winograd2.winograd_tile = 2;
-  CompileOptions winograd_single = winograd4;  // single 2-D convs too (--winograd-min-taps 1)
+  CompileOptions winograd_single = winograd4;  // single 2-D convs too, U made at each run (compile.h's defaults)
   winograd_single.winograd_min_taps = 1;
+  winograd_single.winograd_single_u_at_run = true;
+  CompileOptions winograd_hold_u = winograd_single;  // their U held instead (--winograd-hold-u)
+  winograd_hold_u.winograd_single_u_at_run = false;
   for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2})
     EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
             plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd2, info)));
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
             plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_single, info)));
+  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_single, info)),
+            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_hold_u, info)));
   // Codegen choices (--kernels portable, --conv-tile) too.
   EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "")), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "kernels portable conv_tile ''")),

@@ -132,6 +132,14 @@ TEST(VideoCli, WinogradTwoDContradictsNoWinograd) {
   EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
 }
 
+// --winograd-2d (the default, kept for scripts) with --no-winograd-2d likewise.
+TEST(VideoCli, WinogradTwoDContradictsNoWinogradTwoD) {
+  Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-2d", "--no-winograd-2d"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--winograd-2d and --no-winograd-2d contradict"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
+}
+
 // A video bench writes no frames: --out is refused, not silently ignored.
 TEST(VideoCli, BenchRefusesOutForAVideoDecoder) {
   const std::string out = (fs::temp_directory_path() / "strata_video_bench_out.npy").string();
