@@ -81,8 +81,9 @@ Status run_fold_transposes(Graph& g, PassContext& ctx) {
           !replacement[static_cast<size_t>(producer[static_cast<size_t>(r)])].empty())
         continue;
       const ValueId map = reshape->inputs[0];
-      const TensorType& mt = g.value(map).type;
-      const TensorType& tt = g.value(n.outputs[0]).type;
+      // Copies: add_value below may move the values these would refer to.
+      const TensorType mt = g.value(map).type;
+      const TensorType tt = g.value(n.outputs[0]).type;
       if (!unpadded_nhwc_map(mt) || !row_major_2d(tt) || !row_major_2d(g.value(r).type)) continue;
       const int64_t c = mt.shape[1], t = mt.shape[2] * mt.shape[3];
       if (tt.shape != Shape{t, c}) continue;
@@ -104,8 +105,11 @@ Status run_fold_transposes(Graph& g, PassContext& ctx) {
           !replacement[static_cast<size_t>(producer[static_cast<size_t>(q)])].empty())
         continue;
       const ValueId tokens = transpose->inputs[0];
-      const TensorType& tt = g.value(tokens).type;
-      const TensorType& mt = g.value(n.outputs[0]).type;
+      // Copies: add_value below may move the values these would refer to (a reference
+      // here crashed once the values' vector grew: Qwen-Image 1024² with more
+      // Winograd convs, session 29).
+      const TensorType tt = g.value(tokens).type;
+      const TensorType mt = g.value(n.outputs[0]).type;
       if (!unpadded_nhwc_map(mt) || !row_major_2d(tt) || !row_major_2d(g.value(q).type)) continue;
       const int64_t c = mt.shape[1], t = mt.shape[2] * mt.shape[3];
       if (tt.shape != Shape{t, c}) continue;

@@ -65,6 +65,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-winograd-2d", false,
        "keep the image decoders' single 2-D convs on the direct conv kernel; Winograd for causal video convs' tap "
        "chains only (for measuring the two: docs/PERFORMANCE.md)"},
+      {"winograd-2d-min-pixels", true,
+       "the fewest pixels (H*W) of a single 2-D conv's frame that runs as Winograd (default 65536; for measuring: "
+       "docs/PERFORMANCE.md)"},
       {"winograd-hold-u", false,
        "hold each single 2-D conv's Winograd weights U (4x its weights' bytes) in device memory instead of "
        "computing them at each run into the activations (for measuring the two: docs/PERFORMANCE.md)"},
@@ -163,6 +166,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     if (a.has("no-winograd-2d")) return error("--winograd-2d and --no-winograd-2d contradict each other");
   }
   if (a.has("no-winograd-2d")) r.winograd_min_taps = 2;
+  if (auto text = a.get("winograd-2d-min-pixels")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t n, parse_integer("winograd-2d-min-pixels", *text));
+    if (n < 0) return error("--winograd-2d-min-pixels '{}' must be 0 or more", *text);
+    r.winograd_single_min_pixels = n;
+  }
   r.winograd_u_at_run = !a.has("winograd-hold-u");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
@@ -235,6 +243,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_min_pixels = r.winograd_min_pixels;
   o.winograd_min_taps = r.winograd_min_taps;
   o.winograd_single_u_at_run = r.winograd_u_at_run;
+  o.winograd_single_min_pixels = r.winograd_single_min_pixels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.
