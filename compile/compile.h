@@ -76,9 +76,11 @@ struct CompilerOptions {
   // (`--no-winograd-2d`).
   int64_t winograd_min_taps = 1;
   // A single conv's frame at least this many pixels: each conv pays its own input
-  // transform, and on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
-  // (docs/PERFORMANCE.md, session 25).
-  int64_t winograd_single_min_pixels = 65536;
+  // transform. With U held, on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
+  // (docs/PERFORMANCE.md, session 25); with U made at each run they cost no memory and
+  // gave 34.2 → 32.9 ms (Flux 1024²), 10.5 → 9.75 ms (512²) (session 29).
+  // `--winograd-2d-min-pixels`.
+  int64_t winograd_single_min_pixels = 16384;
   // A single conv's U (4× its weights' bytes with F(4×4)) computed at each run from the
   // conv's weights into the activation arena, where the small frames of the wide convs
   // leave room, instead of held as a constant (passes/winograd_convs.cpp): the device

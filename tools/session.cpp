@@ -59,14 +59,14 @@ const std::vector<OptionSpec>& run_option_specs() {
        "the fewest pixels (H*W) of a frame whose causal convs run as Winograd (default 10000; 0: all); smaller "
        "frames keep the direct conv and its 4x smaller weights (docs/PERFORMANCE.md)"},
       {"winograd-2d", false,
-       "run the image decoders' 3x3 convs of >= 256 channels over >= 65536 pixels as Winograd (--winograd-tile) "
+       "run the image decoders' 3x3 convs of >= 256 channels over >= 16384 pixels as Winograd (--winograd-tile) "
        "where their scratch fits under the activations' peak: the default on tensor cores since session 29, kept "
        "so that scripts naming it keep working (docs/PERFORMANCE.md)"},
       {"no-winograd-2d", false,
        "keep the image decoders' single 2-D convs on the direct conv kernel; Winograd for causal video convs' tap "
        "chains only (for measuring the two: docs/PERFORMANCE.md)"},
       {"winograd-2d-min-pixels", true,
-       "the fewest pixels (H*W) of a single 2-D conv's frame that runs as Winograd (default 65536; for measuring: "
+       "the fewest pixels (H*W) of a single 2-D conv's frame that runs as Winograd (default 16384; for measuring: "
        "docs/PERFORMANCE.md)"},
       {"winograd-hold-u", false,
        "hold each single 2-D conv's Winograd weights U (4x its weights' bytes) in device memory instead of "

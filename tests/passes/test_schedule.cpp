@@ -150,6 +150,42 @@ TEST(Schedule, WideShortcutRunsFirstAndNorm1WritesOverTheBlockInput) {
   EXPECT_EQ(summarize_buffers(kept).arena_bytes("act"), 5120u);
 }
 
+// kWideResnet with conv2's weights computed from a constant in the model's order before
+// everything (as winograd_weights makes a conv's U): a node that reads constants only.
+// By bytes alone (576 B, under every activation) it would run first and hold its result
+// across the block; it runs right before its reader instead.
+constexpr const char* kWideResnetComputedWeight = R"(graph @wide_resnet_w(%z: f32[1,8,8,8]) {
+  %conv2.weight: f32[4,4,3,3] = weight "conv2.weight"
+  %w2: f32[4,4,3,3] = scale "w2_scaled" (%conv2.weight) {mul = 0.5}
+  %x: f32[1,8,8,8] = silu "x" (%z)
+  %g8: f32[8] = weight "g8"
+  %b8: f32[8] = weight "b8"
+  %h: f32[1,8,8,8] = norm_act "norm1" (%x, %g8, %b8) {eps = 1e-06, groups = 2, norm = "group", silu = 1}
+  %conv1.weight: f32[4,8,3,3] = weight "conv1.weight"
+  %conv1: f32[1,4,8,8] = conv_gemm "conv1" (%h, %conv1.weight) {gather = "plain", kernel = [3, 3], pad = [1, 1], stride = [1, 1], weight_layout = "oihw"}
+  %g4: f32[4] = weight "g4"
+  %b4: f32[4] = weight "b4"
+  %h2: f32[1,4,8,8] = norm_act "norm2" (%conv1, %g4, %b4) {eps = 1e-06, groups = 2, norm = "group", silu = 1}
+  %sc.weight: f32[4,8,1,1] = weight "sc.weight"
+  %s: f32[1,4,8,8] = conv_gemm "conv_shortcut" (%x, %sc.weight) {gather = "plain", kernel = [1, 1], pad = [0, 0], stride = [1, 1], weight_layout = "oihw"}
+  %y: f32[1,4,8,8] = conv_gemm "conv2" (%h2, %w2, _, %s) {gather = "plain", kernel = [3, 3], pad = [1, 1], stride = [1, 1], weight_layout = "oihw"}
+  return %y
+}
+)";
+
+TEST(Schedule, NodesReadingConstantsOnlyRunRightBeforeTheirReader) {
+  WeightStore store;
+  Graph before = testing::parse_with_weights(kWideResnetComputedWeight, store);
+  Graph g = planned(kWideResnetComputedWeight, store, true);
+  EXPECT_EQ(node_names(g), (std::vector<std::string>{"x", "conv_shortcut", "norm1", "conv1", "norm2", "w2_scaled",
+                                                     "conv2"}));
+  // The block's 4 KiB as in WideShortcutRunsFirstAndNorm1WritesOverTheBlockInput; w2
+  // (576 B) is alive at conv2 only, beside h2, s and y.
+  EXPECT_EQ(summarize_buffers(g).arena_bytes("act"), 4096u);
+  auto in = testing::random_inputs(before, 5);
+  EXPECT_TRUE(testing::bit_identical(testing::run_graph(before, store, in), testing::run_graph(g, store, in)));
+}
+
 // A seeded small Flux decoder whose last up block, like the full one's, starts with a
 // resnet from more channels to fewer (block_out_channels 32, 64, 64, 64: up_blocks.3
 // goes from 64 to 32 at the full resolution) through the whole pipeline, with and
