@@ -31,13 +31,19 @@
 //   y = winograd_output(M, n_0's bias, n_0's residual) {height, width, tile, acc_scale,
 //       residual_scale = n_0's, out_scale = n_{m−1}'s, dtype f16}
 // U = G w_i Gᵀ of the links' f16-rounded weights, a new constant
-// "<w_0>[winograd <w_1> …]" of dtype f16 (interp::winograd_weights). Only when C ≥
+// "<w_0>[winograd <w_1> …]" of dtype f16 (interp::winograd_weights); for a single conv
+// with CompileOptions::winograd_single_u_at_run (compile.h's default) instead
+//   U = winograd_weights(w_0) {tile, dtype f16}   right before the GEMM
+// an activation made at each run (no constant 4× the weights' bytes; its f16 range
+// checked by a bound on |w| instead of computing U). Only when C ≥
 // CompileOptions::winograd_min_channels, H·W ≥ winograd_min_pixels, C and Co are
 // multiples of 32, x, y and the residual hold no channel padding, U fits f16, and V
 // and M fit the binding limit. A single conv (m = 1) also needs H·W ≥
 // winograd_single_min_pixels and its V and M (both f16) to fit under the
 // activations' peak as the graph stands (live_bytes: what is alive at each node in the
-// graph's order, constants left out), so the plan's activations do not grow. Its M is
+// graph's order, constants left out), with U too when it is made at each run, so the
+// plan's activations do not grow (passes/schedule.cpp keeps winograd_weights next to its
+// GEMM). Its M is
 // f16: its GEMM (K = C) is bound by M's bytes as much as by the multiplies, and the
 // rounding costs ~1.5 dB (tests/passes/test_winograd_convs.cpp); a chain's M, the sum of
 // up to three taps, stays f32 (measured ~2 dB lower in f16: docs/PERFORMANCE.md, session 25).
