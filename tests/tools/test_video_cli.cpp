@@ -124,6 +124,17 @@ TEST(VideoCli, WinogradTileIsTwoOrFour) {
   EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
 }
 
+// --winograd-2d-min-pixels takes a count of pixels, 0 or more, and says so before any work.
+TEST(VideoCli, WinogradTwoDMinPixelsIsACount) {
+  for (const auto& [text, message] : {std::pair<std::string, std::string>{"-5", "'-5' must be 0 or more"},
+                                      {"abc", "'abc' is not an integer"}}) {
+    Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-2d-min-pixels", text});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("--winograd-2d-min-pixels " + message), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r.out;
+  }
+}
+
 // --winograd-2d with --no-winograd is a contradiction, said before any work.
 TEST(VideoCli, WinogradTwoDContradictsNoWinograd) {
   Result r = run({"bench", "--arch", "flux-small", "--size", "64", "--winograd-2d", "--no-winograd"});
