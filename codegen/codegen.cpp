@@ -19,7 +19,7 @@ namespace {
 
 bool is_elementwise(Op op) {
   switch (op) {
-    case Op::silu: case Op::gelu: case Op::tanh: case Op::add: case Op::mul:
+    case Op::silu: case Op::gelu: case Op::tanh: case Op::add: case Op::mul: case Op::silu_mul:
     case Op::scale: case Op::clamp: case Op::cast: return true;
     default: return false;
   }

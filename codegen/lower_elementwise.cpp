@@ -373,6 +373,7 @@ Status lower_elementwise(Lowering& l, const Node& node) {
     case Op::cast: return lower_unary(l, node, "COPY", 0, 0);
     case Op::add: return lower_binary(l, node, "ADD");
     case Op::mul: return lower_binary(l, node, "MUL");
+    case Op::silu_mul: return lower_binary(l, node, "SILU_MUL");
     default: return l.fail(node, "not a pointwise op");
   }
 }

@@ -11,7 +11,9 @@
 //   rms_norm    an invocation per position (rms_norm.comp), Kahan-summed squares.
 //   layer_norm  a workgroup per row (rows of 512 or more) or per 128 / LANES rows,
 //               exact two-pass (layer_norm.comp).
-//   token_rms_norm  layer_norm.comp with RMS = 1: the same row kernel without the mean.
+//   token_rms_norm  layer_norm.comp with RMS = 1: the same row kernel without the mean,
+//               and with its fused mul and residual (passes/fuse_token_norm.cpp).
+//   Both read rows as 4-vectors where C and the windows allow (VEC 4).
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
 // / rows starting at an aligned offset, the kernel told where its first element is),
@@ -232,13 +234,14 @@ Status lower_rms_norm(Lowering& l, const Node& node) {
 
 // ---- layer_norm ----------------------------------------------------------------
 
-// layer_norm and token_rms_norm (RMS = 1: no mean, no beta).
+// layer_norm and token_rms_norm (RMS = 1: no mean, no beta; its fused mul and
+// residual operands, passes/fuse_token_norm.cpp).
 Status lower_layer_norm(Lowering& l, const Node& node) {
   const bool rms = node.op == Op::token_rms_norm;
-  const ValueId x = node.inputs[0], y = node.outputs[0];
-  const ValueId gamma = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
-  const ValueId beta = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
-  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, y}));
+  auto operand = [&](size_t i) { return node.inputs.size() > i ? node.inputs[i] : kNoValue; };
+  const ValueId x = node.inputs[0], y = node.outputs[0], gamma = operand(1);
+  const ValueId beta = rms ? kNoValue : operand(2), mul = rms ? operand(2) : kNoValue, res = rms ? operand(3) : kNoValue;
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, gamma, beta, mul, res, y}));
   const Shape& xs = l.shape(x);
   const uint64_t elems = num_elements(xs);
   if (elems == 0) return Status::ok();
@@ -246,11 +249,33 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   const std::vector<Run> runs = split_uniform(l, rows, cols);
   if (runs.empty()) return too_large(l, node, rms ? "one token_rms_norm row" : "one layer_norm row", cols * 4);
 
-  const bool has_gamma = gamma != kNoValue, has_beta = beta != kNoValue;
-  // Lanes per row: about 4 elements each for short rows (at least 8 lanes), all 128
-  // for rows of 512 or more (one row per workgroup, as before: the same bits there).
+  const bool has_gamma = gamma != kNoValue, has_beta = beta != kNoValue, has_mul = mul != kNoValue,
+             has_res = res != kNoValue;
+  const bool mul_row = has_mul && static_cast<uint64_t>(num_elements(l.shape(mul))) == cols;
+  if (has_mul && !mul_row && l.shape(mul) != xs)
+    return l.fail(node, fmt::format("the mul operand {} is neither a row of {} nor x's shape", shape_str(l.shape(mul)),
+                                    cols));
+  // 4-vectors (layer_norm.comp VEC): C a multiple of 4, each run's windows starting
+  // on a whole vector at 16-byte offsets, and at most kMaxVectorsPerLane per lane.
+  constexpr uint64_t kMaxVectorsPerLane = 16;
+  bool vec = cols % 4 == 0 && ceil_div(cols / 4, kLayerNormWg) <= kMaxVectorsPerLane;
+  auto aligned = [](const runtime::BindingDesc& b) { return b.offset % 16 == 0; };
+  for (const Run& run : runs) {
+    if (!vec) break;
+    for (ValueId v : {x, mul_row ? kNoValue : mul, res, y}) {
+      if (v == kNoValue) continue;
+      const Lowering::ElementWindow w = l.element_window(v, run.first * cols, run.count * cols, Access::read);
+      vec = vec && w.base % 4 == 0 && aligned(w.binding);
+    }
+  }
+  for (ValueId v : {gamma, beta, mul_row ? mul : kNoValue})
+    if (v != kNoValue) vec = vec && aligned(l.bind(v, Access::read));
+  // Lanes per row: about 4 elements (or 4-vectors) each for short rows, at least 8
+  // lanes (rows of 128 as vectors: 8 lanes, 16 rows per workgroup), all 128 for rows
+  // of more than 512 elements (more than 1024 as vectors): one row per workgroup.
+  const uint64_t units = vec ? cols / 4 : cols;
   uint32_t lanes = 8;
-  while (lanes < kLayerNormWg && lanes * 4 < cols) lanes *= 2;
+  while (lanes < kLayerNormWg && lanes * 4 < units) lanes *= 2;
   const uint32_t rows_per_group = kLayerNormWg / lanes;
   KernelKey key;
   key.file = "layer_norm.comp";
@@ -260,7 +285,26 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   if (lanes < kLayerNormWg) key.defines["LANES"] = std::to_string(lanes);
   if (rms) key.defines["RMS"] = "1";
   add_operand_types(l, key, x, gamma, beta, y);
-  key.bindings = 2 + has_gamma + has_beta;
+  if (has_mul) {
+    key.defines["HAS_MUL"] = "1";
+    key.defines["MUL_ROW"] = mul_row ? "1" : "0";
+    add_type_define(key.defines, "M_T", l.storage(mul));
+  }
+  if (has_res) {
+    key.defines["HAS_RES"] = "1";
+    add_type_define(key.defines, "R_T", l.storage(res));
+  }
+  if (vec) {
+    key.defines["VEC"] = "4";
+    key.defines["NV"] = std::to_string(ceil_div(units, lanes));
+    add_vec4_type_define(key.defines, "X_V", l.storage(x));
+    add_vec4_type_define(key.defines, "Y_V", l.storage(y));
+    if (has_gamma) add_vec4_type_define(key.defines, "G_V", l.storage(gamma));
+    if (has_beta) add_vec4_type_define(key.defines, "BE_V", l.storage(beta));
+    if (has_mul) add_vec4_type_define(key.defines, "M_V", l.storage(mul));
+    if (has_res) add_vec4_type_define(key.defines, "R_V", l.storage(res));
+  }
+  key.bindings = 2 + has_gamma + has_beta + has_mul + has_res;
   key.push_constant_bytes = 4 * 4;
   key.workgroup_size = {kLayerNormWg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
@@ -275,6 +319,16 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
     std::vector<runtime::BindingDesc> bindings = {xw.binding};
     if (has_gamma) bindings.push_back(l.bind(gamma, Access::read));
     if (has_beta) bindings.push_back(l.bind(beta, Access::read));
+    for (ValueId v : {mul, res}) {
+      if (v == kNoValue) continue;
+      if (v == mul && mul_row) {
+        bindings.push_back(l.bind(v, Access::read));
+        continue;
+      }
+      const Lowering::ElementWindow w = l.element_window(v, run.first * cols, run.count * cols, Access::read);
+      STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, w));
+      bindings.push_back(w.binding);
+    }
     bindings.push_back(yw.binding);
     l.dispatch(pipe, std::move(bindings), push, l.grid_1d(ceil_div(run.count, rows_per_group) * kLayerNormWg, kLayerNormWg),
                node);

@@ -1,6 +1,7 @@
 // lower_rope: the diffusion transformer's position and timestep features.
 //
-//   rope        kernels/rope.comp, an invocation per pair. x and y are bound in
+//   rope        kernels/rope.comp, an invocation per pair (per two pairs as 4-vectors
+//               where D and the windows allow). x and y are bound in
 //               windows of whole rows (one token of one head: D elements) that fit
 //               the storage-buffer range, one dispatch each, the kernel told the
 //               first row (for its token's table row) and where its first element
@@ -41,8 +42,25 @@ Status lower_rope_op(Lowering& l, const Node& node) {
       return l.fail(node, fmt::format("the table '{}' exceeds the storage-buffer range {}", l.graph().value(t).name,
                                       range));
 
+  // Two pairs per invocation (rope.comp VEC 4): D a multiple of 4, every window's
+  // base a whole vector at a 16-byte offset, the tables at 16-byte offsets.
+  bool vec = d % 4 == 0;
+  for (uint64_t r0 = 0; r0 < rows && vec; r0 += per) {
+    const uint64_t count = std::min(per, rows - r0);
+    for (ValueId v : {x, y}) {
+      const Lowering::ElementWindow w = l.element_window(v, r0 * d, count * d, Access::read);
+      vec = vec && w.base % 4 == 0 && w.binding.offset % 16 == 0;
+    }
+  }
+  for (ValueId t : {cos, sin}) vec = vec && l.bind(t, Access::read).offset % 16 == 0;
   KernelKey key;
   key.file = "rope.comp";
+  if (vec) {
+    key.defines["VEC"] = "4";
+    add_vec4_type_define(key.defines, "X_V", l.storage(x));
+    add_vec4_type_define(key.defines, "Y_V", l.storage(y));
+    key.defines["T_V2"] = l.storage(cos) == DType::f16 ? "f16vec2" : "vec2";
+  }
   add_type_define(key.defines, "X_T", l.storage(x));
   add_type_define(key.defines, "T_T", l.storage(cos));
   add_type_define(key.defines, "Y_T", l.storage(y));
@@ -65,7 +83,7 @@ Status lower_rope_op(Lowering& l, const Node& node) {
     push.u32(static_cast<uint32_t>(d / 2)).u32(static_cast<uint32_t>(tokens)).u32(static_cast<uint32_t>(count));
     push.u32(static_cast<uint32_t>(r0)).u32(xw.base);
     l.dispatch(pipe, {xw.binding, l.bind(cos, Access::read), l.bind(sin, Access::read), yw.binding}, push,
-               l.grid_1d(count * d / 2, kLocal), node, rows > per ? "w" + std::to_string(part++) : "");
+               l.grid_1d(count * d / (vec ? 4 : 2), kLocal), node, rows > per ? "w" + std::to_string(part++) : "");
   }
   return Status::ok();
 }

@@ -158,6 +158,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.precision = target.precision;
   p.channel_tile = target.channel_tile;
   p.fuse_frame_taps = target.fuse_frame_taps;
+  p.fuse_token_ops = options.fuse_token_ops;
   p.attention_gemms = target.tensor_cores() && options.attention_gemms;
   p.fold_softmax = p.attention_gemms && options.fold_softmax;
   p.gemm_wave_workgroups = target.gemm_wave_workgroups;

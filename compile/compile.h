@@ -87,6 +87,9 @@ struct CompilerOptions {
   // memory of `--winograd-2d` stays the direct convs' for ~10 µs per conv
   // (docs/PERFORMANCE.md, session 29); false holds U (`--winograd-hold-u`).
   bool winograd_single_u_at_run = true;
+  // A token norm's modulation and residual add folded into the norm, a SwiGLU's gate
+  // into silu_mul (passes/fuse_token_norm.cpp); false: `--no-fuse-token-ops`.
+  bool fuse_token_ops = true;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

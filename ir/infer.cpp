@@ -303,6 +303,16 @@ Expected<std::vector<TensorType>> infer_token_rms_norm(const Attrs& a, const Typ
   const TensorType* x = in[0];
   if (x->rank() < 1) return error("token_rms_norm input must have rank >= 1");
   STRATA_RETURN_IF_ERROR(need_vector(in.size() > 1 ? in[1] : nullptr, x->shape.back(), "token_rms_norm gamma"));
+  // The fused modulation: a row vector (every dim but the last 1) or x's shape.
+  if (const TensorType* m = in.size() > 2 ? in[2] : nullptr) {
+    bool row = m->rank() >= 1 && m->rank() <= x->rank() && m->shape.back() == x->shape.back();
+    for (size_t d = 0; row && d + 1 < m->shape.size(); ++d) row = m->shape[d] == 1;
+    if (!row && m->shape != x->shape)
+      return error("token_rms_norm mul must be a row of {} or x's shape {}, got {}", x->shape.back(),
+                   shape_str(x->shape), shape_str(m->shape));
+  }
+  if (const TensorType* r = in.size() > 3 ? in[3] : nullptr; r && r->shape != x->shape)
+    return error("token_rms_norm residual must have x's shape {}, got {}", shape_str(x->shape), shape_str(r->shape));
   STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(a, *x, x->shape));
   return std::vector{t};
 }
@@ -527,6 +537,11 @@ Expected<std::vector<TensorType>> infer_output_types(Op op, const Attrs& attrs, 
     case Op::mul: {
       STRATA_ASSIGN_OR_RETURN(Shape s, broadcast_shapes(x.shape, inputs[1]->shape));
       return std::vector{like(x, s)};
+    }
+    case Op::silu_mul: {
+      STRATA_ASSIGN_OR_RETURN(Shape s, broadcast_shapes(x.shape, inputs[1]->shape));
+      STRATA_ASSIGN_OR_RETURN(TensorType t, out_type(attrs, x, std::move(s)));
+      return std::vector{t};
     }
     case Op::token_rms_norm: return infer_token_rms_norm(attrs, inputs);
     case Op::rope: return infer_rope(inputs);

@@ -187,7 +187,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
     case Op::group_moments: return interp::group_moments(*in[0], a.get_int("groups"), a.get_float("in_scale", 1.0), par);
     case Op::rms_norm: return interp::rms_norm(*in[0], *in[1], opt(2), a.get_float("eps", 1e-12), par);
     case Op::layer_norm: return interp::layer_norm(*in[0], opt(1), opt(2), a.get_float("eps", 1e-5), par);
-    case Op::token_rms_norm: return interp::token_rms_norm(*in[0], opt(1), a.get_float("eps"), par);
+    case Op::token_rms_norm: return interp::token_rms_norm(*in[0], opt(1), opt(2), opt(3), a.get_float("eps"), par);
     case Op::rope: return interp::rope(*in[0], *in[1], *in[2], par);
     case Op::sinusoidal: return interp::sinusoidal(*in[0], *in[1]);
     case Op::tanh: return interp::tanh(*in[0], par);
@@ -195,6 +195,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
     case Op::gelu: return interp::gelu(*in[0], par);
     case Op::add: return interp::add(*in[0], *in[1], par);
     case Op::mul: return interp::mul(*in[0], *in[1], par);
+    case Op::silu_mul: return interp::silu_mul(*in[0], *in[1], par);
     case Op::scale: return interp::scale(*in[0], a.get_float("mul", 1.0), a.get_float("add", 0.0), par);
     case Op::clamp: return interp::clamp(*in[0], a.get_float("min"), a.get_float("max"), par);
     case Op::upsample_nearest: return interp::upsample_nearest(*in[0], a.get_ints("factors"), par);

@@ -144,6 +144,10 @@ Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, doub
 Tensor softmax(const Tensor& x, const Parallel& par);
 // Over the last dim: x / √(mean(x²) + eps) · gamma (gamma optional).
 Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, double eps, const Parallel& par);
+// The fused form (ir/ops.h): residual + (x / rms · gamma) · mul in f64, mul a row
+// vector or x's shape, residual x's shape (either may be null).
+Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, const Tensor* mul, const Tensor* residual, double eps,
+                      const Parallel& par);
 // Rotary embedding of interleaved pairs; cos, sin: [T, D/2].
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Parallel& par);
 // [N, 2F]: cos then sin of f32(t[n] · freqs[j]).
@@ -199,6 +203,7 @@ Tensor scale(const Tensor& x, double mul, double add, const Parallel& par);
 Tensor clamp(const Tensor& x, double lo, double hi, const Parallel& par);
 Tensor add(const Tensor& a, const Tensor& b, const Parallel& par);  // numpy broadcasting
 Tensor mul(const Tensor& a, const Tensor& b, const Parallel& par);  // numpy broadcasting
+Tensor silu_mul(const Tensor& a, const Tensor& b, const Parallel& par);  // silu(a) · b, f64, broadcasting
 Tensor upsample_nearest(const Tensor& x, const std::vector<int64_t>& factors, const Parallel& par);
 
 Tensor reshape(const Tensor& x, const Shape& shape);  // shape fully known (no -1)

@@ -168,6 +168,10 @@ Tensor mul(const Tensor& a, const Tensor& b, const Parallel& par) {
   return broadcast(a, b, par, [](float u, float v) { return u * v; });
 }
 
+Tensor silu_mul(const Tensor& a, const Tensor& b, const Parallel& par) {
+  return broadcast(a, b, par, [](float u, float v) { return static_cast<float>(u / (1.0 + std::exp(-double(u))) * v); });
+}
+
 Tensor upsample_nearest(const Tensor& x, const std::vector<int64_t>& factors, const Parallel& par) {
   // out[..., i, j] = x[..., i / f_i, j / f_j] over the trailing len(factors) dims.
   const size_t rank = x.shape.size();

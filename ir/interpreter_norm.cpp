@@ -152,8 +152,16 @@ Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, doub
 }
 
 Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, double eps, const Parallel& par) {
+  return token_rms_norm(x, gamma, nullptr, nullptr, eps, par);
+}
+
+Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, const Tensor* mul, const Tensor* residual, double eps,
+                      const Parallel& par) {
   // Over the last dim (diffusers RMSNorm): y = x / √(mean(x²) + eps) · gamma; the mean
-  // of squares in f64, in index order. One unit = one row.
+  // of squares in f64, in index order. One unit = one row. The fused form multiplies
+  // by mul (a row vector: index i of the row; or x's shape) and adds the residual, in
+  // f64, before the one rounding to f32.
+  const bool mul_row = mul && mul->elements() == x.shape.back();
   const int64_t c = x.shape.back();
   const int64_t rows = c == 0 ? 0 : x.elements() / c;
   Tensor y(x.shape);
@@ -166,7 +174,10 @@ Tensor token_rms_norm(const Tensor& x, const Tensor* gamma, double eps, const Pa
       const double inv = 1.0 / std::sqrt(sq / double(c) + eps);
       for (int64_t i = 0; i < c; ++i) {
         const double g = gamma ? double(gamma->data[static_cast<size_t>(i)]) : 1.0;
-        out[i] = static_cast<float>(in[i] * inv * g);
+        double v = in[i] * inv * g;
+        if (mul) v *= double(mul->data[static_cast<size_t>(mul_row ? i : r * c + i)]);
+        if (residual) v += double(residual->data[static_cast<size_t>(r * c + i)]);
+        out[i] = static_cast<float>(v);
       }
     }
   });

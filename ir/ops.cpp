@@ -68,7 +68,7 @@ constexpr std::array kOps = {
     OpInfo{Op::group_moments, "group_moments", 1, 1, 1, kGroupMoments},
     OpInfo{Op::rms_norm, "rms_norm", 2, 3, 1, kEps},
     OpInfo{Op::layer_norm, "layer_norm", 1, 3, 1, kEps},
-    OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 2, 1, kTokenRmsNorm},
+    OpInfo{Op::token_rms_norm, "token_rms_norm", 1, 4, 1, kTokenRmsNorm},
     OpInfo{Op::silu, "silu", 1, 1, 1, {}},
     OpInfo{Op::gelu, "gelu", 1, 1, 1, {}},
     OpInfo{Op::tanh, "tanh", 1, 1, 1, {}},
@@ -93,6 +93,7 @@ constexpr std::array kOps = {
     OpInfo{Op::winograd_gemm, "winograd_gemm", 2, -1, 1, kDtype},
     OpInfo{Op::winograd_output, "winograd_output", 1, 3, 1, kWinogradOutput},
     OpInfo{Op::winograd_weights, "winograd_weights", 1, 3, 1, kWinogradInput},
+    OpInfo{Op::silu_mul, "silu_mul", 2, 2, 1, kDtype},
 };
 
 constexpr bool table_in_enum_order() {
@@ -101,7 +102,7 @@ constexpr bool table_in_enum_order() {
   return true;
 }
 static_assert(table_in_enum_order(), "op table rows must follow the Op enum");
-static_assert(kOps.size() == static_cast<size_t>(Op::winograd_weights) + 1, "op table incomplete");
+static_assert(kOps.size() == static_cast<size_t>(Op::silu_mul) + 1, "op table incomplete");
 
 }  // namespace
 

@@ -32,8 +32,13 @@
 //       channel dim: x / max(‖x‖₂, eps) · √C · gamma (+ beta); eps default 1e-12
 //   layer_norm(x[...,C], gamma[C]?, beta[C]?)      over the last dim, eps
 //   silu, gelu (tanh-free, erf form), tanh, add, mul (numpy broadcasting)
-//   token_rms_norm(x[...,C], gamma[C]?)           over the last dim (diffusers RMSNorm):
-//       y = x / √(mean(x²) + eps) · gamma; eps required; optional dtype as linear's
+//   token_rms_norm(x[...,C], gamma[C]?, mul?, residual?)  over the last dim (diffusers
+//       RMSNorm): y = x / √(mean(x²) + eps) · gamma; eps required; optional dtype as
+//       linear's. The two trailing operands are absent in a model's graph; the pass
+//       fuse_token_norm folds a modulation and a residual add into the norm:
+//       y = residual + (x / √(mean(x²) + eps) · gamma) · mul, in f64, rounded once to
+//       the dtype; mul is a row vector ([C], or [1, ..., 1, C]) or x's shape, residual
+//       x's shape
 //   rope(x[...,T,D], cos[T,D/2], sin[T,D/2])       rotary embedding on interleaved
 //       (complex) pairs: (x₂ᵢ + i·x₂ᵢ₊₁) · (cosₜᵢ + i·sinₜᵢ), broadcast over leading dims
 //   sinusoidal(t[N], freqs[F])                     → [N, 2F]: [cos(t·f), sin(t·f)], the
@@ -51,6 +56,8 @@
 //
 // Fused ops (introduced by passes/, see DESIGN.md; ordinary ops for the printer,
 // verifier and interpreter):
+//   silu_mul(a, b)                         silu(a) · b with numpy broadcasting, in f64,
+//       rounded once (a SwiGLU's gate: passes/fuse_token_norm.cpp folds mul(silu(a), b))
 //   norm_act(x[N,C,...], gamma[numel C], beta[C]?, bias[C]?, stats[N·G,2]?)
 //       norm = "group" (groups, eps) or "rms" (eps, Wan style as rms_norm);
 //       t = x · in_scale + bias  (the producing conv's bias, added on read; in_scale
@@ -158,6 +165,7 @@ enum class Op {
   winograd_gemm,
   winograd_output,
   winograd_weights,
+  silu_mul,
 };
 
 struct AttrSpec {

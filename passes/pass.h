@@ -45,6 +45,10 @@ struct CompileOptions {
   // what the tensor-core conv kernel multiplies. false keeps them f32 (tests that
   // isolate the activations' rounding).
   bool f16_conv_weights = true;
+  // fuse_token_norm folds a token norm's modulation and residual add into the norm and
+  // a SwiGLU's mul(silu(a), b) into silu_mul (passes/fuse_token_norm.cpp). compile.h's
+  // default is on; `--no-fuse-token-ops` keeps the elementwise chain (to measure it).
+  bool fuse_token_ops = false;
   // fuse_frame_taps merges the per-tap convs of a causal video conv over a frame stack
   // into one conv with all temporal taps (one dispatch, one long reduction). The
   // target sets it where the tensor-core conv gains from the longer reduction

@@ -74,6 +74,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"winograd-min-channels", true,
        "the fewest input channels of a causal video conv that runs as Winograd (default 256; lower it to check the "
        "tensor-core kernels on the small test cases)"},
+      {"no-fuse-token-ops", false,
+       "keep a transformer's token norms, their modulation and residual adds, and its SwiGLU gates as separate "
+       "elementwise dispatches instead of fused (for measuring the two: docs/PERFORMANCE.md)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
@@ -172,6 +175,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     r.winograd_single_min_pixels = n;
   }
   r.winograd_u_at_run = !a.has("winograd-hold-u");
+  r.fuse_token_ops = !a.has("no-fuse-token-ops");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -243,6 +247,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_min_pixels = r.winograd_min_pixels;
   o.winograd_min_taps = r.winograd_min_taps;
   o.winograd_single_u_at_run = r.winograd_u_at_run;
+  o.fuse_token_ops = r.fuse_token_ops;
   o.winograd_single_min_pixels = r.winograd_single_min_pixels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;

@@ -13,7 +13,7 @@
 // arithmetic once per 4 elements). Each element is computed and rounded as with VEC 1:
 // the same bits. Element-per-invocation kernels with 2-byte accesses ran at 0.4-0.7
 // TB/s on the H200 (issue 17, docs/PERFORMANCE.md session 13).
-// Defines: OP ADD | MUL; RANK 1..6; ROUND (common.glsl); A_T, B_T, Z_T float |
+// Defines: OP ADD | MUL | SILU_MUL (silu(a) · b: silu_mul, a SwiGLU gate); RANK 1..6; ROUND (common.glsl); A_T, B_T, Z_T float |
 // float16_t (default float); VEC 1 | 4 (default 1); BASES 0 / 1 (default 0, not with
 // VEC 4): each operand's first element in its binding (a box of a value larger than
 // one binding) comes after n.
@@ -22,6 +22,7 @@
 // z_stride[RANK].
 #define ADD 1
 #define MUL 2
+#define SILU_MUL 3
 #ifndef A_T
 #define A_T float
 #endif
@@ -87,6 +88,8 @@ void main() {
 #define APPLY(x, y) ((x) + (y))
 #elif OP == MUL
 #define APPLY(x, y) ((x) * (y))
+#elif OP == SILU_MUL
+#define APPLY(x, y) (silu_precise(x) * (y))
 #else
 #error "binary.comp: unknown OP"
 #endif

@@ -1,27 +1,56 @@
 // layer_norm.comp: layer norm over the last dim of x[..., C], and (RMS = 1) the
-// token_rms_norm op, which is the same without the mean:
+// token_rms_norm op, which is the same without the mean, with its fused epilogue:
 //
 //   y = (x - mean) / sqrt(var + eps) (· γ) (+ β),   var biased
-//   RMS: y = x / sqrt(mean(x²) + eps) (· γ)
+//   RMS: y = x / sqrt(mean(x²) + eps) (· γ) (· mul) (+ residual)
 //
 // LANES invocations per row (a power of two dividing WG; default WG), WG / LANES rows
 // per workgroup. Exact two-pass statistics, like the interpreter: the mean first
 // (per-invocation sums over the elements lane, lane + LANES, ..., then a fixed
 // shared-memory tree over the row's lanes), then Σ (x - mean)² the same way, then the
-// output. The row is read three times (from cache after the first). No subgroup
-// operations. The lowering gives short rows fewer lanes: the transformers' per-head
-// q and k norms (rows of 64 or 128) ran a workgroup of 128 per row, most of it idle
-// or in barriers (issue 19, docs/PERFORMANCE.md session 13).
+// output. No subgroup operations. The lowering gives short rows fewer lanes: the
+// transformers' per-head q and k norms (rows of 64 or 128) ran a workgroup of 128 per
+// row, most of it idle or in barriers (issue 19, docs/PERFORMANCE.md session 13).
 //
-// A dispatch covers `rows` whole rows through windows of x and y whose element
-// x_base is the first row's first element.
+// VEC = 4 (the lowering's choice where C is a multiple of 4, the row starts are whole
+// vectors and every binding sits at a 16-byte offset): each invocation reads NV
+// 4-vectors of its row (vector lane, lane + LANES, ...; 8- or 16-byte accesses) once
+// into registers and computes both sums and the output from them. With VEC = 1 the
+// row is read three times, element by element (from cache after the first): 1.8 TB/s
+// at Z-Image's rows of 3840 halves, and those reads were most of the fused epilogue's
+// time (docs/PERFORMANCE.md session 30).
 //
-// Defines: WG (a power of two), LANES, HAS_GAMMA, HAS_BETA, RMS (0 / 1; RMS default 0).
-// X_T G_T BE_T Y_T: float | float16_t (default float); ROUND (common.glsl).
-// Bindings: x (read), [gamma (read)], [beta (read)], y (write).
+// The fused epilogue (token_rms_norm's mul and residual operands, passes/
+// fuse_token_norm.cpp): HAS_MUL multiplies by m, a row vector of C (MUL_ROW = 1) or an
+// x-shaped value (MUL_ROW = 0, windowed like x); HAS_RES adds the x-shaped residual.
+// Everything is computed in f32 and rounded once to Y_T.
+//
+// A dispatch covers `rows` whole rows through windows of x, y (and an x-shaped mul
+// and the residual) whose element x_base is the first row's first element.
+//
+// Defines: WG (a power of two), LANES, HAS_GAMMA, HAS_BETA, HAS_MUL, MUL_ROW, HAS_RES,
+// RMS (0 / 1; default 0), VEC (1 | 4; default 1) with NV (vectors per lane).
+// X_T G_T BE_T M_T R_T Y_T: float | float16_t (default float); with VEC 4 also their
+// 4-vector types X_V G_V BE_V M_V R_V Y_V (vec4 | f16vec4); ROUND (common.glsl).
+// Bindings: x (read), [gamma (read)], [beta (read)], [mul (read)], [residual (read)],
+// y (write).
+
+#extension GL_EXT_control_flow_attributes : require
 
 #ifndef RMS
 #define RMS 0
+#endif
+#ifndef HAS_MUL
+#define HAS_MUL 0
+#endif
+#ifndef MUL_ROW
+#define MUL_ROW 1
+#endif
+#ifndef HAS_RES
+#define HAS_RES 0
+#endif
+#ifndef VEC
+#define VEC 1
 #endif
 #ifndef LANES
 #define LANES WG
@@ -39,20 +68,55 @@
 #ifndef BE_T
 #define BE_T float
 #endif
+#ifndef M_T
+#define M_T float
+#endif
+#ifndef R_T
+#define R_T float
+#endif
 #ifndef Y_T
 #define Y_T float
 #endif
+#if VEC == 4
+#define XB X_V
+#define GB G_V
+#define BEB BE_V
+#define MB M_V
+#define RB R_V
+#define YB Y_V
+#elif VEC == 1
+#define XB X_T
+#define GB G_T
+#define BEB BE_T
+#define MB M_T
+#define RB R_T
+#define YB Y_T
+#else
+#error "layer_norm.comp: VEC must be 1 or 4"
+#endif
+
+#define B_GAMMA 1
+#define B_BETA (B_GAMMA + HAS_GAMMA)
+#define B_MUL (B_BETA + HAS_BETA)
+#define B_RES (B_MUL + HAS_MUL)
+#define B_Y (B_RES + HAS_RES)
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
+layout(std430, binding = 0) readonly buffer XBuf { XB x[]; };
 #if HAS_GAMMA
-layout(std430, binding = 1) readonly buffer GammaBuf { G_T gamma[]; };
+layout(std430, binding = B_GAMMA) readonly buffer GammaBuf { GB gamma[]; };
 #endif
 #if HAS_BETA
-layout(std430, binding = 1 + HAS_GAMMA) readonly buffer BetaBuf { BE_T beta[]; };
+layout(std430, binding = B_BETA) readonly buffer BetaBuf { BEB beta[]; };
 #endif
-layout(std430, binding = 1 + HAS_GAMMA + HAS_BETA) writeonly buffer YBuf { Y_T y[]; };
+#if HAS_MUL
+layout(std430, binding = B_MUL) readonly buffer MulBuf { MB mulv[]; };
+#endif
+#if HAS_RES
+layout(std430, binding = B_RES) readonly buffer ResBuf { RB res[]; };
+#endif
+layout(std430, binding = B_Y) writeonly buffer YBuf { YB y[]; };
 
 layout(push_constant) uniform Push {
   uint cols;
@@ -88,6 +152,46 @@ void main() {
   const uint cols = row < pc.rows ? pc.cols : 0u;
   const uint first = pc.x_base + row * pc.cols;
 
+#if VEC == 4
+  const uint nvec = cols / 4u, vfirst = first / 4u;
+  vec4 xs[NV];
+  [[unroll]] for (uint k = 0; k < NV; ++k) {
+    const uint i = lane + k * LANES;
+    xs[k] = i < nvec ? vec4(x[vfirst + i]) : vec4(0.0);
+  }
+#if RMS
+  const float mean = 0.0;
+#else
+  float s = 0.0;
+  [[unroll]] for (uint k = 0; k < NV; ++k) s += (xs[k].x + xs[k].y) + (xs[k].z + xs[k].w);
+  const float mean = row_sum(s) / float(pc.cols);
+#endif
+  float q = 0.0;
+  [[unroll]] for (uint k = 0; k < NV; ++k)
+    if (lane + k * LANES < nvec) {
+      const vec4 d = xs[k] - mean;
+      q += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
+    }
+  const float rstd = 1.0 / sqrt(row_sum(q) / float(pc.cols) + pc.eps);
+  [[unroll]] for (uint k = 0; k < NV; ++k) {
+    const uint i = lane + k * LANES;
+    if (i >= nvec) continue;
+    vec4 v = (xs[k] - mean) * rstd;
+#if HAS_GAMMA
+    v *= vec4(gamma[i]);
+#endif
+#if HAS_BETA
+    v += vec4(beta[i]);
+#endif
+#if HAS_MUL
+    v *= vec4(mulv[MUL_ROW != 0 ? i : vfirst + i]);
+#endif
+#if HAS_RES
+    v += vec4(res[vfirst + i]);
+#endif
+    y[vfirst + i] = YB(vec4(store_round(v.x), store_round(v.y), store_round(v.z), store_round(v.w)));
+  }
+#else
 #if RMS
   const float mean = 0.0;
 #else
@@ -111,6 +215,13 @@ void main() {
 #if HAS_BETA
     v += float(beta[i]);
 #endif
-    y[first + i] = Y_T(store_round(v));
+#if HAS_MUL
+    v *= float(mulv[MUL_ROW != 0 ? i : first + i]);
+#endif
+#if HAS_RES
+    v += float(res[first + i]);
+#endif
+    y[first + i] = YB(store_round(v));
   }
+#endif
 }

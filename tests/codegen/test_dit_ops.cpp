@@ -51,6 +51,41 @@ TEST(DitOpsVulkan, RopeMatchesTheInterpreter) {
   testing::expect_matches_interpreter(t, "rope [3, 7, 32]");
 }
 
+// Two pairs per invocation as 4-vectors where D is a multiple of 4 (f32 and f16
+// storage), a pair per invocation where not (D = 6); both the interpreter's values.
+TEST(DitOpsVulkan, RopeTakesTwoPairsPerInvocationWhereDAllows) {
+  auto device = testing::test_device();
+  ASSERT_TRUE(device) << device.message();
+  const codegen::Target target = codegen::target_for((*device)->info());
+  for (const auto& [d, f16, vec] : {std::tuple{32, false, true}, std::tuple{128, true, true}, std::tuple{6, true, false}}) {
+    SCOPED_TRACE(::testing::Message() << "D " << d << (f16 ? " f16" : " f32"));
+    OneNode t;
+    ValueId x = t.input("x", {3, 5, d});
+    ValueId c = t.weight("cos", {5, d / 2});
+    ValueId s = t.weight("sin", {5, d / 2});
+    ValueId y = t.b.rope(f16 ? t.b.cast(x, DType::f16) : x, c, s);
+    t.b.output(f16 ? t.b.cast(y, DType::f32) : y);
+    ASSERT_TRUE(t.b.ok());
+    auto plan = codegen::compile_plan(t.graph, t.weights, target);
+    ASSERT_TRUE(plan) << plan.message();
+    int ropes = 0, vecs = 0;
+    for (const auto& p : plan->pipelines)
+      if (p.name.rfind("rope.comp", 0) == 0) {
+        ++ropes;
+        vecs += p.name.find("VEC=4") != std::string::npos;
+      }
+    EXPECT_EQ(ropes, 1);
+    EXPECT_EQ(vecs, vec ? 1 : 0) << runtime::describe(*plan);
+    auto got = testing::run_for_target(t, target);
+    ASSERT_TRUE(got) << got.message();
+    auto want = interpret(t.graph, t.weights, t.inputs);
+    ASSERT_TRUE(want) << want.message();
+    // f16: the interpreter rounds the f64 rotation to half, the kernel its f32 one:
+    // at most one half step apart.
+    testing::expect_close((*got)[0], (*want)[0], f16 ? 0x1p-10 : 1e-5, 1e-5);
+  }
+}
+
 TEST(DitOpsVulkan, RopeSplitIntoRowWindowsEqualsTheWholeRun) {
   OneNode t;
   ValueId x = t.input("x", {4, 40, 64});  // 40 KiB; rows of 256 bytes

@@ -214,10 +214,12 @@ TEST(CodegenLayerNorm, MatchesInterpreter) {
 }
 
 // Short rows share a workgroup (LANES invocations per row, 128 / LANES rows): the
-// transformers' per-head q and k norms. Rows of 64 take 16 lanes, 8 rows per
-// workgroup, the last workgroup partly empty (13 rows); rows of 512 keep 128 lanes.
+// transformers' per-head q and k norms. Rows read as 4-vectors take about 4 vectors
+// per lane: rows of 64 take 8 lanes, 16 rows per workgroup, the only workgroup partly
+// empty (13 rows); rows of 512 take 32 lanes; rows of 2048 keep 128 lanes.
 TEST(CodegenLayerNorm, ShortRowsShareAWorkgroup) {
-  for (const auto& [cols, lanes] : {std::pair<int64_t, const char*>{64, "LANES=16"}, {512, nullptr}}) {
+  for (const auto& [cols, lanes] :
+       {std::pair<int64_t, const char*>{64, "LANES=8,"}, {512, "LANES=32,"}, {2048, nullptr}}) {
     SCOPED_TRACE(cols);
     OneNode t;
     ValueId x = t.input("x", normal_tensor({13, cols}, 77));

@@ -81,8 +81,14 @@ const std::map<Op, OpCase>& op_cases() {
       {Op::layer_norm, [](Builder& b, ValueId, ValueId, ValueId t) {
          return b.op(Op::layer_norm, {t, kNoValue, b.constant("ln.bias", f32({8}))}, {{"eps", 1e-5}}, "ln");
        }},
+      // The fused form (passes/fuse_token_norm.cpp): no gamma, a row modulation and a
+      // residual, so an absent operand before present ones round-trips too.
       {Op::token_rms_norm, [](Builder& b, ValueId, ValueId, ValueId t) {
-         return b.token_rms_norm(t, b.constant("trn.weight", f32({8})), 1e-5);
+         ValueId n = b.token_rms_norm(t, b.constant("trn.weight", f32({8})), 1e-5);
+         return b.op(Op::token_rms_norm, {n, kNoValue, b.constant("trn.mul", f32({1, 8})), t}, {{"eps", 1e-6}}, "trn");
+       }},
+      {Op::silu_mul, [](Builder& b, ValueId, ValueId, ValueId t) {
+         return b.op(Op::silu_mul, {t, b.constant("sm.gate", f32({8}))}, {{"dtype", std::string("f32")}}, "sm");
        }},
       {Op::silu, [](Builder& b, ValueId x, ValueId, ValueId) { return b.silu(x); }},
       {Op::gelu, [](Builder& b, ValueId, ValueId, ValueId t) { return b.gelu(t); }},
