@@ -373,11 +373,17 @@ Expected<ProgramGraph> build_minimax_program(const MiniMaxVaeConfig& c, ModelWei
 namespace {
 
 // A decoded clip's tiles [B, 3, F, th, tw] (B = rows × cols, row major) and the
-// stitching of one of its frames (_stitch_tiles) into [3, H, W], in f64.
+// stitching of its frames (_stitch_tiles) into [3, H, W], in f64, one output row at a
+// time: each row depends only on the tiles, so rows of any frames can be stitched in
+// any order, on any thread, to the same bits.
 struct ClipTiles {
   const std::vector<Tensor>& runs;  // [batch, 3, F, th, tw] each, tiles in order
   const MiniMaxGeometry& g;
   int64_t batch, frames, th, tw, channels;
+  std::vector<int64_t> oy = offsets(g.ty), ox = offsets(g.tx);  // tile starts in the output, and the end
+
+  int64_t height() const { return oy.back(); }
+  int64_t width() const { return ox.back(); }
 
   // Plane (ch, f) of tile (i, j): th × tw values, row major.
   const float* plane(int64_t i, int64_t j, int64_t ch, int64_t f) const {
@@ -394,57 +400,47 @@ struct ClipTiles {
     return o;
   }
 
-  std::vector<double> frame(int64_t f) const {
-    const std::vector<int64_t> oy = offsets(g.ty), ox = offsets(g.tx);
-    const int64_t height = oy.back(), width = ox.back();
-    std::vector<double> img(static_cast<size_t>(channels * height * width));
-    const int64_t rows = static_cast<int64_t>(g.ty.starts.size()), cols = static_cast<int64_t>(g.tx.starts.size());
-    // Each (tile, channel) writes its own cropped window of the frame: spread them over
-    // the cores (a 720p clip has 28 tiles × 3 channels per frame).
-    const int64_t items = rows * cols * channels;
-    auto work = [&](int64_t item) {
-        const int64_t i = item / (cols * channels), j = item / channels % cols, ch = item % channels;
-        // _blend's extent: min(a, b, overlap) along the axis (tiles share one size).
-        const int64_t ny = i > 0 ? std::min(th, g.ty.overlaps[static_cast<size_t>(i - 1)]) : 0;
-        const int64_t nx = j > 0 ? std::min(tw, g.tx.overlaps[static_cast<size_t>(j - 1)]) : 0;
-        const int64_t kept_y = oy[static_cast<size_t>(i) + 1] - oy[static_cast<size_t>(i)];
-        const int64_t kept_x = ox[static_cast<size_t>(j) + 1] - ox[static_cast<size_t>(j)];
-        {
-          const float* tile = plane(i, j, ch, f);
-          const float* above = i > 0 ? plane(i - 1, j, ch, f) : nullptr;
-          const float* left = j > 0 ? plane(i, j - 1, ch, f) : nullptr;
-          for (int64_t y = 0; y < kept_y; ++y) {
-            const float* row = tile + y * tw;
-            double* dst = img.data() + (ch * height + oy[static_cast<size_t>(i)] + y) * width + ox[static_cast<size_t>(j)];
-            if (y < ny) {  // with the raw tile above
-              const float* up = above + (th - ny + y) * tw;
-              const double wb = static_cast<double>(y) / static_cast<double>(ny), wa = 1.0 - wb;
-              for (int64_t x = 0; x < kept_x; ++x) dst[x] = double(up[x]) * wa + double(row[x]) * wb;
-            } else {
-              for (int64_t x = 0; x < kept_x; ++x) dst[x] = row[x];
-            }
-            if (nx > 0) {  // then with the raw tile to the left
-              const float* lrow = left + y * tw + (tw - nx);
-              for (int64_t x = 0; x < std::min(nx, kept_x); ++x) {
-                const double wb = static_cast<double>(x) / static_cast<double>(nx);
-                dst[x] = double(lrow[x]) * (1.0 - wb) + dst[x] * wb;
-              }
-            }
-          }
+  // Output row `out_y` of channel `ch` of frame `f` into dst[0, width).
+  void row(int64_t f, int64_t ch, int64_t out_y, double* dst) const {
+    const int64_t i = std::upper_bound(oy.begin(), oy.end(), out_y) - oy.begin() - 1;
+    const int64_t y = out_y - oy[static_cast<size_t>(i)];
+    // _blend's extent: min(a, b, overlap) along the axis (tiles share one size).
+    const int64_t ny = i > 0 ? std::min(th, g.ty.overlaps[static_cast<size_t>(i - 1)]) : 0;
+    for (int64_t j = 0; j + 1 < static_cast<int64_t>(ox.size()); ++j) {
+      const int64_t nx = j > 0 ? std::min(tw, g.tx.overlaps[static_cast<size_t>(j - 1)]) : 0;
+      const int64_t kept_x = ox[static_cast<size_t>(j) + 1] - ox[static_cast<size_t>(j)];
+      const float* tile_row = plane(i, j, ch, f) + y * tw;
+      double* d = dst + ox[static_cast<size_t>(j)];
+      if (y < ny) {  // with the raw tile above
+        const float* up = plane(i - 1, j, ch, f) + (th - ny + y) * tw;
+        const double wb = static_cast<double>(y) / static_cast<double>(ny), wa = 1.0 - wb;
+        for (int64_t x = 0; x < kept_x; ++x) d[x] = double(up[x]) * wa + double(tile_row[x]) * wb;
+      } else {
+        for (int64_t x = 0; x < kept_x; ++x) d[x] = tile_row[x];
+      }
+      if (nx > 0) {  // then with the raw tile to the left
+        const float* lrow = plane(i, j - 1, ch, f) + y * tw + (tw - nx);
+        for (int64_t x = 0; x < std::min(nx, kept_x); ++x) {
+          const double wb = static_cast<double>(x) / static_cast<double>(nx);
+          d[x] = double(lrow[x]) * (1.0 - wb) + d[x] * wb;
         }
-    };
-    const int64_t threads =
-        std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, std::min<int64_t>(items, 16));
-    std::vector<std::thread> pool;
-    for (int64_t t = 1; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        for (int64_t item = t; item < items; item += threads) work(item);
-      });
-    for (int64_t item = 0; item < items; item += threads) work(item);
-    for (std::thread& th : pool) th.join();
-    return img;
+      }
+    }
   }
 };
+
+// Runs work(item) for items [0, count) on up to 16 threads (this one included).
+void parallel_items(int64_t count, const std::function<void(int64_t)>& work) {
+  const int64_t threads =
+      std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, std::min<int64_t>(count, 16));
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t item = t; item < count; item += threads) work(item);
+    });
+  for (int64_t item = 0; item < count; item += threads) work(item);
+  for (std::thread& th : pool) th.join();
+}
 
 }  // namespace
 
@@ -465,41 +461,81 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
 
   std::vector<std::vector<double>> tail;  // the previous clip's last chunk (_decode's `overlap`)
   int64_t emitted = 0;
-  std::vector<double> img;
-  auto emit = [&](const std::vector<double>& frame, int64_t height, int64_t width) -> Status {
-    if (emitted >= g.output_frames) return Status::ok();  // frames of padded latents
-    Tensor out({c.out_channels, height, width});
-    for (size_t k = 0; k < frame.size(); ++k) out.data[k] = static_cast<float>(frame[k]);
-    return sink(emitted++, out);
-  };
   const int64_t height = h * d.patch, width = wd * d.patch;
   // A clip's frames are stitched and handed to the sink on a second thread while the
   // next clip runs on the device: the stitching of clip k overlaps the device work of
   // clip k + 1. One stitching at a time, in clip order (each reads the tail the one
   // before left), so the frames, their order and their bits are those of a serial
   // decode; `run` stays on this thread and `sink` on the stitching one.
+  // Within a clip, groups of frames are stitched row by row on all cores, each row in
+  // f64 and rounded once to f32 in its frame: the last clip's stitching is the part of
+  // a video's wall time no device run hides (MiniMax-H3 720p: 194 ms on the H200's
+  // host when frames were stitched one at a time into f64 frames, docs/PERFORMANCE.md
+  // session 30).
+  constexpr int64_t kRowsPerItem = 16;
+  constexpr int64_t kFramesPerGroup = 8;  // host memory: 8 frames in f32 at a time
   auto stitch = [&](std::vector<Tensor> runs) -> Status {
     const ClipTiles tiles{runs, g, batch, clip_out, th, tw, c.out_channels};
+    if (tiles.height() != height || tiles.width() != width)
+      return error("the tiles stitch to {}x{}, not {}x{}", tiles.height(), tiles.width(), height, width);
+    const int64_t chans = c.out_channels, bands = (height + kRowsPerItem - 1) / kRowsPerItem;
+    // Rows [band · kRowsPerItem, …) of channel ch of frame f through `put(y, row)`.
+    auto rows = [&](int64_t f, int64_t ch, int64_t band, const std::function<void(int64_t, const double*)>& put) {
+      std::vector<double> r(static_cast<size_t>(width));
+      for (int64_t y = band * kRowsPerItem; y < std::min(height, (band + 1) * kRowsPerItem); ++y) {
+        tiles.row(f, ch, y, r.data());
+        put(y, r.data());
+      }
+    };
     // Chunk 0: kept, cross-faded over its first frames with the previous tail.
     const auto [a0, e0] = chunk_span(d, clip_out, 0);
     const int64_t blend = std::min({d.frame_overlap, static_cast<int64_t>(tail.size()), e0 - a0});
-    for (int64_t f = a0; f < e0; ++f) {
-      img = tiles.frame(f);
-      const int64_t x = f - a0;
-      if (x < blend) {
-        const std::vector<double>& prev = tail[tail.size() - static_cast<size_t>(blend - x)];
-        const double wb = static_cast<double>(x) / static_cast<double>(blend);
-        for (size_t q = 0; q < img.size(); ++q) img[q] = prev[q] * (1.0 - wb) + img[q] * wb;
+    for (int64_t g0 = a0; g0 < e0; g0 += kFramesPerGroup) {
+      const int64_t count = std::min(kFramesPerGroup, e0 - g0);
+      std::vector<Tensor> out;
+      for (int64_t k = 0; k < count; ++k) out.emplace_back(Shape{chans, height, width});
+      parallel_items(count * chans * bands, [&](int64_t item) {
+        const int64_t k = item / (chans * bands), ch = item / bands % chans, band = item % bands;
+        const int64_t f = g0 + k, x = f - a0;
+        const std::vector<double>* prev = x < blend ? &tail[tail.size() - static_cast<size_t>(blend - x)] : nullptr;
+        const double wb = prev ? static_cast<double>(x) / static_cast<double>(blend) : 1.0;
+        float* frame = out[static_cast<size_t>(k)].data.data();
+        rows(f, ch, band, [&](int64_t y, const double* r) {
+          const int64_t at = (ch * height + y) * width;
+          float* o = frame + at;
+          if (prev) {
+            const double* p = prev->data() + at;
+            for (int64_t q = 0; q < width; ++q) o[q] = static_cast<float>(p[q] * (1.0 - wb) + r[q] * wb);
+          } else {
+            for (int64_t q = 0; q < width; ++q) o[q] = static_cast<float>(r[q]);
+          }
+        });
+      });
+      for (const Tensor& frame : out) {
+        if (emitted >= g.output_frames) break;  // frames of padded latents
+        STRATA_RETURN_IF_ERROR(sink(emitted++, frame));
       }
-      STRATA_RETURN_IF_ERROR(emit(img, height, width));
     }
     // Chunk 1 (with token_drop): the tail the next clip fades from.
-    tail.clear();
+    std::vector<std::vector<double>> next;
     if (c.token_drop > 0) {
       const auto [a1, e1] = chunk_span(d, clip_out, 1);
-      for (int64_t f = a1; f < e1; ++f) tail.push_back(tiles.frame(f));
+      next.assign(static_cast<size_t>(e1 - a1), std::vector<double>(static_cast<size_t>(chans * height * width)));
+      parallel_items((e1 - a1) * chans * bands, [&](int64_t item) {
+        const int64_t k = item / (chans * bands), ch = item / bands % chans, band = item % bands;
+        double* frame = next[static_cast<size_t>(k)].data();
+        rows(a1 + k, ch, band,
+             [&](int64_t y, const double* r) { std::copy_n(r, width, frame + (ch * height + y) * width); });
+      });
     }
+    tail = std::move(next);
     return Status::ok();
+  };
+  auto emit = [&](const std::vector<double>& frame) -> Status {
+    if (emitted >= g.output_frames) return Status::ok();  // frames of padded latents
+    Tensor out({c.out_channels, height, width});
+    for (size_t k = 0; k < frame.size(); ++k) out.data[k] = static_cast<float>(frame[k]);
+    return sink(emitted++, out);
   };
   std::future<Status> stitching;  // the previous clip's; its destructor waits for it
   auto stitched = [&]() { return stitching.valid() ? stitching.get() : Status::ok(); };
@@ -539,7 +575,7 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     stitching = std::async(std::launch::async, stitch, std::move(runs));
   }
   STRATA_RETURN_IF_ERROR(stitched());
-  for (const auto& f : tail) STRATA_RETURN_IF_ERROR(emit(f, height, width));
+  for (const auto& f : tail) STRATA_RETURN_IF_ERROR(emit(f));
   if (emitted != g.output_frames) return error("the clips gave {} frames, not {}", emitted, g.output_frames);
   return Status::ok();
 }

@@ -185,6 +185,109 @@ TEST(MiniMaxTiles, BlendAboveThenRawLeft) {
   EXPECT_EQ(px(383, 383), 8.0);
 }
 
+// The stitching against a serial one written from diffusers' code, bit for bit: two
+// clips of 2 × 2 tiles (two runs of two tiles each) whose values are a hash of (clip,
+// tile, channel, frame, row, column). Each frame: every tile blended with the raw tile
+// above, then the raw tile to its left, in f64, cropped; the first frames of each
+// clip cross-faded with the previous clip's last chunk; that chunk of the last clip
+// appended. (The decoder stitches frames in parallel, row by row: their bits must not
+// depend on it.)
+TEST(MiniMaxTiles, StitchedFramesAreTheSerialBlendBitForBit) {
+  const MiniMaxVaeConfig c = minimax_small_config();
+  const MiniMaxDims d = minimax_dims(c);
+  auto g = minimax_geometry(c, 12, 24, 24);
+  ASSERT_TRUE(g) << g.message();
+  ASSERT_EQ(g->clips.size(), 2u);
+  ASSERT_EQ(g->tiles(), 4);
+  const int64_t clip_out = g->clip_frames * d.patch_t, th = g->tile_h * d.patch, tw = g->tile_w * d.patch;
+  auto value = [](int64_t clip, int64_t tile, int64_t ch, int64_t f, int64_t y, int64_t x) {
+    uint64_t z = ((((static_cast<uint64_t>(clip) * 8 + tile) * 4 + ch) * 64 + f) * 512 + y) * 512 + x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<float>(static_cast<double>((z ^ (z >> 31)) >> 40) / double(1ull << 23) - 1.0);
+  };
+  int runs = 0;
+  auto stub = [&](const std::string&, const std::vector<Tensor>& in) -> Expected<std::vector<Tensor>> {
+    const int64_t b = in[0].shape[0], clip = runs / 2, first_tile = (runs % 2) * b;
+    ++runs;
+    Tensor out({b, 3, clip_out, th, tw});
+    size_t k = 0;
+    for (int64_t t = 0; t < b; ++t)
+      for (int64_t ch = 0; ch < 3; ++ch)
+        for (int64_t f = 0; f < clip_out; ++f)
+          for (int64_t y = 0; y < th; ++y)
+            for (int64_t x = 0; x < tw; ++x) out.data[k++] = value(clip, first_tile + t, ch, f, y, x);
+    std::vector<Tensor> result;
+    result.push_back(std::move(out));
+    return result;
+  };
+  std::vector<Tensor> got;
+  Status s = decode_minimax_video(c, Tensor({24, 12, 24, 24}), stub, [&](int64_t index, const Tensor& f) {
+    EXPECT_EQ(index, static_cast<int64_t>(got.size()));
+    got.push_back(f);
+    return Status::ok();
+  }, 2);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(runs, 4);
+
+  // The serial reference.
+  const int64_t rows = 2, cols = 2, chunk = d.tokens_chunk_size * d.patch_t;
+  auto kept = [](const TileSplit& t, int64_t i) {
+    return t.lengths[static_cast<size_t>(i)] - (i + 1 < static_cast<int64_t>(t.starts.size()) ? t.overlaps[static_cast<size_t>(i)] : 0);
+  };
+  const int64_t height = kept(g->ty, 0) + kept(g->ty, 1), width = kept(g->tx, 0) + kept(g->tx, 1);
+  auto frame = [&](int64_t clip, int64_t f) {
+    std::vector<double> img(static_cast<size_t>(3 * height * width));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t ny = i > 0 ? std::min(th, g->ty.overlaps[0]) : 0, nx = j > 0 ? std::min(tw, g->tx.overlaps[0]) : 0;
+        const int64_t y0 = i > 0 ? kept(g->ty, 0) : 0, x0 = j > 0 ? kept(g->tx, 0) : 0;
+        for (int64_t ch = 0; ch < 3; ++ch)
+          for (int64_t y = 0; y < kept(g->ty, i); ++y)
+            for (int64_t x = 0; x < kept(g->tx, j); ++x) {
+              double v = value(clip, i * cols + j, ch, f, y, x);
+              if (y < ny) {
+                const double wb = static_cast<double>(y) / static_cast<double>(ny);
+                v = double(value(clip, (i - 1) * cols + j, ch, f, th - ny + y, x)) * (1.0 - wb) + v * wb;
+              }
+              if (x < nx) {
+                const double wb = static_cast<double>(x) / static_cast<double>(nx);
+                v = double(value(clip, i * cols + j - 1, ch, f, y, tw - nx + x)) * (1.0 - wb) + v * wb;
+              }
+              img[static_cast<size_t>((ch * height + y0 + y) * width + x0 + x)] = v;
+            }
+      }
+    return img;
+  };
+  std::vector<std::vector<double>> want, tail;
+  for (int64_t clip = 0; clip < 2; ++clip) {
+    const int64_t a0 = d.frame_pre_padding, e0 = std::min(clip_out, chunk);
+    const int64_t blend = std::min({d.frame_overlap, static_cast<int64_t>(tail.size()), e0 - a0});
+    for (int64_t f = a0; f < e0; ++f) {
+      std::vector<double> img = frame(clip, f);
+      const int64_t x = f - a0;
+      if (x < blend) {
+        const std::vector<double>& prev = tail[tail.size() - static_cast<size_t>(blend - x)];
+        const double wb = static_cast<double>(x) / static_cast<double>(blend);
+        for (size_t q = 0; q < img.size(); ++q) img[q] = prev[q] * (1.0 - wb) + img[q] * wb;
+      }
+      want.push_back(std::move(img));
+    }
+    tail.clear();
+    for (int64_t f = std::min(chunk + d.frame_pre_padding, clip_out); f < std::min(clip_out, 2 * chunk); ++f)
+      tail.push_back(frame(clip, f));
+  }
+  for (auto& f : tail) want.push_back(std::move(f));
+  want.resize(static_cast<size_t>(g->output_frames));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    ASSERT_EQ(got[k].shape, (Shape{3, height, width}));
+    size_t bad = 0;
+    for (size_t q = 0; q < want[k].size(); ++q) bad += got[k].data[q] != static_cast<float>(want[k][q]);
+    EXPECT_EQ(bad, 0u) << "frame " << k;
+  }
+}
+
 // Clip k's frames are stitched and handed to the sink while clip k + 1 runs: the sink
 // of clip 0's first frame waits (up to 10 s) for the second run to start. A decode that
 // stitched before running the next clip would time out here.
