@@ -9,11 +9,10 @@
 // constants): a graph never holds weight data. passes/pipeline.cpp runs them in a
 // straight line, verifying (ir/verifier.h) and optionally dumping after each.
 //
-// Pipeline order (DESIGN.md): canonicalize → fuse_norm_act → fuse_residual →
-// fold_upsample → pad_channels → assign_layout → lower_precision → phase_weights →
-// attention_gemms →
-// fold_transposes → split_bands →
-// schedule → plan_buffers.
+// Pipeline order (DESIGN.md; passes/pipeline.cpp has the list): canonicalize →
+// fuse_norm_act → fuse_residual → fuse_frame_taps → fold_upsample → pad_channels →
+// assign_layout → lower_precision → fuse_token_norm → phase_weights → winograd_convs →
+// attention_gemms → fold_transposes → split_bands → schedule → plan_buffers.
 #pragma once
 
 #include "ir/graph.h"

@@ -89,6 +89,34 @@ TEST(ForwardCli, VulkanF32WritesDiffusersOutput) {
   fs::remove(out);
 }
 
+// The fused token epilogues (passes/fuse_token_norm.cpp, the default) and the
+// elementwise chain (--no-fuse-token-ops) both give diffusers' output; the pass's
+// report says which ran: zimage_small's 6 blocks (2 unmodulated context refiners)
+// fold 16 modulations, 12 residual adds and 6 SwiGLU gates, or none.
+TEST(ForwardCli, FusedAndUnfusedTokenEpiloguesBothGiveDiffusersOutput) {
+  STRATA_REQUIRE_CASE(kCase);
+  auto want = read_npy(case_file(kCase, "expected.npy"));
+  ASSERT_TRUE(want);
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "--no-fuse-token-ops");
+    const std::string out = temp_path(fused ? "fused.npy" : "unfused.npy");
+    auto args = case_args(out);
+    args.insert(args.end(), {"--precision", "f32", "--no-cache"});
+    if (!fused) args.push_back("--no-fuse-token-ops");
+    Result r = run(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string log = r.out + r.err;
+    EXPECT_NE(log.find(fused ? "fuse_token_norm: 16 token norms take their modulation, 12 their residual add; 6 silu"
+                             : "fuse_token_norm: 0 token norms take their modulation, 0 their residual add; 0 silu"),
+              std::string::npos)
+        << log;
+    auto got = read_npy(out);
+    ASSERT_TRUE(got);
+    EXPECT_LE(max_abs_diff(*got, *want), 1e-4);
+    fs::remove(out);
+  }
+}
+
 // Runs forward on bad input: exit 1, one line naming the problem, no output written.
 void expect_bad_input(const std::vector<std::string>& args, const std::string& out, const std::string& needle) {
   Result r = run(args);

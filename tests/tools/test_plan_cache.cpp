@@ -195,7 +195,10 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   winograd_single.winograd_single_u_at_run = true;
   CompileOptions winograd_hold_u = winograd_single;  // their U held instead (--winograd-hold-u)
   winograd_hold_u.winograd_single_u_at_run = false;
-  for (const CompileOptions* o : {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2})
+  CompileOptions token_ops = options;  // fuse_token_norm (compile.h's default; --no-fuse-token-ops)
+  token_ops.fuse_token_ops = true;
+  for (const CompileOptions* o :
+       {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2, &token_ops})
     EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
   EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
             plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd2, info)));
