@@ -37,17 +37,30 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
       std::memcpy(dst.data(), view.data, bytes);
       return Status::ok();
     }
-    std::vector<float> values = view.to_f32();
     if (half) {
-      // On every core: Wan's Winograd U alone is ~2·10⁹ values (docs/PERFORMANCE.md,
-      // session 24). Each range writes its own halfs of dst.
+      // On every core, straight from the stored values: Wan's Winograd U alone is ~2·10⁹
+      // values (docs/PERFORMANCE.md, session 24), Z-Image's 6.15 B parameters ship as
+      // bf16. (An f32 copy of each tensor first, made on one core, took most of the
+      // time: session 30.) Each range writes its own halfs of dst; every value is
+      // TensorView::at's, as to_f32 gives it.
       const interp::Parallel par{.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
       auto* out = reinterpret_cast<uint16_t*>(dst.data());
+      const auto* bf16 = static_cast<const uint8_t*>(view.data);
+      const bool is_bf16 = view.dtype == DType::bf16;
       interp::parallel_for(static_cast<int64_t>(n), par, 8, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = float_to_half(values[static_cast<size_t>(i)]);
+        if (is_bf16) {
+          for (int64_t i = begin; i < end; ++i) {
+            uint16_t b;
+            std::memcpy(&b, bf16 + 2 * i, 2);  // safetensors guarantees no alignment
+            out[i] = float_to_half(bf16_to_float(b));
+          }
+        } else {
+          for (int64_t i = begin; i < end; ++i) out[i] = float_to_half(view.at(i));
+        }
       });
       return Status::ok();
     }
+    std::vector<float> values = view.to_f32();
     if (t.rounded_through) {
       STRATA_ASSIGN_OR_RETURN(DType through, from_runtime(*t.rounded_through));
       for (float& v : values) v = interp::round_to(v, through);

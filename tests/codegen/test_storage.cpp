@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace strata {
 namespace {
@@ -309,6 +310,51 @@ TEST(CodegenStorage, HalfConvGemmWeightsUploadAsHalf) {
   ASSERT_EQ(r.vulkan.size(), 3u);
   for (size_t i = 0; i < 2; ++i) expect_close(r.vulkan[i], r.interpreter[i], 1e-3, 1e-4);
   expect_identical(r.vulkan[2], r.interpreter[2]);
+}
+
+// The weight source converts stored bf16 and f32 tensors to f16 on every core, each
+// value rounded once from its exact value: for bf16 and f32 sources (an odd size,
+// specials, values past f16's range and under its normals) every half is float_to_half
+// of the stored value.
+TEST(CodegenStorage, WeightSourceRoundsEachStoredValueToHalfOnce) {
+  std::vector<float> values = random_tensor({1001}, 21, -70000.0f, 70000.0f).data;
+  const float specials[] = {0.0f, -0.0f, 1e-7f, -3e-5f, 6.1e-5f, 65504.0f, 65520.0f, 1e30f,
+                            std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 0.1f};
+  for (size_t i = 0; i < std::size(specials); ++i) values[i * 37] = specials[i];
+  for (size_t i = 500; i < 700; ++i) values[i] *= 1e-9f;  // subnormal halves
+  for (const DType stored : {DType::bf16, DType::f32}) {
+    SCOPED_TRACE(dtype_name(stored));
+    WeightStore w;
+    std::vector<uint8_t> bytes(values.size() * dtype_size(stored));
+    std::vector<float> exact(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (stored == DType::bf16) {
+        const uint16_t b = float_to_bf16(values[i]);
+        std::memcpy(&bytes[2 * i], &b, 2);
+        exact[i] = bf16_to_float(b);
+      } else {
+        std::memcpy(&bytes[4 * i], &values[i], 4);
+        exact[i] = values[i];
+      }
+    }
+    ASSERT_TRUE(w.add_owned_bytes("t", stored, {static_cast<int64_t>(values.size())}, bytes));
+    runtime::WeightUpload up;
+    up.source = "t";
+    up.transform.stored = stored == DType::bf16 ? runtime::DType::bf16 : runtime::DType::f32;
+    up.transform.upload = runtime::DType::f16;
+    up.bytes = values.size() * 2;
+    std::vector<std::byte> dst(up.bytes);
+    ASSERT_TRUE(codegen::weight_source(w)(up, dst));
+    size_t bad = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t got;
+      std::memcpy(&got, &dst[2 * i], 2);
+      const uint16_t want = float_to_half(exact[i]);
+      const bool both_nan = std::isnan(exact[i]) && std::isnan(half_to_float(got));
+      if (got != want && !both_nan && bad++ < 5) ADD_FAILURE() << "value " << i << " (" << exact[i] << "): " << got << " != " << want;
+    }
+    EXPECT_EQ(bad, 0u);
+  }
 }
 
 // A chain a -> b -> c -> d of f16 values with plan_buffers-style offsets.
