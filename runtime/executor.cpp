@@ -4,6 +4,7 @@
 #include "runtime/executor.h"
 
 #include "runtime/executor_impl.h"
+#include "runtime/host_copy.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -461,10 +462,10 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
   ran_[entry] = false;  // until this run succeeds, the inputs in place are no whole set
   last_ = -1;
   for (size_t i = 0; i < inputs.size(); ++i)
-    std::memcpy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
+    host_copy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
   STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffers[entry], fmt::format("running plan '{}'", e.name)));
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
+    host_copy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
   ran_[entry] = true;
   ++submissions_[entry];
@@ -499,7 +500,7 @@ Status Executor::read_outputs(const std::vector<std::span<std::byte>>& outputs) 
   const EntryDesc& e = m.entries[static_cast<size_t>(last_)];
   STRATA_RETURN_IF_ERROR(check_outputs(m.plan, e, outputs, "read_outputs"));
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
+    host_copy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
   return Status::ok();
 }
 
