@@ -2,7 +2,13 @@
 # (+ residual), silu_mul; layer_norm.comp and rope.comp as 4-vectors) on Z-Image and
 # MiniMax-H3: the new kernels against the interpreter on the device, the shared cases
 # against diffusers, 2-layer Z-Image A/B with --no-fuse-token-ops (interleaved), the
-# full Z-Image 1024² with a profile, MiniMax-H3 720p.
+# full Z-Image 1024² with a profile (its load line shows the weight conversion), MiniMax-H3
+# 720p (its "on the host between them" line shows the stitching). Not run in session 30:
+# no device was lent. To run it: build build/strata and build/tests/strata_codegen_tests
+# (Release), `bash ../shared/gpu/stage.sh build/strata build/tests/strata_codegen_tests`,
+# strip and `xz -9` both in .gpu/bin (the cases come from tests/data/cases, so stage no
+# data: the tree and .gpu must fit in 64 MiB), copy this file to .gpu/ws.sh and run
+# `bash .gpu/run bash .gpu/ws.sh` with carry [".gpu"].
 for b in strata strata_codegen_tests; do [ -e .gpu/bin/$b ] || xz -dk .gpu/bin/$b.xz; done; chmod +x .gpu/bin/*
 D=$PWD/tests/data/cases; mkdir -p /tmp/r1; cd /tmp/r1
 date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
