@@ -30,6 +30,21 @@
 // values), corr = exp_precise(m - m'), the rescale skipped where no row's maximum
 // rose (a multiply by 1 changes no bit), out = O / l through store_round.
 //
+// REG_SOFTMAX = 1: the softmax in registers, as FlashAttention 2 does it. The scores
+// stay in their accumulator: each lane scales its elements, takes its rows' maxima
+// (coopmat.glsl's CM_SLOT / CM_ROW_LANES: its own elements, then shuffles across the
+// lanes that share each row), writes p = f16(exp(s − m)) over them and adds them into
+// its share of l (summed across the row's lanes once, at the end), and the accumulator
+// becomes P·V's A fragments in place (CM_ACC_TO_A). The O accumulators are rescaled by
+// their elements' row slots and finally divided and stored from registers. No scores,
+// P or rescale factors pass through shared memory, so the only workgroup memory is the
+// staged K and V (17 408 bytes at D = DV = 128, BC = 32), and no subgroup barriers
+// remain inside a block. Natively this relies on the element layout coopmat.glsl
+// documents; the kernel checks it once per workgroup (an accumulator and an A fragment
+// of (row, column) codes loaded through the staging memory) and writes NaN everywhere
+// if it does not hold, so a device with another layout fails loudly. The emulation
+// needs CM_N % CM_SG == 0. l sums the f16-rounded weights as before, in another order.
+//
 // Rows per subgroup (RS = coopmat.glsl's CM_M): 16, or 32 on devices with flexible
 // dimensions (the SPIR-V rewritten to KHR). With 32 every K and V fragment a subgroup
 // loads from shared memory serves twice the rows: half the fragment traffic per
@@ -66,7 +81,7 @@
 // Defines: D, DV (head dims), BC (keys per block, a multiple of 16), PARTIAL_KEYS, WG
 // (invocations, NSG·CM_SG), COOPMAT, CM_SG, CM_M (rows per subgroup, 16 or 32), CM_N
 // (coopmat.glsl; 16 or 32, dividing BC and DV), P_ALIAS (0 or 1). O_T: float | float16_t;
-// ROUND (common.glsl).
+// ROUND (common.glsl); REG_SOFTMAX (0 or 1).
 // Bindings: q (read), k (read), v (read), out (write).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
@@ -110,6 +125,12 @@
 #ifndef O_T
 #define O_T float
 #endif
+#ifndef REG_SOFTMAX
+#define REG_SOFTMAX 0
+#endif
+#if REG_SOFTMAX && COOPMAT == 2 && (CM_N % CM_SG) != 0
+#error "attention_coop_rows.comp: REG_SOFTMAX emulated needs CM_N % CM_SG == 0"
+#endif
 #ifndef PARTIAL_KEYS
 #define PARTIAL_KEYS 0
 #endif
@@ -146,6 +167,10 @@
 #define ACC_RESCALE(dv, m)                          \
   UNROLL for (int i = 0; i < CM_ELEMS; ++i)         \
     if (i < CM_ACC_LENGTH(m)) CM_ACC_AT(m, i) *= cf[i];
+// REG_SOFTMAX: cf per row slot.
+#define ACC_RESCALE_SLOTS(dv, m)                    \
+  UNROLL for (int i = 0; i < CM_ELEMS; ++i)         \
+    if (i < CM_ACC_LENGTH(m)) CM_ACC_AT(m, i) *= cf[CM_SLOT(i)];
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -190,6 +215,7 @@ layout(push_constant) uniform Push {
   float scale;
 } pc;
 
+#if !REG_SOFTMAX
 // Per subgroup: the scores (then the row numbers, then the output staging) and P.
 // Natively as 16-byte units, so that the softmax lanes read 4 scores and write 8
 // weights per access (scalar shared accesses, 16 of each per lane and block, cost
@@ -239,6 +265,7 @@ shared float16_t s_p[NSG * RS * PS];
 #define P_LOAD(m, off, stride) CM_LOAD_A(m, P_ARR, off, stride, false)
 #endif
 shared float s_rl[NSG * RS];          // per subgroup: corr of the current block, then l
+#endif  // !REG_SOFTMAX
 
 // The staged block's units: K rows at 0, V rows at BC·KS (in units).
 #define K_UNITS (BC * KU)
@@ -258,6 +285,14 @@ shared float s_rl[NSG * RS];          // per subgroup: corr of the current block
 #define P_EXP(x) exp_precise(x)
 #endif
 
+// O += P·V for P's key tile kt (an A fragment `pa`) and output accumulator m.
+#define ACC_PV(dv, m)                                                                    \
+  {                                                                                      \
+    CM_B vb;                                                                             \
+    CM_LOAD_B(vb, s_kv, (BC * KS + kt * 16u * VS + (dv) * (FN / 8u)) * UNIT, VS * UNIT, false); \
+    CM_MAD(pa, vb, m);                                                                   \
+  }
+
 const float kNegHuge = -1.0e30;  // "no key yet": exp_precise(kNegHuge - m) == 0 for any real m
 
 void main() {
@@ -272,6 +307,46 @@ void main() {
   const uint q_first = pc.q_base + head * pc.q_head_stride + row0 * D;
   const uint k_first = pc.k_base + head * pc.tk * D;
   const uint v_first = pc.v_base + head * pc.tk * DV;
+#if REG_SOFTMAX
+  CM_A qa[DTQ];
+  UNROLL for (uint dq = 0u; dq < DTQ; ++dq) Q_LOAD(qa[dq], q_first + dq * 16u, D);
+  ACC_DECL_ALL
+  // Per row slot of this lane (CM_SLOT_ROW): the running maximum (the same in all lanes
+  // of the row) and this lane's share of the running sum.
+  float m_run[CM_RSLOTS], l_run[CM_RSLOTS];
+  UNROLL for (uint i = 0u; i < CM_RSLOTS; ++i) m_run[i] = kNegHuge, l_run[i] = 0.0;
+  bool layout_ok = true;
+#if COOPMAT == 1
+  {
+    // The layout check: codes r·64 + c (exact in f32 and f16 for r < 32, c < 64) as an
+    // RS × FN accumulator at unit 0 of the staging memory and an RS × 16 A fragment
+    // after it, read back element by element against coopmat.glsl's mapping.
+    const uint a_unit = RS * FN / 4u;
+    for (uint e = tid; e < RS * FN; e += WG) s_kv[e >> 2u][e & 3u] = floatBitsToUint(float((e / FN) * 64u + e % FN));
+    for (uint e = tid; e < RS * 8u; e += WG) {
+      const uint h = 2u * e, code = (h / 16u) * 64u + h % 16u;
+      s_kv[a_unit + (e >> 2u)][e & 3u] = packFloat2x16(f16vec2(float(code), float(code + 1u)));
+    }
+    barrier();
+    CM_ACC codes;
+    CM_LOAD_ACC(codes, s_kv, 0u, FN / 4u, false);
+    CM_A acodes;
+    CM_LOAD_A(acodes, s_kv, a_unit, 2u, false);
+    bool ok = true;
+    UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+      if (i < CM_ACC_LENGTH(codes))
+        ok = ok && CM_ACC_AT(codes, i) == float(CM_SLOT_ROW(CM_SLOT(i)) * 64u + CM_COL(i));
+    UNROLL for (uint t = 0u; t < FN / 16u; ++t) {
+      CM_A conv;
+      CM_ACC_TO_A(conv, codes, t);
+      UNROLL for (int j = 0; j < CM_ELEMS_A; ++j)
+        if (j < conv.length()) ok = ok && float(CM_A_AT(conv, j)) == float(CM_A_AT(acodes, j)) + float(16u * t);
+    }
+    layout_ok = subgroupAll(ok);
+    barrier();  // the codes are read before the first block is staged over them
+  }
+#endif
+#else
   const uint sc0 = sg * RS * SP, rl0 = sg * RS;  // this subgroup's regions
 #if P_ALIAS
   const uint p0 = sc0 * P_PER_SCORE;
@@ -292,6 +367,7 @@ void main() {
   UNROLL for (uint i = 0u; i < RPL; ++i) m_run[i] = kNegHuge, l_run[i] = 0.0;
   subgroupMemoryBarrierShared();
   subgroupBarrier();  // the row numbers are read before the scores overwrite them
+#endif  // REG_SOFTMAX
 
   // The first block's K and V units, as loaded.
   KV_UNIT_T kr[K_PER], vr[V_PER];
@@ -313,8 +389,10 @@ void main() {
   LOAD_BLOCK(0u)
   const uint key_end = (pc.tk + BC - 1u) / BC * BC;  // whole blocks
 
+#if !REG_SOFTMAX
   // The softmax's mapping: lane `lane` takes part lane % LPR of rows lane / LPR + i·(CM_SG / LPR).
   const uint sl = lane % LPR;
+#endif
   for (uint key0 = 0u; key0 < key_end; key0 += BC) {
     barrier();  // every subgroup has read the previous block's fragments
     UNROLL for (uint i = 0u; i < K_PER; ++i) {
@@ -330,6 +408,67 @@ void main() {
       LOAD_BLOCK(key0 + BC)     // in flight during this block
     }
 
+#if REG_SOFTMAX
+    // 1. S = Q·Kᵀ for this subgroup's rows, scaled (masked keys at kNegHuge), and the
+    //    rows' new maxima.
+#if KTN == 1 && COOPMAT == 1
+    CM_ACC sa0;  // a named variable: the driver may keep an array's matrices in local memory
+#define SA(kt) sa0
+#else
+    CM_ACC sa[KTN];
+#define SA(kt) sa[kt]
+#endif
+    float mx[CM_RSLOTS];
+    UNROLL for (uint i = 0u; i < CM_RSLOTS; ++i) mx[i] = m_run[i];
+    UNROLL for (uint kt = 0u; kt < KTN; ++kt) {
+      CM_FILL(SA(kt), 0.0);
+      UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
+        CM_B kb;
+        CM_LOAD_B(kb, s_kv, (kt * FN * KS + dq * 2u) * UNIT, KS * UNIT, true);
+        CM_MAD(qa[dq], kb, SA(kt));
+      }
+      UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+        if (i < CM_ACC_LENGTH(SA(kt))) {
+          float x = CM_ACC_AT(SA(kt), i) * pc.scale;
+#if PARTIAL_KEYS
+          if (key0 + kt * FN + CM_COL(i) >= pc.tk) x = kNegHuge;
+#endif
+          CM_ACC_AT(SA(kt), i) = x;
+          mx[CM_SLOT(i)] = max(mx[CM_SLOT(i)], x);
+        }
+    }
+    UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r)
+      UNROLL for (uint x = 1u; x < CM_ROW_LANES; x <<= 1u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], x));
+    // 2. The rescale factors, then P = f16(exp(s − m)) over the scores, into l's share.
+    float cf[CM_RSLOTS];
+    bool rose = false;
+    UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r) {
+      cf[r] = exp_precise(m_run[r] - mx[r]);
+      rose = rose || cf[r] != 1.0;
+      l_run[r] *= cf[r];
+      m_run[r] = mx[r];
+    }
+    UNROLL for (uint kt = 0u; kt < KTN; ++kt)
+      UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+        if (i < CM_ACC_LENGTH(SA(kt))) {
+#if PARTIAL_KEYS
+          const float p = key0 + kt * FN + CM_COL(i) < pc.tk ? round_f16(P_EXP(CM_ACC_AT(SA(kt), i) - mx[CM_SLOT(i)])) : 0.0;
+#else
+          const float p = round_f16(P_EXP(CM_ACC_AT(SA(kt), i) - mx[CM_SLOT(i)]));
+#endif
+          CM_ACC_AT(SA(kt), i) = p;
+          l_run[CM_SLOT(i)] += p;
+        }
+    // 3. O = O·corr + P·V (the rescale only where some row's maximum rose).
+    if (subgroupAny(rose)) {
+      ACC_LIST(ACC_RESCALE_SLOTS)
+    }
+    UNROLL for (uint kt = 0u; kt < KT; ++kt) {
+      CM_A pa;
+      CM_ACC_TO_A(pa, SA(kt / (FN / 16u)), kt % (FN / 16u));
+      ACC_LIST(ACC_PV)
+    }
+#else
     // 1. S = Q·Kᵀ for this subgroup's rows (Kᵀ: (d, j) is staged K row j, column d).
     UNROLL for (uint kt = 0u; kt < KTN; ++kt) {
       CM_ACC sa;
@@ -402,18 +541,27 @@ void main() {
     UNROLL for (uint kt = 0u; kt < KT; ++kt) {
       CM_A pa;
       P_LOAD(pa, p0 + kt * 16u, PSTR);
-#define ACC_PV(dv, m)                                                                    \
-  {                                                                                      \
-    CM_B vb;                                                                             \
-    CM_LOAD_B(vb, s_kv, (BC * KS + kt * 16u * VS + (dv) * (FN / 8u)) * UNIT, VS * UNIT, false); \
-    CM_MAD(pa, vb, m);                                                                   \
-  }
       ACC_LIST(ACC_PV)
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();  // P and corr are read before the next block writes them
+#endif  // REG_SOFTMAX
   }
 
+#if REG_SOFTMAX
+  // l: the shares of each row's lanes summed; out = O / l straight from the registers
+  // (NaN everywhere if the layout check failed).
+  UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r)
+    UNROLL for (uint x = 1u; x < CM_ROW_LANES; x <<= 1u) l_run[r] += subgroupShuffleXor(l_run[r], x);
+  const uint o_first = pc.o_base + head * pc.o_head_stride + row0 * DV;
+  const float nan_ = uintBitsToFloat(0x7fc00000u);
+#define ACC_OUT_REG(dv, m)                                                                          \
+  UNROLL for (int i = 0; i < CM_ELEMS; ++i)                                                         \
+    if (i < CM_ACC_LENGTH(m))                                                                       \
+      o[o_first + CM_SLOT_ROW(CM_SLOT(i)) * DV + (dv) * FN + CM_COL(i)] =                           \
+          O_T(layout_ok ? store_round(CM_ACC_AT(m, i) / l_run[CM_SLOT(i)]) : nan_);
+  ACC_LIST(ACC_OUT_REG)
+#else
   // out = O / l, one accumulator at a time through this subgroup's score region.
   UNROLL for (uint ri = 0u; ri < RPL; ++ri)
     if (sl == 0u) s_rl[rl0 + lane / LPR + ri * (CM_SG / LPR)] = l_run[ri];
@@ -430,4 +578,5 @@ void main() {
           O_T(store_round(S_GET(sc0 + e) / s_rl[rl0 + e / FN]));                         \
   }
   ACC_LIST(ACC_OUT)
+#endif  // REG_SOFTMAX
 }

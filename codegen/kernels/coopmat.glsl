@@ -38,6 +38,25 @@
 //                                      (row, column) each is, is not specified: learn it
 //                                      by loading a matrix of row (or column) numbers
 //                                      with CM_LOAD_ACC and reading the same elements
+//   CM_A_AT(a, j)                      element j of an A fragment this lane holds (native)
+//
+// Where the elements lie, for kernels that work on accumulators in registers
+// (attention_coop_rows.comp's REG_SOFTMAX); an accumulator of CM_M × CM_N, CM_ELEMS_ACC
+// elements per lane (some past CM_ACC_LENGTH natively):
+//   CM_RSLOTS             rows of the accumulator this lane holds elements of
+//   CM_SLOT(i)            which of them element i lies in (a constant for a constant i)
+//   CM_SLOT_ROW(s)        that row's number
+//   CM_COL(i)             element i's column
+//   CM_ROW_LANES          the lanes holding a row are lane ^ x for x < CM_ROW_LANES
+//   CM_ACC_TO_A(a, c, t)  a (CM_M × 16, f16) = columns 16t .. 16t + 15 of c, converted
+// Natively this is NVIDIA's layout as probed on the H200 (experiments/reg_softmax:
+// 32 × 32 and 32 × 16 fragments through the KHR rewrite): lane L holds rows L/4 + 8s and
+// columns 8g + 2(L % 4) + b, element i = s·(CM_N/4) + 2g + b; an A fragment the same
+// with 16 columns, so its element j is accumulator element (j/4)·(CM_N/4) + 4t + j%4 of
+// the same lane: no data moves. Nothing in the extensions promises it; a kernel that
+// relies on it checks it once (REG_SOFTMAX's layout check) and fails loudly otherwise.
+// The emulation: lane L holds elements e = L + i·CM_SG (CM_N % CM_SG == 0: every lane
+// holds every row), and A is a shuffle away.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 
@@ -71,6 +90,18 @@
 #define CM_SCALE(c, s) c = c * float(s)
 #define CM_ACC_LENGTH(c) (c).length()
 #define CM_ACC_AT(c, i) (c)[i]
+#define CM_A_AT(a, j) (a)[j]
+#define CM_ELEMS_ACC (CM_M * CM_N / CM_SG)
+#define CM_ELEMS_A (CM_M * 16 / CM_SG)
+#define CM_RSLOTS (CM_M / 8)
+#define CM_SLOT(i) ((i) / (CM_N / 4))
+#define CM_SLOT_ROW(s) ((gl_SubgroupInvocationID >> 2u) + 8u * uint(s))
+#define CM_COL(i) (8u * (uint((i) % (CM_N / 4)) >> 1u) + 2u * (gl_SubgroupInvocationID & 3u) + (uint(i) & 1u))
+#define CM_ROW_LANES 4u
+#define CM_ACC_TO_A(a, c, t)                                             \
+  [[unroll]] for (int cm_j_ = 0; cm_j_ < CM_ELEMS_A; ++cm_j_)            \
+    if (cm_j_ < (a).length())                                            \
+      (a)[cm_j_] = float16_t((c)[(cm_j_ >> 2) * (CM_N / 4) + 4 * int(t) + (cm_j_ & 3)])
 
 #elif COOPMAT == 2
 #define CM_OWNED (CM_M * CM_N / CM_SG)  // accumulator elements per lane
@@ -115,6 +146,18 @@ struct CmAcc { float e[CM_OWNED]; };
   for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] *= float(s)
 #define CM_ACC_LENGTH(c) int(CM_OWNED)
 #define CM_ACC_AT(c, i) (c).e[i]
+#define CM_ELEMS_ACC CM_OWNED
+#define CM_RSLOTS CM_M
+#define CM_SLOT(i) ((i) / (CM_N / CM_SG))
+#define CM_SLOT_ROW(s) uint(s)
+#define CM_COL(i) ((gl_SubgroupInvocationID + uint(i) * CM_SG) % uint(CM_N))
+#define CM_ROW_LANES uint(CM_SG)
+// Needs subgroup shuffles (GL_KHR_shader_subgroup_shuffle) where used.
+#define CM_ACC_TO_A(a, c, t)                                                              \
+  for (uint cm_e_ = 0u; cm_e_ < CM_M * 16u; ++cm_e_) {                                    \
+    const uint cm_s_ = (cm_e_ / 16u) * uint(CM_N) + 16u * uint(t) + cm_e_ % 16u;          \
+    (a).e[cm_e_] = float16_t(subgroupShuffle((c).e[cm_s_ / CM_SG], cm_s_ % CM_SG));       \
+  }
 
 #else
 #error "coopmat.glsl: COOPMAT must be 1 (GL_NV_cooperative_matrix) or 2 (emulated)"

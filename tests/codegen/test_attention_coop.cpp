@@ -522,6 +522,55 @@ TEST(CodegenAttentionCoop, RowsMatchesInterpreter) {
   expect_matches(t, "rows, query chunk 128", target, "attention_coop_rows.comp", options, 6);
 }
 
+// REG_SOFTMAX = 1 (the softmax on the score accumulators in registers, P·V's A fragments
+// made from them in place), emulated, against the interpreter: several key blocks with
+// the maxima rising (the rescale by row slot), 16 × 16 accumulators with two per block
+// (BC = 32); a partial last key block and an overlapping last row block (77 tokens, two
+// heads); 16 × 32 accumulators (CM_N = 32, two A fragments from one accumulator) with
+// Dv = 2·D. Natively the same code reads NVIDIA's element layout (coopmat.glsl), which
+// only the device tests reach. (Three kernel variants: ~15 s each to compile on lavapipe.)
+Tensor rising_keys(int64_t tk, int64_t d, uint32_t seed, int64_t every) {
+  Tensor k = random_input({1, tk, d}, seed, 12.0f, true);
+  for (int64_t j = 0; j < tk; ++j)
+    for (int64_t i = 0; i < d; ++i) k.data[size_t(j * d + i)] *= float(1 + j / every);  // integers stay integers
+  return k;
+}
+
+TEST(CodegenAttentionCoop, RowsRegisterSoftmaxMatchesInterpreter) {
+  const codegen::Target target = device_target(codegen::TensorCores::emulated);
+  codegen::CodegenOptions regs;
+  regs.kernel_defines["attention_coop_rows.comp"] = {{"REG_SOFTMAX", "1"}};
+  {
+    Attn t;
+    const int64_t tq = 128, tk = 192, d = 64;
+    ValueId qv = t.input("q", random_input({1, tq, d}, 931, 12.0f, true), DType::f16);
+    ValueId kv = t.input("k", rising_keys(tk, d, 932, 50), DType::f16);
+    Tensor v = random_input({1, tk, d}, 933);
+    for (float x : v.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId vv = t.input("v", std::move(v), DType::f16);
+    t.b.output(t.b.attention(qv, kv, vv, 0.5));
+    expect_matches(t, "registers, rising scores", target, "attention_coop_rows.comp", regs);
+  }
+  {
+    Attn t;
+    build(t, {2, 77, 64}, {2, 77, 64}, {2, 77, 64}, 935);
+    expect_matches(t, "registers, 77 tokens", target, "attention_coop_rows.comp", regs);
+  }
+  {
+    Attn t;
+    const int64_t tq = 64, tk = 96, d = 64;
+    ValueId qv = t.input("q", random_input({1, tq, d}, 937, 12.0f, true), DType::f16);
+    ValueId kv = t.input("k", rising_keys(tk, d, 938, 40), DType::f16);
+    Tensor v = random_input({1, tk, 2 * d}, 939);
+    for (float x : v.data) t.v_peak = std::max(t.v_peak, double(std::fabs(x)));
+    ValueId vv = t.input("v", std::move(v), DType::f16);
+    t.b.output(t.b.attention(qv, kv, vv, 0.5));
+    codegen::CodegenOptions wide = regs;
+    wide.kernel_defines["attention_coop_rows.comp"]["CM_N"] = "32";
+    expect_matches(t, "registers, 16 x 32 accumulators", target, "attention_coop_rows.comp", wide);
+  }
+}
+
 // Which tile the rows kernel takes, and where it does not apply: 8 subgroups (128 rows)
 // by default, fewer where a dispatch has fewer rows or the shared memory is short; CodegenOptions::attention_rows
 // picks a tile or turns it off; head dims over 128 and frame masks go to the dsplit
@@ -844,6 +893,22 @@ TEST(CodegenAttentionCoop, NativeMatchesInterpreter) {
     options.attention_rows = rows;
     expect_matches(t, describe(shape, shape, shape) + " (native, " + rows + ")", native, kRows, options);
   }
+  // The softmax in registers (REG_SOFTMAX): the kernel reads NVIDIA's element layout,
+  // checks it and writes NaN if it does not hold, which fails here. The default tiles
+  // (16 × 32 accumulators at D = 128, 32 × 16 at D = 64), 32 × 32 ones, and 16 × 16 ones
+  // (BC = 16: GL_NV_cooperative_matrix without the KHR rewrite).
+  const std::pair<Shape, const char*> in_registers[] = {{{3, 200, 128}, ""},    {{2, 77, 64}, ""},
+                                                        {{2, 300, 64}, ""},     {{3, 200, 128}, "4x32x32"},
+                                                        {{1, 130, 128}, "8x32"},  {{2, 96, 128}, "4x16"}};
+  for (const auto& [shape, rows] : in_registers) {
+    Attn t;
+    build(t, shape, shape, shape, seed += 3);
+    codegen::CodegenOptions options;
+    options.attention_rows = rows;
+    options.kernel_defines[kRows] = {{"REG_SOFTMAX", "1"}};
+    expect_matches(t, describe(shape, shape, shape) + " (native, REG_SOFTMAX, '" + rows + "')", native, kRows,
+                   options);
+  }
 }
 
 // On a device with GL_NV_cooperative_matrix: attention at the models' shapes, timed
@@ -863,6 +928,7 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
     int64_t heads, tokens, d;
     std::string rows;  // CodegenOptions::attention_rows
     const char* file;
+    bool regs = false;  // REG_SOFTMAX
   };
   const Case cases[] = {
       {1, 16384, 512, "", "attention_coop_dsplit.comp"},
@@ -872,13 +938,22 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
       {30, 4224, 128, "8x32", "attention_coop_rows.comp"},
       {30, 4224, 128, "2x64", "attention_coop_rows.comp"},
       {30, 4224, 128, "off", "attention_coop_dsplit.comp"},
+      {30, 4224, 128, "", "attention_coop_rows.comp", true},
+      {30, 4224, 128, "4x32", "attention_coop_rows.comp", true},
+      {30, 4224, 128, "8x16", "attention_coop_rows.comp", true},
+      {30, 4224, 128, "4x32x32", "attention_coop_rows.comp", true},
       {28 * 32, 1796, 64, "", "attention_coop_rows.comp"},
       {28 * 32, 1796, 64, "4x64", "attention_coop_rows.comp"},
       {28 * 32, 1796, 64, "8x32", "attention_coop_rows.comp"},
       {28 * 32, 1796, 64, "off", "attention_coop_dsplit.comp"},
+      {28 * 32, 1796, 64, "", "attention_coop_rows.comp", true},
+      {28 * 32, 1796, 64, "4x32x32", "attention_coop_rows.comp", true},
+      {28 * 32, 1796, 64, "8x32", "attention_coop_rows.comp", true},
+      {28 * 32, 1796, 64, "8x16x32", "attention_coop_rows.comp", true},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{} heads of {} tokens, D {}, rows '{}'", c.heads, c.tokens, c.d, c.rows));
+    SCOPED_TRACE(fmt::format("{} heads of {} tokens, D {}, rows '{}'{}", c.heads, c.tokens, c.d, c.rows,
+                             c.regs ? ", REG_SOFTMAX" : ""));
     Attn t;
     const Shape shape = c.heads == 1 ? Shape{1, c.tokens, c.d} : Shape{c.heads, c.tokens, c.d};
     build(t, shape, shape, shape, 500);
@@ -886,6 +961,7 @@ TEST(CodegenAttentionCoop, NativeThroughput) {
     codegen::CodegenOptions options;
     options.profile = true;
     options.attention_rows = c.rows;
+    if (c.regs) options.kernel_defines["attention_coop_rows.comp"] = {{"REG_SOFTMAX", "1"}};
     auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
     ASSERT_TRUE(plan.has_value()) << plan.message();
     ASSERT_TRUE(uses(*plan, c.file)) << attention_kernels(*plan).front();
