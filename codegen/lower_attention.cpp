@@ -200,15 +200,32 @@ std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& 
 // attention_coop_rows.comp's configuration: NSG subgroups of RS (16 or 32) query rows,
 // BC keys per block (its header: head dims up to 128, no frame mask). 32 rows store P
 // over the scores (P_ALIAS).
+// Natively the softmax runs on the score accumulators in registers (REG_SOFTMAX, the
+// kernel's header): no scores, P or factors in shared memory. On the H200 Z-Image 1024²'s
+// attention 54.4 → 42.9 ms a step and MiniMax-H3 720p's 227.7 → 200.5 ms a clip run
+// (docs/PERFORMANCE.md, session 32). The emulation keeps the shared-memory softmax
+// (REG_SOFTMAX there only through kernel_defines, for its test): lavapipe compiles it
+// faster.
 struct RowsTiles {
   uint32_t nsg = 0, bc = 0, rs = 16;
+  bool reg_softmax = false;
   uint64_t shared_bytes = 0;
-  bool p_alias() const { return rs == 32; }
+  bool p_alias() const { return rs == 32 && !reg_softmax; }
 };
 
-uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv, uint64_t rs) {
+uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv, uint64_t rs, uint64_t fn,
+                           bool reg_softmax) {
+  const uint64_t kv = 2 * bc * (d + 8) + 2 * bc * (dv + 8);
+  if (reg_softmax) return std::max(kv, rs * fn * 4 + rs * 32);  // the layout check's codes
   const uint64_t p = rs == 32 ? 0 : 2 * rs * (bc + 8);
-  return 2 * bc * (d + 8) + 2 * bc * (dv + 8) + nsg * (4 * rs * (bc + 4) + p + 4 * rs);
+  return kv + nsg * (4 * rs * (bc + 4) + p + 4 * rs);
+}
+
+// The accumulator width the rows kernel takes (its CM_N): 32 natively with flexible
+// dimensions where the keys per block and Dv allow, else 16.
+uint32_t rows_fn(const Lowering& l, uint32_t bc, uint64_t dv) {
+  const bool native = l.target().tensor_cores == TensorCores::nv_coopmat;
+  return native && l.target().coopmat_flexible && bc % 32 == 0 && dv % 32 == 0 ? 32 : 16;
 }
 
 // The tile: CodegenOptions::attention_rows "NxBC[xRS]", else 8 subgroups (128 rows per
@@ -219,10 +236,12 @@ uint64_t rows_shared_bytes(uint64_t nsg, uint64_t bc, uint64_t d, uint64_t dv, u
 // (docs/PERFORMANCE.md, issue 17, session 13). Head dims up to 64 (MiniMax-H3) take 4
 // subgroups first: 23 808 bytes of shared memory, under the H200's 24 KiB line for two
 // workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms
-// (session 21). On devices with flexible dimensions they take 4 subgroups of 32 rows and
+// (session 21). On devices with flexible dimensions they took 4 subgroups of 32 rows and
 // 16 keys first (15 360 bytes and 208 registers at D = 64): 142.3 → 126.5 ms (session 27;
 // at D = 128 the same as 8 × 32, at 255 registers and ~400 bytes spilled per lane, and
-// 32 keys with 32 rows ran 2.6-2.8× slower). Every dispatch's rows
+// 32 keys with 32 rows ran 2.6-2.8× slower). With the softmax in registers (natively)
+// every head dim takes 8 × 32 first again: MiniMax-H3 720p's attention 202.3 → 155.4 ms
+// a clip run against 4 × 16 × 32 (session 32). Every dispatch's rows
 // at least one workgroup's (a partial last block overlaps the one before); the shared
 // memory within the target's. RS = 32 rows per subgroup natively needs flexible
 // dimensions (32 × 16 A fragments). Errors: a malformed tile, or an asked one that does
@@ -236,7 +255,8 @@ Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& nod
     uint32_t nsg, bc, rs;
   };
   std::vector<Candidate> candidates = {{8, 32, 16}, {4, 32, 16}, {2, 32, 16}, {1, 32, 16}};
-  if (a.d <= 64 && a.dv <= 64) {
+  const bool reg_softmax = l.target().tensor_cores == TensorCores::nv_coopmat;
+  if (a.d <= 64 && a.dv <= 64 && !reg_softmax) {
     candidates.erase(candidates.begin());
     if (l.target().tensor_cores == TensorCores::nv_coopmat && l.target().coopmat_flexible)
       candidates.insert(candidates.begin(), Candidate{4, 16, 32});
@@ -265,8 +285,9 @@ Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& nod
     const uint64_t br = uint64_t(rs) * nsg;
     if (last_rows < br || (chunks > 1 && split.rows_per % br != 0)) continue;
     if (uint64_t(nsg) * sg > 1024) continue;
-    const uint64_t bytes = rows_shared_bytes(nsg, bc, a.d, a.dv, rs);
-    if (bytes <= l.target().max_shared_memory_bytes) return std::optional<RowsTiles>{RowsTiles{nsg, bc, rs, bytes}};
+    const uint64_t bytes = rows_shared_bytes(nsg, bc, a.d, a.dv, rs, rows_fn(l, bc, a.dv), reg_softmax);
+    if (bytes <= l.target().max_shared_memory_bytes)
+      return std::optional<RowsTiles>{RowsTiles{nsg, bc, rs, reg_softmax, bytes}};
     if (!asked.empty())
       return l.fail(node, fmt::format("attention tile '{}' needs {} bytes of shared memory, the target has {}", asked,
                                       bytes, l.target().max_shared_memory_bytes));
@@ -325,10 +346,11 @@ Status lower_attention_op(Lowering& l, const Node& node) {
     if (a.tk % rows->bc != 0) key.defines["PARTIAL_KEYS"] = "1";
     if (rows->rs != 16) key.defines["CM_M"] = std::to_string(rows->rs);
     if (rows->p_alias()) key.defines["P_ALIAS"] = "1";
+    if (rows->reg_softmax) key.defines["REG_SOFTMAX"] = "1";
     // Flexible dimensions (the H200): 16 × 32 score and output accumulators, the SPIR-V
     // rewritten to KHR; half the B fragment loads and MMA instructions per key block.
     const bool native = l.target().tensor_cores == TensorCores::nv_coopmat;
-    if (native && l.target().coopmat_flexible && rows->bc % 32 == 0 && a.dv % 32 == 0) key.defines["CM_N"] = "32";
+    if (rows_fn(l, rows->bc, a.dv) == 32) key.defines["CM_N"] = "32";
     if (native && (key.defines.count("CM_N") || rows->rs != 16)) key.defines["COOPMAT_KHR"] = "1";
     key.bindings = 4;
     key.push_constant_bytes = 10 * 4;

@@ -90,6 +90,10 @@ struct CompilerOptions {
   // A token norm's modulation and residual add folded into the norm, a SwiGLU's gate
   // into silu_mul (passes/fuse_token_norm.cpp); false: `--no-fuse-token-ops`.
   bool fuse_token_ops = true;
+  // Small graphs of independent chains run level by level, for fewer pipeline barriers
+  // (passes/schedule.cpp, CompileOptions::schedule_levels_max_bytes); false:
+  // `--no-level-schedule`.
+  bool level_schedule = true;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

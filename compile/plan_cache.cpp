@@ -218,6 +218,7 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
                            options.f16_conv_weights, options.write_in_place, options.fuse_frame_taps,
                            options.memory_budget_activations_only);
   if (options.fuse_token_ops) k.options += " fuse_token_ops";
+  k.options += fmt::format(" schedule_levels_max_bytes {}", options.schedule_levels_max_bytes);
   if (options.attention_gemms) k.options += " attention_gemms";
   if (options.fold_softmax)
     k.options += fmt::format(" fold_softmax {} {}", options.fold_softmax_min_keys, options.fold_softmax_min_head_dim);

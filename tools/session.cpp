@@ -77,6 +77,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-fuse-token-ops", false,
        "keep a transformer's token norms, their modulation and residual adds, and its SwiGLU gates as separate "
        "elementwise dispatches instead of fused (for measuring the two: docs/PERFORMANCE.md)"},
+      {"no-level-schedule", false,
+       "keep the memory-aware node order in small graphs of independent chains instead of running them level "
+       "by level with fewer pipeline barriers (for measuring the two: docs/PERFORMANCE.md)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
@@ -176,6 +179,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   }
   r.winograd_u_at_run = !a.has("winograd-hold-u");
   r.fuse_token_ops = !a.has("no-fuse-token-ops");
+  r.level_schedule = !a.has("no-level-schedule");
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -248,6 +252,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_min_taps = r.winograd_min_taps;
   o.winograd_single_u_at_run = r.winograd_u_at_run;
   o.fuse_token_ops = r.fuse_token_ops;
+  o.level_schedule = r.level_schedule;
   o.winograd_single_min_pixels = r.winograd_single_min_pixels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;

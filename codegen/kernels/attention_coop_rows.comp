@@ -38,7 +38,8 @@
 // becomes P·V's A fragments in place (CM_ACC_TO_A). The O accumulators are rescaled by
 // their elements' row slots and finally divided and stored from registers. No scores,
 // P or rescale factors pass through shared memory, so the only workgroup memory is the
-// staged K and V (17 408 bytes at D = DV = 128, BC = 32), and no subgroup barriers
+// staged K and V (17 408 bytes at D = DV = 128, BC = 32; at least RS·FN·4 + RS·32 bytes,
+// the layout check's), and no subgroup barriers
 // remain inside a block. Natively this relies on the element layout coopmat.glsl
 // documents; the kernel checks it once per workgroup (an accumulator and an A fragment
 // of (row, column) codes loaded through the staging memory) and writes NaN everywhere
@@ -180,7 +181,13 @@ layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 layout(std430, binding = 0) readonly buffer QBuf { uvec4 q[]; };
 layout(std430, binding = 1) readonly buffer KBuf { uvec4 k[]; };
 layout(std430, binding = 2) readonly buffer VBuf { uvec4 v[]; };
+// REG_SOFTMAX's layout check lays an RS × FN f32 accumulator and an RS × 16 f16 A
+// fragment of codes over the staging memory first: at least that many units.
+#if REG_SOFTMAX && BC * (KS + VS) < RS * FN / 4 + 2 * RS
+shared uvec4 s_kv[RS * FN / 4 + 2 * RS];
+#else
 shared uvec4 s_kv[BC * (KS + VS)];
+#endif
 #define UNIT 1u  // elements of s_kv per 16-byte unit
 #define KV_UNIT_LOAD(buf, half_index) buf[(half_index) >> 3u]
 #define KV_UNIT_ZERO uvec4(0u)

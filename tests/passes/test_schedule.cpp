@@ -11,6 +11,8 @@
 #include "passes/decoder_like.h"
 #include "passes/passes.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -184,6 +186,60 @@ TEST(Schedule, NodesReadingConstantsOnlyRunRightBeforeTheirReader) {
   EXPECT_EQ(summarize_buffers(g).arena_bytes("act"), 4096u);
   auto in = testing::random_inputs(before, 5);
   EXPECT_TRUE(testing::bit_identical(testing::run_graph(before, store, in), testing::run_graph(g, store, in)));
+}
+
+// Four independent chains (silu, tanh, add: one per layer's modulation vector, as in a
+// diffusion transformer's per-step plan), then their sum. In chain order every node
+// after a chain's first reads what was just written: 10 barriers by the runtime's rule
+// (11 in the memory-aware order, which moves one node); level by level, 4. The level order is taken (the interpreter gives the same bits);
+// not with a byte limit under its peak of live activations, nor with the option off.
+constexpr const char* kChains = R"(graph @chains(%t: f32[1,16]) {
+  %a0: f32[1,16] = silu "a0" (%t)
+  %b0: f32[1,16] = tanh "b0" (%a0)
+  %c0: f32[1,16] = add "c0" (%b0, %t)
+  %a1: f32[1,16] = silu "a1" (%t)
+  %b1: f32[1,16] = tanh "b1" (%a1)
+  %c1: f32[1,16] = add "c1" (%b1, %t)
+  %a2: f32[1,16] = silu "a2" (%t)
+  %b2: f32[1,16] = tanh "b2" (%a2)
+  %c2: f32[1,16] = add "c2" (%b2, %t)
+  %a3: f32[1,16] = silu "a3" (%t)
+  %b3: f32[1,16] = tanh "b3" (%a3)
+  %c3: f32[1,16] = add "c3" (%b3, %t)
+  %d: f32[1,16] = add "d" (%c0, %c1)
+  %e: f32[1,16] = add "e" (%c2, %c3)
+  %f: f32[1,16] = add "f" (%d, %e)
+  return %f
+}
+)";
+
+TEST(Schedule, IndependentChainsRunLevelByLevel) {
+  WeightStore store;
+  Graph before = testing::parse_with_weights(kChains, store);
+  std::vector<std::string> log;
+  Graph g = planned(kChains, store, true, &log);
+  EXPECT_EQ(node_names(g), (std::vector<std::string>{"a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3", "c0", "c1",
+                                                     "c2", "c3", "d", "e", "f"}));
+  bool logged = false;
+  for (const std::string& line : log)  // from the memory-aware order, which moves one node: 11
+    logged = logged || line.find("level order, barriers 11 -> 4 (by values)") != std::string::npos;
+  EXPECT_TRUE(logged) << fmt::format("{}", fmt::join(log, "\n"));
+  auto in = testing::random_inputs(before, 7);
+  EXPECT_TRUE(testing::bit_identical(testing::run_graph(before, store, in), testing::run_graph(g, store, in)));
+
+  for (uint64_t limit : {uint64_t{0}, uint64_t{1}}) {
+    SCOPED_TRACE(limit);
+    WeightStore store2;
+    Graph h = testing::parse_with_weights(kChains, store2);
+    CompileOptions options;
+    options.schedule_levels_max_bytes = limit;
+    PassContext ctx{options, store2, {}};
+    ASSERT_TRUE(run_schedule(h, ctx).is_ok());
+    EXPECT_EQ(node_names(h)[1], "b0");  // chain order
+    bool refused = false;
+    for (const std::string& line : ctx.log) refused = refused || line.find("level order not taken") != std::string::npos;
+    EXPECT_EQ(refused, limit == 1) << fmt::format("{}", fmt::join(ctx.log, "\n"));
+  }
 }
 
 // A seeded small Flux decoder whose last up block, like the full one's, starts with a

@@ -2,7 +2,8 @@
 # through --kernel-define): the native tests (the layout check writes NaN if NVIDIA's
 # element layout is not the one coopmat.glsl documents), the attention throughput at
 # Z-Image's and MiniMax-H3's shapes, the shared cases against diffusers, Z-Image 1024²
-# (2 layers interleaved A/B, then all layers) and MiniMax-H3 720p with it.
+# (2 layers interleaved A/B, then all layers) and MiniMax-H3 720p with it; the level
+# schedule (small graphs of independent chains level by level) against --no-level-schedule.
 # Staging: build/strata and build/tests/strata_codegen_tests (Release, FFmpeg off),
 # `bash ../shared/gpu/stage.sh build/strata build/tests/strata_codegen_tests`, strip and
 # xz -9 both in .gpu/bin, copy this file to .gpu/ws.sh, `bash .gpu/run bash .gpu/ws.sh`, carry [".gpu"].
@@ -25,10 +26,14 @@ done
 for k in 1 2; do
   strata bench --no-cache --arch zimage --size 1024 --layers 2 --reps 5 --profile > z2_base_$k.txt 2>&1
   strata bench --no-cache --arch zimage --size 1024 --layers 2 --reps 5 --profile $R > z2_regs_$k.txt 2>&1
-  echo "2 layers base: $(grep -h 'per step' z2_base_$k.txt | cut -c1-60) $(grep -h ' attention_coop_rows ' z2_base_$k.txt | head -1) | regs: $(grep -h 'per step' z2_regs_$k.txt | cut -c1-60) $(grep -h ' attention_coop_rows ' z2_regs_$k.txt | head -1)"
+  strata bench --no-cache --arch zimage --size 1024 --layers 2 --reps 5 --profile $R --no-level-schedule > z2_nolevel_$k.txt 2>&1
+  for v in base regs nolevel; do
+    echo "2 layers $v: $(grep -h 'per step' z2_${v}_$k.txt | cut -c1-60) | $(grep -h '^  per_t ' z2_${v}_$k.txt | cut -c1-40) | $(grep -h ' attention_coop_rows ' z2_${v}_$k.txt | head -1)"
+  done
 done
+grep -h "schedule: level" z2_regs_1.txt | head -3
 timeout 200 strata bench --no-cache --arch zimage --size 1024 --reps 2 --profile $R > z1024.txt 2>&1
-echo "zimage 1024 regs: $(grep -h 'per step\|memory held' z1024.txt | cut -c1-110 | tr '\n' ' ')"
+echo "zimage 1024 regs: $(grep -h 'per step\|memory held\|^  per_t ' z1024.txt | cut -c1-110 | tr '\n' ' ')"
 grep -h -A9 "by kernel kind" z1024.txt | tail -9 | head -4
 timeout 200 strata bench --no-cache --arch minimax --frames 39 --size 720x1280 --reps 1 --warmup 1 --profile $R > minimax720.txt 2>&1
 echo "minimax 720 regs: $(grep -h 'per video\|memory held' minimax720.txt | cut -c1-140 | tr '\n' ' ')"
