@@ -291,6 +291,13 @@ shared float s_rl[NSG * RS];          // per subgroup: corr of the current block
 #else
 #define P_EXP(x) exp_precise(x)
 #endif
+// REG_FMA = 1 (REG_SOFTMAX; by default with P_EXP2): the row maxima taken over the raw
+// scores and scaled once, and each weight exp2(fma(s, scale·log2 e, −m·log2 e)): one
+// multiply-add where the shared-memory path has a multiply, a subtraction and another
+// multiply.
+#ifndef REG_FMA
+#define REG_FMA P_EXP2
+#endif
 
 // O += P·V for P's key tile kt (an A fragment `pa`) and output accumulator m.
 #define ACC_PV(dv, m)                                                                    \
@@ -427,6 +434,10 @@ void main() {
 #endif
     float mx[CM_RSLOTS];
     UNROLL for (uint i = 0u; i < CM_RSLOTS; ++i) mx[i] = m_run[i];
+#if REG_FMA
+    float mraw[CM_RSLOTS];
+    UNROLL for (uint i = 0u; i < CM_RSLOTS; ++i) mraw[i] = kNegHuge;
+#endif
     UNROLL for (uint kt = 0u; kt < KTN; ++kt) {
       CM_FILL(SA(kt), 0.0);
       UNROLL for (uint dq = 0u; dq < DTQ; ++dq) {
@@ -434,6 +445,18 @@ void main() {
         CM_LOAD_B(kb, s_kv, (kt * FN * KS + dq * 2u) * UNIT, KS * UNIT, true);
         CM_MAD(qa[dq], kb, SA(kt));
       }
+#if REG_FMA
+      // Raw scores: the maxima are taken unscaled (scale > 0, and a float product is
+      // monotonic, so max(s)·scale is max(s·scale) bit for bit) and p below is one
+      // fused multiply-add and an exp2 per element.
+      UNROLL for (int i = 0; i < CM_ELEMS; ++i)
+        if (i < CM_ACC_LENGTH(SA(kt))) {
+#if PARTIAL_KEYS
+          if (key0 + kt * FN + CM_COL(i) >= pc.tk) CM_ACC_AT(SA(kt), i) = kNegHuge;
+#endif
+          mraw[CM_SLOT(i)] = max(mraw[CM_SLOT(i)], CM_ACC_AT(SA(kt), i));
+        }
+#else
       UNROLL for (int i = 0; i < CM_ELEMS; ++i)
         if (i < CM_ACC_LENGTH(SA(kt))) {
           float x = CM_ACC_AT(SA(kt), i) * pc.scale;
@@ -443,9 +466,17 @@ void main() {
           CM_ACC_AT(SA(kt), i) = x;
           mx[CM_SLOT(i)] = max(mx[CM_SLOT(i)], x);
         }
+#endif
     }
+#if REG_FMA
+    UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r) {
+      UNROLL for (uint x = 1u; x < CM_ROW_LANES; x <<= 1u) mraw[r] = max(mraw[r], subgroupShuffleXor(mraw[r], x));
+      mx[r] = max(mx[r], mraw[r] * pc.scale);
+    }
+#else
     UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r)
       UNROLL for (uint x = 1u; x < CM_ROW_LANES; x <<= 1u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], x));
+#endif
     // 2. The rescale factors, then P = f16(exp(s − m)) over the scores, into l's share.
     float cf[CM_RSLOTS];
     bool rose = false;
@@ -455,13 +486,21 @@ void main() {
       l_run[r] *= cf[r];
       m_run[r] = mx[r];
     }
+#if REG_FMA
+    const float c2 = pc.scale * 1.44269504;  // p = exp2(s·scale·log2 e − m·log2 e)
+    float mc[CM_RSLOTS];
+    UNROLL for (uint r = 0u; r < CM_RSLOTS; ++r) mc[r] = -mx[r] * 1.44269504;
+#define P_OF(s_, r_) exp2(fma(s_, c2, mc[r_]))
+#else
+#define P_OF(s_, r_) P_EXP(s_ - mx[r_])
+#endif
     UNROLL for (uint kt = 0u; kt < KTN; ++kt)
       UNROLL for (int i = 0; i < CM_ELEMS; ++i)
         if (i < CM_ACC_LENGTH(SA(kt))) {
 #if PARTIAL_KEYS
-          const float p = key0 + kt * FN + CM_COL(i) < pc.tk ? round_f16(P_EXP(CM_ACC_AT(SA(kt), i) - mx[CM_SLOT(i)])) : 0.0;
+          const float p = key0 + kt * FN + CM_COL(i) < pc.tk ? round_f16(P_OF(CM_ACC_AT(SA(kt), i), CM_SLOT(i))) : 0.0;
 #else
-          const float p = round_f16(P_EXP(CM_ACC_AT(SA(kt), i) - mx[CM_SLOT(i)]));
+          const float p = round_f16(P_OF(CM_ACC_AT(SA(kt), i), CM_SLOT(i)));
 #endif
           CM_ACC_AT(SA(kt), i) = p;
           l_run[CM_SLOT(i)] += p;

@@ -527,7 +527,7 @@ TEST(CodegenAttentionCoop, RowsMatchesInterpreter) {
 // the maxima rising (the rescale by row slot), 16 × 16 accumulators with two per block
 // (BC = 32); a partial last key block and an overlapping last row block (77 tokens, two
 // heads); 16 × 32 accumulators (CM_N = 32, two A fragments from one accumulator) with
-// Dv = 2·D. Natively the same code reads NVIDIA's element layout (coopmat.glsl), which
+// Dv = 2·D and the weights as natively (REG_FMA: raw maxima, exp2 of one multiply-add). Natively the same code reads NVIDIA's element layout (coopmat.glsl), which
 // only the device tests reach. (Three kernel variants: ~15 s each to compile on lavapipe.)
 Tensor rising_keys(int64_t tk, int64_t d, uint32_t seed, int64_t every) {
   Tensor k = random_input({1, tk, d}, seed, 12.0f, true);
@@ -567,6 +567,7 @@ TEST(CodegenAttentionCoop, RowsRegisterSoftmaxMatchesInterpreter) {
     t.b.output(t.b.attention(qv, kv, vv, 0.5));
     codegen::CodegenOptions wide = regs;
     wide.kernel_defines["attention_coop_rows.comp"]["CM_N"] = "32";
+    wide.kernel_defines["attention_coop_rows.comp"]["REG_FMA"] = "1";  // the native weights' arithmetic
     expect_matches(t, "registers, 16 x 32 accumulators", target, "attention_coop_rows.comp", wide);
   }
 }
