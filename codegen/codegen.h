@@ -100,6 +100,10 @@ struct CodegenOptions {
   // header, for measuring them (`strata bench --kernel-define`). A define the
   // kernel does not know is passed on and ignored by it.
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;
+  // The kernel cache's directory (kernel_cache.h): SPIR-V compiled by earlier processes
+  // is read from there. "" takes default_kernel_cache_dir() (none unless the program
+  // set one). compile() (compile/compile.h) fills it from its plan cache directory.
+  std::string kernel_cache_dir;
 };
 
 // Compiles `graph` (verified) into a Plan. Errors name the node or value that cannot

@@ -175,7 +175,7 @@ Status Lowering::compile_pipelines() {
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < n; i = next++) {
-      auto spirv = compile_kernel(pending[i].first->file, pending[i].first->defines);
+      auto spirv = compile_kernel(pending[i].first->file, pending[i].first->defines, options_.kernel_cache_dir);
       if (spirv) plan_.pipelines[pending[i].second].spirv = std::move(*spirv);
       else results[i] = spirv.status();
     }

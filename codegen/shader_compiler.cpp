@@ -2,6 +2,7 @@
 // shader_compiler.h for the prelude every kernel gets.
 #include "codegen/shader_compiler.h"
 
+#include "codegen/kernel_cache.h"
 #include "codegen/kernel_sources.h"
 #include "codegen/spirv_khr_rewrite.h"
 
@@ -71,7 +72,11 @@ std::atomic<uint64_t> g_kernel_requests{0};
 
 uint64_t kernel_requests() { return g_kernel_requests.load(); }
 
-Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines) {
+// The options compile_kernel's shaderc call sets: change the two together.
+std::string_view kernel_compile_options() { return "compute, vulkan 1.2, performance"; }
+
+Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines,
+                                               const std::string& kernel_cache_dir) {
   ++g_kernel_requests;
   auto key = std::make_pair(std::string(file), defines);
   {
@@ -80,16 +85,23 @@ Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defi
     if (it != memo().modules.end()) return it->second;
   }
   STRATA_ASSIGN_OR_RETURN(std::string src, kernel_source_with_prelude(file, defines));
-  shaderc::Compiler compiler;
-  shaderc::CompileOptions options;
-  options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
-  options.SetOptimizationLevel(shaderc_optimization_level_performance);
   const std::string name(file);
-  shaderc::SpvCompilationResult result =
-      compiler.CompileGlslToSpv(src, shaderc_compute_shader, name.c_str(), options);
-  if (result.GetCompilationStatus() != shaderc_compilation_status_success)
-    return error("kernel '{}': {}", kernel_variant_name(file, defines), result.GetErrorMessage());
-  std::vector<uint32_t> words(result.cbegin(), result.cend());
+  auto compile = [&]() -> Expected<std::vector<uint32_t>> {
+    shaderc::Compiler compiler;
+    shaderc::CompileOptions options;
+    options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+    options.SetOptimizationLevel(shaderc_optimization_level_performance);
+    shaderc::SpvCompilationResult result =
+        compiler.CompileGlslToSpv(src, shaderc_compute_shader, name.c_str(), options);
+    if (result.GetCompilationStatus() != shaderc_compilation_status_success)
+      return error("kernel '{}': {}", kernel_variant_name(file, defines), result.GetErrorMessage());
+    return std::vector<uint32_t>(result.cbegin(), result.cend());
+  };
+  const std::string cache_dir = kernel_cache_dir.empty() ? default_kernel_cache_dir() : kernel_cache_dir;
+  Expected<std::vector<uint32_t>> compiled =
+      cache_dir.empty() ? compile()
+                        : load_or_compile(KernelCache(cache_dir), kernel_cache_key(src, kernel_compile_options()), compile);
+  STRATA_ASSIGN_OR_RETURN(std::vector<uint32_t> words, std::move(compiled));
   if (auto it = defines.find("COOPMAT_KHR"); it != defines.end() && it->second == "1") {
     // Fragments other than 16×16: written in GL_NV_cooperative_matrix syntax, run as
     // VK_KHR_cooperative_matrix (spirv_khr_rewrite.h).

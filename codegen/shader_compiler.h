@@ -11,7 +11,8 @@
 //
 // Compilation: libshaderc, compute stage, target environment Vulkan 1.2, performance
 // optimisation. Compiled modules are memoised in-process by (file, defines), so
-// compiling many plans (tests) compiles each variant once. Thread-safe.
+// compiling many plans compiles each variant once, and kept on disk across processes
+// when a kernel cache directory is given (kernel_cache.h). Thread-safe.
 #pragma once
 
 #include "ir/status.h"
@@ -34,7 +35,16 @@ Expected<std::string> kernel_source_with_prelude(std::string_view file, const De
 // "kernel 'unary.comp' (OP=SILU): <shaderc's message>". With COOPMAT_KHR=1 the module's
 // GL_NV_cooperative_matrix instructions are rewritten to VK_KHR_cooperative_matrix
 // (spirv_khr_rewrite.h); SPIRV-Tools cannot validate that form.
-Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines);
+//
+// With a kernel cache directory (kernel_cache.h; "" takes default_kernel_cache_dir(),
+// itself "" unless the program set one) a module compiled by an earlier process is
+// read from there instead of compiled, and a new one is stored there.
+Expected<std::vector<uint32_t>> compile_kernel(std::string_view file, const Defines& defines,
+                                               const std::string& kernel_cache_dir = "");
+
+// The compile options compile_kernel gives shaderc, as text: part of the kernel
+// cache's key (kernel_cache_key(source, kernel_compile_options())).
+std::string_view kernel_compile_options();
 
 // How many times compile_kernel was asked for SPIR-V in this process (compiled, or
 // served from its in-process memo); the plan cache's tests check that a warm start,

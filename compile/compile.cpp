@@ -1,6 +1,7 @@
 #include "compile/compile.h"
 
 #include "compile/link.h"
+#include "codegen/kernel_cache.h"
 #include "codegen/placement.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -217,6 +218,12 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   out.store_on_load = uses_cache(options);
 
   const CompileOptions passes = pass_options(target, options);
+  // Kernels compiled by earlier processes come from the cache directory's kernels/,
+  // whether or not this compile may use the plan cache (kernel_cache.h).
+  codegen::CodegenOptions codegen_options = options.codegen;
+  if (codegen_options.kernel_cache_dir.empty() && !options.cache_dir.empty())
+    codegen_options.kernel_cache_dir = kernel_cache_dir(options.cache_dir);
+  const codegen::KernelCacheStats kernels_before = codegen::kernel_cache_stats();
   std::vector<LinkPart> parts;
   std::map<std::string, size_t> compiled;  // structure_of(plan) -> the part compiled from it
   for (const Graph& model : program.plans) {
@@ -246,7 +253,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
     };
     STRATA_RETURN_IF_ERROR(in_plan(s));
     if (options.explain_bands) log << explain_bands(g, target.binding_limit);
-    auto plan = codegen::compile_plan(g, weights, target.codegen, options.codegen);
+    auto plan = codegen::compile_plan(g, weights, target.codegen, codegen_options);
     if (!plan) return in_plan(plan.status());
     record_band_flops(g, *plan);
     parts.push_back(LinkPart{model.name, std::move(*plan), g.state_reads(), g.state_writes()});
@@ -266,6 +273,15 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   }
   out.weights = codegen::weight_source(weights);
   out.compile_ms = elapsed_ms(start);
+  // Process-wide counts: another thread's compile in the same window would add to them.
+  const codegen::KernelCacheStats kernels = codegen::kernel_cache_stats();
+  if (const uint64_t read = kernels.hits - kernels_before.hits,
+      built = kernels.misses + kernels.rejected - kernels_before.misses - kernels_before.rejected;
+      read + built > 0)
+    log << fmt::format("kernel cache: {} modules read, {} compiled{}\n", read, built,
+                       kernels.rejected > kernels_before.rejected
+                           ? fmt::format(" ({} damaged entries replaced)", kernels.rejected - kernels_before.rejected)
+                           : std::string());
   log << fmt::format("compiled for {} ({} storage, tensor cores: {}) in {:.0f} ms: {} dispatches, {} pipelines{}\n",
                      target.device.name, target.precision == Precision::f16 ? "f16" : "f32",
                      codegen::tensor_cores_name(target.codegen.tensor_cores), out.compile_ms,

@@ -29,6 +29,9 @@ constexpr uint32_t kBlobVersion = 1;
 // weights.bin's header: magic, version, entry count, payload bytes, checksum.
 constexpr size_t kWeightsHeaderBytes = 8 + 4 + 8 + 8 + 8;
 
+// The kernel cache's folder in the plan cache's directory.
+constexpr const char* kKernelsDir = "kernels";
+
 uint64_t mix(uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
@@ -159,6 +162,10 @@ uint64_t executable_hash() {
 }
 
 }  // namespace
+
+std::string kernel_cache_dir(const std::string& plan_cache_dir) {
+  return (fs::path(plan_cache_dir) / kKernelsDir).string();
+}
 
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -398,7 +405,7 @@ Expected<std::vector<CacheEntryInfo>> PlanCache::list() const {
   if (!fs::is_directory(dir_, ec)) return out;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.empty() || name[0] == '.') continue;
+    if (!e.is_directory() || name.empty() || name[0] == '.' || name == kKernelsDir) continue;
     CacheEntryInfo info{name, "", 0};
     for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec))
       if (f.is_regular_file()) info.bytes += f.file_size();

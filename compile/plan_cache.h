@@ -11,6 +11,7 @@
 //                         it came from ("STRATAPC", vendorID, deviceID,
 //                         driverVersion, pipelineCacheUUID, bytes, checksum)
 //   entry.txt             one line describing the entry, for `strata cache list`
+// and DIR/kernels/ holds the kernel cache (codegen/kernel_cache.h), which is no entry.
 // The key (plan_cache_key) hashes everything the entry depends on, so an entry is
 // never updated in place: it is written whole into a temporary directory beside it and
 // renamed into place (when another process published the same key first, its entry is
@@ -34,6 +35,10 @@
 #include <vector>
 
 namespace strata {
+
+// The kernel cache (codegen/kernel_cache.h) of a plan cache directory: DIR/kernels.
+// Not a plan entry: list() and clear() leave it alone.
+std::string kernel_cache_dir(const std::string& plan_cache_dir);
 
 // 64-bit hash of bytes (word-at-a-time multiply-xorshift; not cryptographic).
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);

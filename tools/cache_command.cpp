@@ -3,6 +3,7 @@
 
 #include "tools/args.h"
 #include "tools/environment.h"
+#include "codegen/kernel_cache.h"
 #include "compile/plan_cache.h"
 
 #include <fmt/format.h>
@@ -26,13 +27,15 @@ int cmd_cache(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return 1;
   }
   PlanCache cache(dir);
+  const codegen::KernelCache kernels(kernel_cache_dir(dir));
   if (a->positional()[0] == "clear") {
     auto removed = cache.clear();
-    if (!removed) {
-      err << "strata: error: " << removed.message() << "\n";
+    auto modules = removed ? kernels.clear() : Expected<size_t>(size_t{0});
+    if (!removed || !modules) {
+      err << "strata: error: " << (removed ? modules.message() : removed.message()) << "\n";
       return 1;
     }
-    out << fmt::format("removed {} entries from {}\n", *removed, dir);
+    out << fmt::format("removed {} entries and {} kernel modules from {}\n", *removed, *modules, dir);
     return 0;
   }
   auto entries = cache.list();
@@ -46,6 +49,13 @@ int cmd_cache(const std::vector<std::string>& args, std::ostream& out, std::ostr
     total += e.bytes;
   }
   out << fmt::format("{} entries, {:.1f} MiB in {}\n", entries->size(), static_cast<double>(total) / (1 << 20), dir);
+  auto summary = kernels.summary();
+  if (!summary) {
+    err << "strata: error: " << summary.message() << "\n";
+    return 1;
+  }
+  out << fmt::format("kernel cache: {} modules, {:.1f} MiB in {}\n", summary->modules,
+                     static_cast<double>(summary->bytes) / (1 << 20), kernels.dir());
   return 0;
 }
 

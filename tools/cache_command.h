@@ -1,5 +1,6 @@
 // `strata cache list|clear [--cache-dir DIR]`: the plan cache's entries (key, bytes,
-// what they hold) and removing them all. The directory defaults as for decode
+// what they hold) and the kernel cache's size (DIR/kernels, codegen/kernel_cache.h);
+// clear removes both. The directory defaults as for decode
 // ($XDG_CACHE_HOME/strata, else ~/.cache/strata; tools/environment.h).
 #pragma once
 

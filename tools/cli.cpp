@@ -94,6 +94,8 @@ const char* kUsage =
     "~/.cache/strata); a warm start skips the passes, kernel compilation and weight\n"
     "repacking. compile fills it ahead of time; --no-cache bypasses it; runs with --profile,\n"
     "--dump-graph, --explain-bands, --check-range or --stop-after compile afresh.\n"
+    "kernel cache: SPIR-V compiled by any earlier run, in DIR/kernels; a compile afresh\n"
+    "still reads it, --no-cache bypasses it too.\n"
     "  strata cache list|clear [--cache-dir DIR]\n";
 
 const std::vector<OptionSpec> kModelOptions = {

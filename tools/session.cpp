@@ -1,5 +1,6 @@
 #include "tools/session.h"
 
+#include "compile/plan_cache.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
 #include "passes/split_bands.h"
@@ -35,7 +36,7 @@ const std::vector<OptionSpec>& run_option_specs() {
        "activations beyond it live in host memory (default: the largest device-local heap)"},
       {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
       {"cache-dir", true, "plan cache directory (default: $XDG_CACHE_HOME/strata, else ~/.cache/strata)"},
-      {"no-cache", false, "neither read nor write the plan cache"},
+      {"no-cache", false, "neither read nor write the plan cache or the kernel cache"},
       {"kernels", true,
        "auto (default: tensor-core kernels where the device has GL_NV_cooperative_matrix) or portable"},
       {"conv-tile", true,
@@ -114,6 +115,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.device = env.device;
   r.cache_dir = a.get_or("cache-dir", env.default_cache_dir);
   r.no_cache = a.has("no-cache");
+  r.no_kernel_cache = r.no_cache;
   if (auto d = a.get("device")) {
     STRATA_ASSIGN_OR_RETURN(int64_t index, parse_integer("device", *d));
     r.device = static_cast<int>(index);
@@ -258,6 +260,9 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.codegen.kernel_defines = r.kernel_defines;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.
   if (!r.no_cache && !r.check_range && !r.pipeline_stats) o.cache_dir = r.cache_dir;
+  // Kernels compiled by earlier runs are reused even where the plan is compiled
+  // afresh: they are the same SPIR-V either way (codegen/kernel_cache.h).
+  if (!r.no_kernel_cache && !r.cache_dir.empty()) o.codegen.kernel_cache_dir = kernel_cache_dir(r.cache_dir);
   return o;
 }
 

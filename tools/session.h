@@ -41,6 +41,7 @@ struct RunSettings {
   bool explain_bands = false;          // --explain-bands: print explain_bands() after the passes
   std::string cache_dir;               // --cache-dir, else $XDG_CACHE_HOME/strata or ~/.cache/strata
   bool no_cache = false;               // --no-cache
+  bool no_kernel_cache = false;        // --no-cache as given (no_cache is also set by runs that must compile afresh)
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
   std::string winograd_gemm_tile;      // --winograd-gemm-tile WPxWCxFPxFC[xBK] (codegen::CodegenOptions)
