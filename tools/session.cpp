@@ -262,7 +262,8 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   if (!r.no_cache && !r.check_range && !r.pipeline_stats) o.cache_dir = r.cache_dir;
   // Kernels compiled by earlier runs are reused even where the plan is compiled
   // afresh: they are the same SPIR-V either way (codegen/kernel_cache.h).
-  if (!r.no_kernel_cache && !r.cache_dir.empty()) o.codegen.kernel_cache_dir = kernel_cache_dir(r.cache_dir);
+  if (!r.no_kernel_cache && !r.cache_dir.empty())
+    o.codegen.kernel_cache_dir = r.kernel_cache_dir.empty() ? kernel_cache_dir(r.cache_dir) : r.kernel_cache_dir;
   return o;
 }
 

@@ -42,6 +42,7 @@ struct RunSettings {
   std::string cache_dir;               // --cache-dir, else $XDG_CACHE_HOME/strata or ~/.cache/strata
   bool no_cache = false;               // --no-cache
   bool no_kernel_cache = false;        // --no-cache as given (no_cache is also set by runs that must compile afresh)
+  std::string kernel_cache_dir;        // "" : cache_dir's kernels/ (codegen/kernel_cache.h); set by tests only
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
   std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
   std::string winograd_gemm_tile;      // --winograd-gemm-tile WPxWCxFPxFC[xBK] (codegen::CodegenOptions)

@@ -9,6 +9,7 @@
 #include "ir/npy.h"
 #include "models/vae.h"
 #include "tests/cases.h"
+#include "tests/lavapipe_env.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -82,6 +83,7 @@ Decoded decode_case(const std::string& size, bool winograd) {
 
 TEST(ImageWinograd, SingleConvsTakenAndTheDecodeStillMatchesDiffusers) {
   STRATA_REQUIRE_CASE("flux_small");
+  test_env::lavapipe_skip_llvm_optimisation();  // before the first device (tests/lavapipe_env.h)
   for (const std::string size : {"8x8", "6x10"}) {
     SCOPED_TRACE(size);
     const Decoded direct = decode_case(size, false);

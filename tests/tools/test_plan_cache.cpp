@@ -4,6 +4,7 @@
 // same bytes; a changed option, weight or device identity misses; a corrupted plan,
 // a truncated weight blob and a foreign pipeline-cache header are each reported,
 // removed and rebuilt; concurrent writers of one entry leave a usable entry.
+#include "codegen/kernel_cache.h"
 #include "codegen/shader_compiler.h"
 #include "models/config.h"
 #include "models/vae.h"
@@ -50,6 +51,9 @@ struct Model {
 RunSettings settings_for(const fs::path& dir) {
   RunSettings r;
   r.cache_dir = dir.string();
+  // Kernels from the test binaries' shared kernel cache (tests/kernel_cache_env.cpp),
+  // not compiled again into every fresh plan cache.
+  r.kernel_cache_dir = codegen::default_kernel_cache_dir();
   return r;
 }
 
