@@ -226,6 +226,7 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
                            options.memory_budget_activations_only);
   if (options.fuse_token_ops) k.options += " fuse_token_ops";
   k.options += fmt::format(" schedule_levels_max_bytes {}", options.schedule_levels_max_bytes);
+  k.options += fmt::format(" schedule_levels_min_saving {}", options.schedule_levels_min_saving);
   if (options.attention_gemms) k.options += " attention_gemms";
   if (options.fold_softmax)
     k.options += fmt::format(" fold_softmax {} {}", options.fold_softmax_min_keys, options.fold_softmax_min_head_dim);

@@ -113,12 +113,16 @@ struct CompileOptions {
   // overlaps by the same planner's rules: may_share_bytes).
   bool write_in_place = true;
   // schedule runs a graph level by level (every node right after the deepest of its
-  // producers' levels, passes/schedule.cpp) when that needs half the pipeline barriers and
-  // its peak of live activations stays under this many bytes or under the other
+  // producers' levels, passes/schedule.cpp) when that saves enough pipeline barriers (below)
+  // and its peak of live activations stays under this many bytes or under the other
   // order's: graphs of many small independent chains (a step's modulation vectors, one
   // chain per layer) then drain the device a few times instead of once per node.
   // 0: never.
   uint64_t schedule_levels_max_bytes = 64ull << 20;
+  // ... and when it saves at least this fraction of the barriers (session 32: one half,
+  // for the modulation chains; session 34: one fifth, so that a transformer layer's
+  // q, k and v chains run side by side).
+  double schedule_levels_min_saving = 0.2;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;
   // Called with (pass name, graph) after each pass: --dump-graph.

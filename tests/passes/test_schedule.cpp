@@ -242,6 +242,50 @@ TEST(Schedule, IndependentChainsRunLevelByLevel) {
   }
 }
 
+// Two chains of three from one input, as a transformer layer's q and k projections,
+// norms and permutes, then a chain of four after them. In chain order 8 barriers, level
+// by level 6 (a and b side by side, then a2 and b2, then a3 and b3): a quarter fewer.
+// The default (schedule_levels_min_saving 0.2) takes the level order, with the same bits
+// from the interpreter; session 32's rule (one half) keeps the chain order and says why.
+constexpr const char* kTwoChains = R"(graph @two_chains(%t: f32[1,16]) {
+  %a: f32[1,16] = silu "a" (%t)
+  %a2: f32[1,16] = tanh "a2" (%a)
+  %a3: f32[1,16] = silu "a3" (%a2)
+  %b: f32[1,16] = silu "b" (%t)
+  %b2: f32[1,16] = tanh "b2" (%b)
+  %b3: f32[1,16] = silu "b3" (%b2)
+  %c: f32[1,16] = add "c" (%a3, %b3)
+  %d: f32[1,16] = tanh "d" (%c)
+  %e: f32[1,16] = silu "e" (%d)
+  %f: f32[1,16] = tanh "f" (%e)
+  return %f
+}
+)";
+
+TEST(Schedule, SideBySideChainsTakeTheLevelOrderForAFifthFewerBarriers) {
+  for (double min_saving : {0.2, 0.5}) {
+    SCOPED_TRACE(min_saving);
+    WeightStore store;
+    Graph before = testing::parse_with_weights(kTwoChains, store);
+    Graph g = before;
+    CompileOptions options;
+    EXPECT_EQ(options.schedule_levels_min_saving, 0.2);  // the default
+    options.schedule_levels_min_saving = min_saving;
+    PassContext ctx{options, store, {}};
+    ASSERT_TRUE(run_schedule(g, ctx).is_ok());
+    const std::string log = fmt::format("{}", fmt::join(ctx.log, "\n"));
+    if (min_saving == 0.2) {
+      EXPECT_EQ(node_names(g), (std::vector<std::string>{"a", "b", "a2", "b2", "a3", "b3", "c", "d", "e", "f"}));
+      EXPECT_NE(log.find("level order, barriers 8 -> 6 (by values)"), std::string::npos) << log;
+    } else {
+      EXPECT_EQ(node_names(g), node_names(before));
+      EXPECT_NE(log.find("level order not taken (8 barriers -> 6: under 50 % fewer)"), std::string::npos) << log;
+    }
+    auto in = testing::random_inputs(before, 9);
+    EXPECT_TRUE(testing::bit_identical(testing::run_graph(before, store, in), testing::run_graph(g, store, in)));
+  }
+}
+
 // A seeded small Flux decoder whose last up block, like the full one's, starts with a
 // resnet from more channels to fewer (block_out_channels 32, 64, 64, 64: up_blocks.3
 // goes from 64 to 32 at the full resolution) through the whole pipeline, with and
