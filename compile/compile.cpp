@@ -161,6 +161,7 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.fuse_frame_taps = target.fuse_frame_taps;
   p.fuse_token_ops = options.fuse_token_ops;
   if (!options.level_schedule) p.schedule_levels_max_bytes = 0;
+  p.schedule_levels_min_saving = options.level_schedule_min_saving;
   p.attention_gemms = target.tensor_cores() && options.attention_gemms;
   p.fold_softmax = p.attention_gemms && options.fold_softmax;
   p.gemm_wave_workgroups = target.gemm_wave_workgroups;

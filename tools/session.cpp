@@ -81,6 +81,9 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"no-level-schedule", false,
        "keep the memory-aware node order in small graphs of independent chains instead of running them level "
        "by level with fewer pipeline barriers (for measuring the two: docs/PERFORMANCE.md)"},
+      {"level-schedule-saving", true,
+       "F: the fraction of pipeline barriers the level order must save to be taken (default 0.5; 0.2 also runs a "
+       "transformer layer's q, k and v chains side by side; for measuring: docs/PERFORMANCE.md)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},
@@ -182,6 +185,11 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
   r.winograd_u_at_run = !a.has("winograd-hold-u");
   r.fuse_token_ops = !a.has("no-fuse-token-ops");
   r.level_schedule = !a.has("no-level-schedule");
+  if (auto text = a.get("level-schedule-saving")) {
+    STRATA_ASSIGN_OR_RETURN(double f, parse_number("level-schedule-saving", *text));
+    if (!(f > 0.0 && f <= 1.0)) return error("--level-schedule-saving '{}' must be above 0 and at most 1", *text);
+    r.level_schedule_min_saving = f;
+  }
   r.attention_gemms = !a.has("no-attention-gemms");
   r.fold_softmax = !a.has("no-fold-softmax");
   r.attention_tile = a.get_or("attention-tile", "");
@@ -255,6 +263,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
   o.winograd_single_u_at_run = r.winograd_u_at_run;
   o.fuse_token_ops = r.fuse_token_ops;
   o.level_schedule = r.level_schedule;
+  o.level_schedule_min_saving = r.level_schedule_min_saving;
   o.winograd_single_min_pixels = r.winograd_single_min_pixels;
   o.codegen.attention_rows = r.attention_tile;
   o.codegen.kernel_defines = r.kernel_defines;

@@ -22,10 +22,14 @@ TEST(ZImageBench, ReportsPerPromptAndPerStepParts) {
   STRATA_REQUIRE_CASE(kCase);
   std::ostringstream out, err;
   const int code = run_cli({"bench", "--arch", "zimage", "--transformer", case_file(kCase, "transformer"), "--size",
-                            "96", "--caption-length", "45", "--reps", "1", "--warmup", "0", "--no-cache"},
+                            "96", "--caption-length", "45", "--reps", "1", "--warmup", "0", "--no-cache",
+                            "--level-schedule-saving", "0.2"},
                            out, err);
   ASSERT_EQ(code, 0) << err.str();
   const std::string text = out.str();
+  // --level-schedule-saving 0.2 reaches the schedule pass: the per-step plan's q, k and
+  // v chains run side by side (passes/schedule.cpp; under the default half it is not taken).
+  EXPECT_NE(text.find("schedule: level order, barriers 100 -> 76 (by values)"), std::string::npos) << text;
   // 96² image: a 12×12 latent, 36 image tokens padded to 64, 45 caption tokens to 64.
   EXPECT_NE(text.find("latent 12x12, 64 image + 64 caption tokens (45 valid)"), std::string::npos) << text;
   // The three plans in run order, each timed.
@@ -45,6 +49,18 @@ TEST(ZImageBench, ReportsPerPromptAndPerStepParts) {
   ASSERT_TRUE(std::regex_search(text, m, std::regex("per prompt ([0-9.]+) ms; per step ([0-9.]+) ms"))) << text;
   EXPECT_NEAR(std::stod(m[1]), ms["per_prompt"], 0.01);
   EXPECT_NEAR(std::stod(m[2]), ms["per_t"] + ms["per_step"], 0.02);
+}
+
+// --level-schedule-saving takes a fraction above 0 and at most 1, and says so before any work.
+TEST(ZImageBench, LevelScheduleSavingIsAFraction) {
+  for (const std::string text : {"0", "1.5", "abc"}) {
+    SCOPED_TRACE(text);
+    std::ostringstream out, err;
+    const int code = run_cli({"bench", "--arch", "zimage", "--size", "96", "--level-schedule-saving", text}, out, err);
+    EXPECT_NE(code, 0);
+    EXPECT_NE(err.str().find("--level-schedule-saving '" + text + "'"), std::string::npos) << err.str();
+    EXPECT_EQ(out.str().find("compiled"), std::string::npos) << out.str();
+  }
 }
 
 // --steps N: after the per-plan timings, an N-step generate on the loaded program and

@@ -1,9 +1,12 @@
 # session 34 run 2 (one call): (1) the GEMM probe of run1.sh (experiments/gemm_pipe);
 # (2) REG_FMA and an 8 x 64 attention tile (64 keys per block, softmax in registers)
 # against the defaults: zimage_small / minimax_small against diffusers, then Z-Image
-# 1024² with 2 layers, interleaved, per-step profile.
+# 1024² with 2 layers, interleaved, per-step profile; (3) the level order taken for the
+# per-step plan with --level-schedule-saving 0.2 (a fifth fewer barriers) against the
+# default (a half: not taken), no --profile; (4) the
+# full 1024² step with the defaults.
 # Staged: build/strata, build/tests/strata_codegen_tests, /tmp/gp/cm2probe, .gpu/data/gp.
-for b in strata strata_codegen_tests; do [ -e .gpu/bin/$b ] || xz -dk .gpu/bin/$b.xz; done; chmod +x .gpu/bin/*
+for b in strata; do [ -e .gpu/bin/$b ] || xz -dk .gpu/bin/$b.xz; done; chmod +x .gpu/bin/*
 D=$PWD/tests/data/cases
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 (bash experiments/session34_h200/run1/run1.sh) > $OUT/gemm.txt 2>&1; grep -v "^$" $OUT/gemm.txt | sed 's/ pipeline .* ms//'
@@ -26,5 +29,15 @@ for k in 1 2; do
     echo "2 layers [$v]: $(grep -h 'per step' $n.txt | cut -c1-60) | $(sed -n '/profile of per_step/,/total/p' $n.txt | grep ' attention_coop_rows ')"
   done
 done
+for k in 1 2; do  # no --profile: its timestamps after every dispatch would serialise them
+  for v in "--level-schedule-saving 0.2" ""; do
+    n=zl_$k$(echo "$v" | tr -dc 'a-zA-Z0-9')
+    timeout 60 strata bench --no-cache --arch zimage --size 1024 --layers 2 --reps 9 $v > $n.txt 2>&1
+    echo "2 layers, no profile [$v]: $(grep -h 'per step\|^  per_step \|schedule: level' $n.txt | cut -c1-80 | tr '\n' ' ')"
+  done
+done
 grep -h "attention_coop_rows" z2_1*.txt | grep -i "regist" | cut -c1-260 | head -4
+timeout 150 strata bench --no-cache --arch zimage --size 1024 --reps 5 --profile > z1024.txt 2>&1
+echo "zimage 1024: $(grep -h 'per step\|^  per_t \|^  per_prompt \|schedule: level' z1024.txt | cut -c1-90 | tr '\n' ' ')"
+sed -n '/profile of per_step/,/total/p' z1024.txt
 rm -f *.npy; tar czf $OUT/run2.tgz *.txt
