@@ -10,7 +10,7 @@ for b in strata; do [ -e .gpu/bin/$b ] || xz -dk .gpu/bin/$b.xz; done; chmod +x 
 D=$PWD/tests/data/cases
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 (bash experiments/session34_h200/run1/run1.sh) > $OUT/gemm.txt 2>&1; grep -v "^$" $OUT/gemm.txt | sed 's/ pipeline .* ms//'
-mkdir -p /tmp/r2; cd /tmp/r2
+mkdir -p $OUT/r2; cd $OUT/r2  # results land in $OUT as they come
 F="--kernel-define attention_coop_rows.comp:REG_FMA=1"
 T="--attention-tile 8x64"
 Z=$D/zimage_small
@@ -40,4 +40,9 @@ grep -h "attention_coop_rows" z2_1*.txt | grep -i "regist" | cut -c1-260 | head 
 timeout 150 strata bench --no-cache --arch zimage --size 1024 --reps 5 --profile > z1024.txt 2>&1
 echo "zimage 1024: $(grep -h 'per step\|^  per_t \|^  per_prompt \|schedule: level' z1024.txt | cut -c1-90 | tr '\n' ' ')"
 sed -n '/profile of per_step/,/total/p' z1024.txt
-rm -f *.npy; tar czf $OUT/run2.tgz *.txt
+rm -f *.npy
+for v in "" "--level-schedule-saving 0.2"; do
+  n=mm$(echo "$v" | tr -dc 'a-zA-Z0-9')
+  timeout 100 strata bench --no-cache --arch minimax --frames 39 --size 720x1280 --reps 1 --warmup 1 $v > $n.txt 2>&1
+  echo "minimax 720p [$v]: $(grep -h 'median\|device-resident' $n.txt | cut -c1-120 | tr '\n' ' ')"
+done
