@@ -13,8 +13,9 @@ date -u; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 mkdir -p $OUT/r2; cd $OUT/r2  # results land in $OUT as they come
 F="--kernel-define attention_coop_rows.comp:REG_FMA=1"
 T="--attention-tile 8x64"
+T4="--attention-tile 4x32"  # 64 rows: ~17 KB of K and V, so two workgroups per SM with the softmax in registers
 Z=$D/zimage_small
-for v in "" "$F" "$T" "$T $F"; do
+for v in "" "$F" "$T" "$T4"; do
   timeout 60 strata forward --transformer $Z/transformer --latent $Z/latent.npy --caption-features $Z/cap_feats.npy --t 0.37 --out z.npy $v > z.txt 2>&1
   echo "zimage_small f16 [$v]: $(strata compare z.npy $Z/expected.npy 2>&1 | tail -1) $(grep -h -i error z.txt | head -1)"
 done
@@ -23,7 +24,7 @@ for l in 12x2x24 7x4x6; do
   echo "minimax_small $l REG_FMA: $(strata compare m_$l.npy $D/minimax_small/expected_$l.npy 2>&1 | tail -1)"
 done
 for k in 1 2; do
-  for v in "" "$F" "$T" "$T $F"; do
+  for v in "" "$F" "$T" "$T $F" "$T4"; do
     n=z2_$k$(echo "$v" | tr -dc 'a-zA-Z0-9')
     timeout 60 strata bench --no-cache --arch zimage --size 1024 --layers 2 --reps 5 --profile --pipeline-stats $v > $n.txt 2>&1
     echo "2 layers [$v]: $(grep -h 'per step' $n.txt | cut -c1-60) | $(sed -n '/profile of per_step/,/total/p' $n.txt | grep ' attention_coop_rows ')"
