@@ -442,6 +442,15 @@ void parallel_items(int64_t count, const std::function<void(int64_t)>& work) {
   for (std::thread& th : pool) th.join();
 }
 
+// `count` zero-filled tensors of `shape`, made on up to 16 threads: the last clip's
+// frames are on a video's critical path, and touching ~10-20 MB per frame for the first
+// time (page faults and zero fill) on one thread cost tens of milliseconds at 720p.
+std::vector<Tensor> make_frames(int64_t count, const Shape& shape) {
+  std::vector<Tensor> frames(static_cast<size_t>(count));
+  parallel_items(count, [&](int64_t k) { frames[static_cast<size_t>(k)] = Tensor(shape); });
+  return frames;
+}
+
 }  // namespace
 
 Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, const PlanRunner& run,
@@ -492,8 +501,7 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     const int64_t blend = std::min({d.frame_overlap, static_cast<int64_t>(tail.size()), e0 - a0});
     for (int64_t g0 = a0; g0 < e0; g0 += kFramesPerGroup) {
       const int64_t count = std::min(kFramesPerGroup, e0 - g0);
-      std::vector<Tensor> out;
-      for (int64_t k = 0; k < count; ++k) out.emplace_back(Shape{chans, height, width});
+      std::vector<Tensor> out = make_frames(count, Shape{chans, height, width});
       parallel_items(count * chans * bands, [&](int64_t item) {
         const int64_t k = item / (chans * bands), ch = item / bands % chans, band = item % bands;
         const int64_t f = g0 + k, x = f - a0;
@@ -520,7 +528,10 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     std::vector<std::vector<double>> next;
     if (c.token_drop > 0) {
       const auto [a1, e1] = chunk_span(d, clip_out, 1);
-      next.assign(static_cast<size_t>(e1 - a1), std::vector<double>(static_cast<size_t>(chans * height * width)));
+      next.resize(static_cast<size_t>(e1 - a1));
+      parallel_items(e1 - a1, [&](int64_t k) {
+        next[static_cast<size_t>(k)].assign(static_cast<size_t>(chans * height * width), 0.0);
+      });
       parallel_items((e1 - a1) * chans * bands, [&](int64_t item) {
         const int64_t k = item / (chans * bands), ch = item / bands % chans, band = item % bands;
         double* frame = next[static_cast<size_t>(k)].data();
@@ -530,12 +541,6 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     }
     tail = std::move(next);
     return Status::ok();
-  };
-  auto emit = [&](const std::vector<double>& frame) -> Status {
-    if (emitted >= g.output_frames) return Status::ok();  // frames of padded latents
-    Tensor out({c.out_channels, height, width});
-    for (size_t k = 0; k < frame.size(); ++k) out.data[k] = static_cast<float>(frame[k]);
-    return sink(emitted++, out);
   };
   std::future<Status> stitching;  // the previous clip's; its destructor waits for it
   auto stitched = [&]() { return stitching.valid() ? stitching.get() : Status::ok(); };
@@ -575,7 +580,19 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
     stitching = std::async(std::launch::async, stitch, std::move(runs));
   }
   STRATA_RETURN_IF_ERROR(stitched());
-  for (const auto& f : tail) STRATA_RETURN_IF_ERROR(emit(f));
+  // The last clip's tail, rounded to f32 on all cores (it is on the critical path too).
+  std::vector<Tensor> last = make_frames(static_cast<int64_t>(tail.size()), Shape{c.out_channels, height, width});
+  const int64_t plane_values = c.out_channels * height * width, parts = 64;
+  parallel_items(static_cast<int64_t>(tail.size()) * parts, [&](int64_t item) {
+    const size_t k = static_cast<size_t>(item / parts);
+    const int64_t first = plane_values * (item % parts) / parts, end = plane_values * (item % parts + 1) / parts;
+    for (int64_t q = first; q < end; ++q)
+      last[k].data[static_cast<size_t>(q)] = static_cast<float>(tail[k][static_cast<size_t>(q)]);
+  });
+  for (const Tensor& f : last) {
+    if (emitted >= g.output_frames) break;  // frames of padded latents
+    STRATA_RETURN_IF_ERROR(sink(emitted++, f));
+  }
   if (emitted != g.output_frames) return error("the clips gave {} frames, not {}", emitted, g.output_frames);
   return Status::ok();
 }
