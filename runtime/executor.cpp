@@ -437,10 +437,24 @@ Status Executor::run(const std::vector<std::span<const std::byte>>& inputs,
   return run("", inputs, outputs);
 }
 
+// run()'s checks of the inputs against entry `e`: their count and byte sizes.
+static Status check_run_inputs(const Plan& plan, const EntryDesc& e, const std::vector<std::span<const std::byte>>& inputs) {
+  if (inputs.size() != e.inputs.size())
+    return error("run: {} inputs given, the plan takes {}", inputs.size(), e.inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorIO& io = plan.inputs[e.inputs[i]];
+    if (inputs[i].size() != io.bytes) {
+      return error("run: input '{}' is {} bytes, the plan expects {} ({})", io.name,
+                   inputs[i].size(), io.bytes, shape_str(io));
+    }
+  }
+  return Status::ok();
+}
+
 Status Executor::run(std::string_view plan_name, const std::vector<std::span<const std::byte>>& inputs,
                      const std::vector<std::span<std::byte>>& outputs) {
+  // Everything checked before any work (the other overload checks the outputs after).
   Impl& m = *impl_;
-  const Plan& plan = m.plan;
   if (m.device->lost())
     return error("run: device '{}' was lost earlier; reopen it", m.device->info().name);
   STRATA_ASSIGN_OR_RETURN(size_t entry, m.find_entry(plan_name, "run"));
@@ -449,14 +463,20 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
     return error("run: {} inputs given, the plan takes {}", inputs.size(), e.inputs.size());
   if (outputs.size() != e.outputs.size())
     return error("run: {} outputs given, the plan makes {}", outputs.size(), e.outputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorIO& io = plan.inputs[e.inputs[i]];
-    if (inputs[i].size() != io.bytes) {
-      return error("run: input '{}' is {} bytes, the plan expects {} ({})", io.name,
-                   inputs[i].size(), io.bytes, shape_str(io));
-    }
-  }
-  STRATA_RETURN_IF_ERROR(check_outputs(plan, e, outputs, "run"));
+  STRATA_RETURN_IF_ERROR(check_run_inputs(m.plan, e, inputs));
+  STRATA_RETURN_IF_ERROR(check_outputs(m.plan, e, outputs, "run"));
+  return run(plan_name, inputs, [&outputs] { return outputs; });
+}
+
+Status Executor::run(std::string_view plan_name, const std::vector<std::span<const std::byte>>& inputs,
+                     const OutputsAfterWait& outputs_after_wait) {
+  Impl& m = *impl_;
+  const Plan& plan = m.plan;
+  if (m.device->lost())
+    return error("run: device '{}' was lost earlier; reopen it", m.device->info().name);
+  STRATA_ASSIGN_OR_RETURN(size_t entry, m.find_entry(plan_name, "run"));
+  const EntryDesc& e = m.entries[entry];
+  STRATA_RETURN_IF_ERROR(check_run_inputs(plan, e, inputs));
   // The GPU is idle here (every run waits for its fence), so writing mapped device
   // memory directly cannot race with kernels of an earlier run.
   ran_[entry] = false;  // until this run succeeds, the inputs in place are no whole set
@@ -464,6 +484,8 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
   for (size_t i = 0; i < inputs.size(); ++i)
     host_copy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
   STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffers[entry], fmt::format("running plan '{}'", e.name)));
+  const std::vector<std::span<std::byte>> outputs = outputs_after_wait();
+  STRATA_RETURN_IF_ERROR(check_outputs(plan, e, outputs, "run"));
   for (size_t i = 0; i < outputs.size(); ++i)
     host_copy(outputs[i].data(), m.output_slots[e.outputs[i]].host, outputs[i].size());
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));

@@ -196,6 +196,14 @@ public:
   // unknown plan (naming the plans there are).
   Status run(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs,
              const std::vector<std::span<std::byte>>& outputs);
+  // The same, with the output memory asked for only once the device is done:
+  // `outputs()` is called after the wait (not at all when the run fails before), so
+  // the caller can make large outputs while the device runs (a MiniMax-H3 720p run
+  // returns 616 MB, whose zero fill on the host took tens of milliseconds). Errors as
+  // run(), the outputs' count and sizes checked when they come.
+  using OutputsAfterWait = std::function<std::vector<std::span<std::byte>>()>;
+  Status run(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs,
+             const OutputsAfterWait& outputs);
 
   // One replay without host-side copies: vkQueueSubmit of the recorded command
   // buffer, vkWaitForFences, vkResetFences (as run() does), on the inputs the last

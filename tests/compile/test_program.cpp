@@ -255,5 +255,36 @@ TEST(Program, ACachedProgramKeepsItsPlansAndStates) {
   std::filesystem::remove_all(dir);
 }
 
+// Outputs of 64 MiB and more are made on another thread while the device runs
+// (LoadedProgram::run): the same values as a small run of the same graph, twice over,
+// and every value written (the output is made afresh for each run).
+TEST(Program, LargeOutputsMadeDuringTheRunHoldEveryValue) {
+  const Target target = f32_target();
+  for (const int64_t n : {int64_t{1} << 10, int64_t{1} << 24}) {  // 4 KiB, 64 MiB
+    SCOPED_TRACE(n);
+    ProgramGraph p;
+    p.name = "double_plus_one";
+    Graph g;
+    g.name = "once";
+    Builder b(g, nullptr);
+    ValueId x = b.input("x", Shape{n});
+    g.mark_output(b.scale(x, 2.0, 1.0));
+    p.plans.push_back(std::move(g));
+    WeightStore weights;
+    auto loaded = compile_and_load(p, weights, target);
+    ASSERT_TRUE(loaded);
+    for (int call = 0; call < 2; ++call) {
+      Tensor x_in(Shape{n});
+      for (size_t i = 0; i < x_in.data.size(); ++i) x_in.data[i] = static_cast<float>(i % 1001) - 500.0f + call;
+      auto got = loaded->run({x_in});
+      ASSERT_TRUE(got) << got.message();
+      ASSERT_EQ(got->size(), 1u);
+      ASSERT_EQ((*got)[0].shape, Shape{n});
+      for (size_t i = 0; i < x_in.data.size(); ++i)  // small integers: exact
+        ASSERT_EQ((*got)[0].data[i], 2.0f * x_in.data[i] + 1.0f) << "value " << i << " of run " << call;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -102,6 +102,42 @@ TEST_P(RuntimeExecutorTest, TwoDispatchChainWithOneBarrier) {
   for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(z[i], 0.5f * (3.f * x[i] + 1.f))) << "i=" << i;
 }
 
+// run() with the outputs asked for after the wait (Executor::OutputsAfterWait, what
+// LoadedProgram::run uses to make large outputs while the device runs): asked for once,
+// only when the device is done, the results copied into them; not asked for when the
+// inputs are wrong; outputs of the wrong count or size are errors, as with the spans.
+TEST_P(RuntimeExecutorTest, OutputsAskedForAfterTheWaitReceiveTheResults) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  std::vector<float> x = ramp(-3.f, 0.01f), z;
+  int asked = 0;
+  Status s = exec->run("", {in_bytes(x)}, [&] {
+    ++asked;
+    z.assign(N, -7.f);  // made now, as a caller making them during the run would
+    return std::vector<std::span<std::byte>>{out_bytes(z)};
+  });
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(asked, 1);
+  for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(z[i], 0.5f * (3.f * x[i] + 1.f))) << "i=" << i;
+
+  std::vector<float> short_x(N - 1);
+  s = exec->run("", {in_bytes(short_x)}, [&] {
+    ++asked;
+    return std::vector<std::span<std::byte>>{out_bytes(z)};
+  });
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
+  EXPECT_EQ(asked, 1) << "the outputs were asked for though the run did not start";
+
+  std::vector<float> short_z(N - 1);
+  s = exec->run("", {in_bytes(x)}, [&] { return std::vector<std::span<std::byte>>{out_bytes(short_z)}; });
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("'z'"), std::string::npos) << s.message();
+  s = exec->run("", {in_bytes(x)}, [&] { return std::vector<std::span<std::byte>>{}; });
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("0 outputs given, the plan makes 1"), std::string::npos) << s.message();
+}
+
 // read_windows / write_windows (how ranks exchange rows): windows of several buffers
 // in one call, their bytes concatenated in order; reading back what was written,
 // and what a run computed. Twice, so the kept staging buffers are reused.
