@@ -237,7 +237,8 @@ void maybe_take_levels(Graph& g, PassContext& ctx, uint64_t peak) {
   Graph candidate = reordered(g, order);
   const size_t before = barrier_estimate(g), after = barrier_estimate(candidate);
   // Chains gain little (a decoder: a few shortcuts); keep the memory-aware order.
-  if (static_cast<double>(before - std::min(after, before)) < ctx.options.schedule_levels_min_saving * static_cast<double>(before)) {
+  const double saved = static_cast<double>(before - std::min(after, before));
+  if (saved < ctx.options.schedule_levels_min_saving * static_cast<double>(before)) {
     if (after < before)
       ctx.log.push_back(fmt::format("schedule: level order not taken ({} barriers -> {}: under {:.0f} % fewer)", before,
                                     after, 100.0 * ctx.options.schedule_levels_min_saving));
