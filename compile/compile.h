@@ -96,7 +96,7 @@ struct CompilerOptions {
   bool level_schedule = true;
   // The fraction of barriers the level order must save (CompileOptions::
   // schedule_levels_min_saving); `--level-schedule-saving`.
-  double level_schedule_min_saving = 0.5;
+  double level_schedule_min_saving = 0.2;
   std::string stop_after;  // run the passes up to this one only
   // Called after every pass with the plan's name, the pass and the graph (dumps).
   std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;

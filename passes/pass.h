@@ -120,9 +120,10 @@ struct CompileOptions {
   // 0: never.
   uint64_t schedule_levels_max_bytes = 64ull << 20;
   // ... and when it saves at least this fraction of the barriers (session 32: one half,
-  // for the modulation chains). 0.2 also takes it for a transformer layer, whose q, k
-  // and v chains then run side by side (not measured yet: docs/PERFORMANCE.md, session 34).
-  double schedule_levels_min_saving = 0.5;
+  // for the modulation chains; session 34: a fifth, which also takes it for a
+  // transformer layer, whose q, k and v chains then run side by side: Z-Image 1024²
+  // with 2 layers 30.26 → 29.94-30.14 ms a step on the H200, docs/PERFORMANCE.md).
+  double schedule_levels_min_saving = 0.2;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;
   // Called with (pass name, graph) after each pass: --dump-graph.

@@ -39,8 +39,8 @@
 // by that rule over the nodes' values, aliases ignored: a graph of long chains, a
 // decoder, keeps its memory-aware order; a transformer layer's q, k and v chains run
 // side by side, 100 → 76 barriers in zimage_small's per-step plan, and its independent
-// GEMMs could fill each other's last wave: taken with a fifth, not with the default half)
-// and
+// GEMMs fill each other's last wave: taken with a fifth, the default since session 34,
+// not with session 32's half) and
 // its peak of live activations is at most CompileOptions::schedule_levels_max_bytes or
 // at most the other order's.
 //

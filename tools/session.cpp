@@ -82,8 +82,9 @@ const std::vector<OptionSpec>& run_option_specs() {
        "keep the memory-aware node order in small graphs of independent chains instead of running them level "
        "by level with fewer pipeline barriers (for measuring the two: docs/PERFORMANCE.md)"},
       {"level-schedule-saving", true,
-       "F: the fraction of pipeline barriers the level order must save to be taken (default 0.5; 0.2 also runs a "
-       "transformer layer's q, k and v chains side by side; for measuring: docs/PERFORMANCE.md)"},
+       "F: the fraction of pipeline barriers the level order must save to be taken (default 0.2, which also runs "
+       "a transformer layer's q, k and v chains side by side; 0.5 keeps their chain order; for measuring: "
+       "docs/PERFORMANCE.md)"},
       {"no-attention-gemms", false,
        "keep the decoders' mid-block attention (one wide head over many tokens) on the flash-attention kernel "
        "instead of a scores GEMM, a softmax and an output GEMM (for measuring the two: docs/PERFORMANCE.md)"},

@@ -57,7 +57,7 @@ struct RunSettings {
   int64_t winograd_single_min_pixels = 16384;  // --winograd-2d-min-pixels (CompilerOptions::winograd_single_min_pixels)
   bool fuse_token_ops = true;          // off with --no-fuse-token-ops (CompilerOptions::fuse_token_ops)
   bool level_schedule = true;          // off with --no-level-schedule (CompilerOptions::level_schedule)
-  double level_schedule_min_saving = 0.5;  // --level-schedule-saving
+  double level_schedule_min_saving = 0.2;  // --level-schedule-saving
 
   bool winograd_u_at_run = true;        // off with --winograd-hold-u (CompilerOptions::winograd_single_u_at_run)
   std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
