@@ -671,8 +671,9 @@ TEST(CodegenAttentionCoop, RowsSelection) {
       for (size_t i = 5; i + 1 < p.spirv.size(); ++i) khr |= p.spirv[i] == ((2u << 16) | 17u) && p.spirv[i + 1] == 6022u;
       EXPECT_TRUE(khr) << p.name;
     }
-    // By default every head dim takes 8 subgroups of 16 rows and 32 keys there, with the
-    // softmax in registers (MiniMax-H3's 64 and Z-Image's 128, session 32).
+    // By default every head dim takes 8 subgroups of 16 rows there, with the softmax in
+    // registers (MiniMax-H3's 64 and Z-Image's 128, session 32): 32 keys per block at 64,
+    // 64 keys above it (session 34).
     for (int64_t d : {64, 128}) {
       Attn u;
       build(u, {2, 200, d}, {2, 200, d}, {2, 200, d}, 50);
@@ -683,7 +684,7 @@ TEST(CodegenAttentionCoop, RowsSelection) {
         if (p.name.rfind("attention_coop_rows.comp", 0) != 0) continue;
         found = true;
         EXPECT_EQ(p.name.find("CM_M=32"), std::string::npos) << p.name;
-        for (const char* define : {"BC=32,", "CM_N=32,", "REG_SOFTMAX=1,", "WG=256]"})
+        for (const char* define : {d == 64 ? "BC=32," : "BC=64,", "CM_N=32,", "REG_SOFTMAX=1,", "WG=256]"})
           EXPECT_NE(p.name.find(define), std::string::npos) << p.name;
       }
       EXPECT_TRUE(found);
@@ -708,6 +709,7 @@ TEST(CodegenAttentionCoop, RowsSelection) {
       if (std::string(rows).empty()) {
         EXPECT_NE(p.name.find("WG=256]"), std::string::npos) << p.name;
         EXPECT_NE(p.name.find("REG_SOFTMAX=1"), std::string::npos) << p.name;
+        EXPECT_NE(p.name.find(d == 64 ? "BC=32," : "BC=64,"), std::string::npos) << p.name;  // 64 keys above 64
       }
       EXPECT_NE(p.name.find("PARTIAL_KEYS=1"), std::string::npos) << p.name;
       Status valid = codegen::validate_spirv(p.spirv);
