@@ -199,7 +199,7 @@ layout(std430, binding = 2) readonly buffer VBuf { uvec4 v[]; };
 layout(std430, binding = 0) readonly buffer QBuf { float16_t q[]; };
 layout(std430, binding = 1) readonly buffer KBuf { float16_t k[]; };
 layout(std430, binding = 2) readonly buffer VBuf { float16_t v[]; };
-#define GLOAD(m, arr, off, stride, cm) [[dont_unroll]] CM_LOAD(m, arr, off, stride, cm)
+#define GLOAD(m, arr, off, stride, cm) CM_LOAD(m, arr, off, stride, cm)
 #endif
 // A K (column-major: keys are columns) or V (row-major: keys are rows) fragment whose
 // first key is `key`: with PARTIAL_KEYS the keys from pc.tk on read as zeros. Only the

@@ -104,6 +104,15 @@
       (a)[cm_j_] = float16_t((c)[(cm_j_ >> 2) * (CM_N / 4) + 4 * int(t) + (cm_j_ & 3)])
 
 #elif COOPMAT == 2
+// The emulation's loops over a fragment's elements are [[dont_unroll]]: unrolled by
+// Mesa's NIR, every CM_MAD became thousands of instructions and llvmpipe spent most of a
+// test's time compiling them (CodegenConvGemmCoop.EpilogueLoadsAheadGiveTheSameBytes
+// 80 → 10 s, ImageWinograd's decode 81 → 29 s on 2 cores, empty caches;
+// docs/PERFORMANCE.md, session 35). CM_MAD's inner loop over k stays free to unroll:
+// kept as a loop, lavapipe with GALLIVM_PERF=nopt (the codegen tests') computed inf in
+// CodegenAttentionCoop.RowsRegisterSoftmaxMatchesInterpreter, where LLVM's optimised
+// build of the same SPIR-V is right — a driver fault not chased further.
+#extension GL_EXT_control_flow_attributes : enable
 #define CM_OWNED (CM_M * CM_N / CM_SG)  // accumulator elements per lane
 struct CmA { float16_t e[CM_M * 16]; };
 struct CmB { float16_t e[16 * CM_N]; };
@@ -114,27 +123,27 @@ struct CmAcc { float e[CM_OWNED]; };
 // Element (r, c) of a matrix at offset `off` with the given stride / major order.
 #define CM_AT_(off, stride, cm, r, c) ((off) + ((cm) ? (c) * (stride) + (r) : (r) * (stride) + (c)))
 #define CM_FILL(c, v)                                     \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] = float(v)
+  [[dont_unroll]] for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] = float(v)
 // A fragment of `cols` columns (16 for A, CM_N for B); CM_LOAD is the 16×16 case.
 #define CM_LOAD_COLS_(m, arr, off, stride, cm, cols)                                   \
-  for (uint cm_i_ = 0u; cm_i_ < uint(m.e.length()); ++cm_i_)                          \
+  [[dont_unroll]] for (uint cm_i_ = 0u; cm_i_ < uint(m.e.length()); ++cm_i_)            \
   m.e[cm_i_] = float16_t(arr[CM_AT_(off, stride, cm, cm_i_ / (cols), cm_i_ % (cols))])
 #define CM_LOAD(m, arr, off, stride, cm) CM_LOAD_COLS_(m, arr, off, stride, cm, 16u)
 #define CM_LOAD_A(m, arr, off, stride, cm) CM_LOAD_COLS_(m, arr, off, stride, cm, 16u)
 #define CM_LOAD_B(m, arr, off, stride, cm) CM_LOAD_COLS_(m, arr, off, stride, cm, uint(CM_N))
 // Lane i owns accumulator elements e ≡ i (mod CM_SG), e = row·CM_N + column.
 #define CM_LOAD_ACC(c, arr, off, stride, cm)                                            \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                                    \
+  [[dont_unroll]] for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                    \
     const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                         \
     c.e[cm_t_] = float(arr[CM_AT_(off, stride, cm, cm_e_ / uint(CM_N), cm_e_ % uint(CM_N))]); \
   }
 #define CM_STORE_ACC(c, arr, off, stride, cm)                                   \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                            \
+  [[dont_unroll]] for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                    \
     const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                 \
     arr[CM_AT_(off, stride, cm, cm_e_ / uint(CM_N), cm_e_ % uint(CM_N))] = c.e[cm_t_]; \
   }
 #define CM_MAD(a, b, c)                                                          \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                             \
+  [[dont_unroll]] for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) {                    \
     const uint cm_e_ = gl_SubgroupInvocationID + cm_t_ * CM_SG;                  \
     const uint cm_r_ = cm_e_ / uint(CM_N), cm_c_ = cm_e_ % uint(CM_N);           \
     float cm_s_ = c.e[cm_t_];                                                    \
@@ -143,7 +152,7 @@ struct CmAcc { float e[CM_OWNED]; };
     c.e[cm_t_] = cm_s_;                                                          \
   }
 #define CM_SCALE(c, s)                                    \
-  for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] *= float(s)
+  [[dont_unroll]] for (uint cm_t_ = 0u; cm_t_ < CM_OWNED; ++cm_t_) c.e[cm_t_] *= float(s)
 #define CM_ACC_LENGTH(c) int(CM_OWNED)
 #define CM_ACC_AT(c, i) (c).e[i]
 #define CM_ELEMS_ACC CM_OWNED
@@ -154,7 +163,7 @@ struct CmAcc { float e[CM_OWNED]; };
 #define CM_ROW_LANES uint(CM_SG)
 // Needs subgroup shuffles (GL_KHR_shader_subgroup_shuffle) where used.
 #define CM_ACC_TO_A(a, c, t)                                                              \
-  for (uint cm_e_ = 0u; cm_e_ < CM_M * 16u; ++cm_e_) {                                    \
+  [[dont_unroll]] for (uint cm_e_ = 0u; cm_e_ < CM_M * 16u; ++cm_e_) {                  \
     const uint cm_s_ = (cm_e_ / 16u) * uint(CM_N) + 16u * uint(t) + cm_e_ % 16u;          \
     (a).e[cm_e_] = float16_t(subgroupShuffle((c).e[cm_s_ / CM_SG], cm_s_ % CM_SG));       \
   }
