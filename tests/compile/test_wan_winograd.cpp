@@ -11,7 +11,6 @@
 #include "models/wan_decoder.h"
 #include "models/weights.h"
 #include "tests/cases.h"
-#include "tests/lavapipe_env.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -92,7 +91,6 @@ Decoded decode_case(bool winograd, int64_t tile = 4) {
 
 TEST(WanWinograd, ChainsTakenAndTheDecodeStillMatchesDiffusers) {
   STRATA_REQUIRE_CASE("wan22_small");
-  test_env::lavapipe_skip_llvm_optimisation();  // before the first device (tests/lavapipe_env.h)
   const Decoded direct = decode_case(false);
   EXPECT_EQ(direct.chains, -1);  // the pass did not run
   auto expected = read_npy(test_cases::case_file("wan22_small", "expected_3x4x6.npy"));
