@@ -168,7 +168,7 @@ struct DsplitTiles {
 // fewest such subgroups: every subgroup does as much MMA work per key block as it can
 // hold and the score block sums as few partials as it can (512: 8 subgroups, the
 // tuned VAE case, unchanged; 128: 2 instead of 8, attention 238 -> 164 ms in a Z-Image
-// step at 1024² on the H200, issue 17 session 9, docs/PERFORMANCE.md). Smaller head
+// step at 1024² on the H200). Smaller head
 // dims keep the most subgroups (not measured otherwise). WG = NSG·subgroup must be a multiple of the 32
 // rows and LPR = WG / 32 lanes per row a power of two within a subgroup that divides
 // the key block; the shared memory (the kernel's header) within the target's.
@@ -177,7 +177,7 @@ std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& 
   // Every dispatch's rows at least a block (a partial last block overlaps the one
   // before) and keys in any number (PARTIAL_KEYS). Shapes with partial blocks took
   // attention_coop.comp when unmasked until MiniMax-H3's tiles of 1796 tokens (head dim
-  // 64) ran it at 11.8 TFLOP/s on the H200 (issue 19, session 10, docs/PERFORMANCE.md).
+  // 64) ran it at 11.8 TFLOP/s on the H200.
   const uint64_t chunks = ceil_div(a.tq, split.rows_per);
   const uint64_t last_rows = a.tq - (chunks - 1) * split.rows_per;
   if (last_rows < kDsplitRows || (chunks > 1 && split.rows_per % kDsplitRows != 0)) return std::nullopt;
@@ -202,8 +202,8 @@ std::optional<DsplitTiles> dsplit_tiles(const Lowering& l, const AttentionDims& 
 // over the scores (P_ALIAS).
 // Natively the softmax runs on the score accumulators in registers (REG_SOFTMAX, the
 // kernel's header): no scores, P or factors in shared memory. On the H200 Z-Image 1024²'s
-// attention 54.4 → 42.9 ms a step and MiniMax-H3 720p's 227.7 → 200.5 ms a clip run
-// (docs/PERFORMANCE.md, session 32). The emulation keeps the shared-memory softmax
+// attention 54.4 → 42.9 ms a step and MiniMax-H3 720p's 227.7 → 200.5 ms a clip run. The
+// emulation keeps the shared-memory softmax
 // (REG_SOFTMAX there only through kernel_defines, for its test): lavapipe compiles it
 // faster.
 struct RowsTiles {
@@ -232,17 +232,17 @@ uint32_t rows_fn(const Lowering& l, uint32_t bc, uint64_t dv) {
 // workgroup, so a workgroup reads K and V once for 128 rows, against the dsplit
 // kernel's 32) and 32 keys, with fewer subgroups where a dispatch has fewer rows or
 // the shared memory is short (lavapipe's 32 KiB: 4). On the H200 at Z-Image's head dim
-// 8 × 32 ran a step's attention 1.6× faster than the dsplit kernel, 4 × 32 slower
-// (docs/PERFORMANCE.md, issue 17, session 13). Head dims up to 64 (MiniMax-H3) take 4
+// 8 × 32 ran a step's attention 1.6× faster than the dsplit kernel, 4 × 32 slower. Head dims
+// up to 64 (MiniMax-H3) take 4
 // subgroups first: 23 808 bytes of shared memory, under the H200's 24 KiB line for two
-// workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms
-// (session 21). On devices with flexible dimensions they took 4 subgroups of 32 rows and
-// 16 keys first (15 360 bytes and 208 registers at D = 64): 142.3 → 126.5 ms (session 27;
-// at D = 128 the same as 8 × 32, at 255 registers and ~400 bytes spilled per lane, and
+// workgroups per multiprocessor; MiniMax-H3 512² × 39 attention 149.5 → 142.5 ms. On devices
+// with flexible dimensions they took 4 subgroups of 32 rows and
+// 16 keys first (15 360 bytes and 208 registers at D = 64): 142.3 → 126.5 ms (at D = 128 the
+// same as 8 × 32, at 255 registers and ~400 bytes spilled per lane, and
 // 32 keys with 32 rows ran 2.6-2.8× slower). With the softmax in registers (natively)
 // every head dim takes 8 × 32 first again: MiniMax-H3 720p's attention 202.3 → 155.4 ms
-// a clip run against 4 × 16 × 32 (session 32), and head dims above 64 8 × 64 before it
-// (session 34, below). Every dispatch's rows
+// a clip run against 4 × 16 × 32, and head dims above 64 8 × 64 before it
+// (below). Every dispatch's rows
 // at least one workgroup's (a partial last block overlaps the one before); the shared
 // memory within the target's. RS = 32 rows per subgroup natively needs flexible
 // dimensions (32 × 16 A fragments). Errors: a malformed tile, or an asked one that does
@@ -260,7 +260,7 @@ Expected<std::optional<RowsTiles>> rows_tiles(const Lowering& l, const Node& nod
   // Head dims above 64 in registers take 64 keys per block first: half the workgroup
   // barriers per key for the same staged bytes per multiply-add (34 816 bytes at D = 128,
   // still one workgroup of 8 subgroups per multiprocessor). Z-Image 1024²'s attention
-  // 5.29-5.33 → 4.70-4.71 ms over 2 layers on the H200 (session 34).
+  // 5.29-5.33 → 4.70-4.71 ms over 2 layers on the H200.
   if (reg_softmax && a.d > 64 && a.dv > 64) candidates.insert(candidates.begin(), Candidate{8, 64, 16});
   if (a.d <= 64 && a.dv <= 64 && !reg_softmax) {
     candidates.erase(candidates.begin());
@@ -476,8 +476,8 @@ Status lower_softmax(Lowering& l, const Node& node) {
   // Long rows (attention scores, passes/attention_gemms.cpp) stay in registers, read
   // once: up to kSoftmaxRowRegs elements per invocation of up to 1024. Past 32 they
   // spill on the H200, and still ran faster than every online variant measured
-  // (Flux 2048²'s 65 536 columns: 16.6 ms against 18.8-21.0; docs/PERFORMANCE.md,
-  // session 19). Longer rows take the online variant: 32 elements per invocation kept
+  // (Flux 2048²'s 65 536 columns: 16.6 ms against 18.8-21.0). Longer rows take the online
+  // variant: 32 elements per invocation kept
   // in registers and as many more as the shared memory holds (SH_ROW, after the
   // kernel's 9·WG bytes of partials), the rest in two online sweeps.
   uint32_t wg = kSoftmaxWg, row_regs = 0, shared_row = 0;

@@ -206,7 +206,7 @@ Status lower_upsample(Lowering& l, const Node& node) {
   // both sides, such as an NHWC map's channels, in 16-byte units: the same copy as a
   // loop with stride-0 dims through strided_copy (VEC), one index computation per 16
   // bytes instead of one per element (Wan's DupUp3D shortcuts ran at ~0.3 TB/s on the
-  // H200 one element at a time, docs/PERFORMANCE.md session 17). The same bits.
+  // H200 one element at a time). The same bits.
   {
     const StridedLoop loop = physical_order(upsample_loop(out, f, sx, sy), 1);
     const uint32_t v = 16 / l.elem_bytes(x);

@@ -4,7 +4,7 @@
 // Why: on NVIDIA, VK_NV_cooperative_matrix offers 16×16 fragments only, while
 // VK_KHR_cooperative_matrix with VK_NV_cooperative_matrix2's flexible dimensions takes
 // subgroup matrices of any multiple of 16, which run a staged GEMM 1.58× faster on the
-// H200 at 32×32 (docs/PERFORMANCE.md, issue 15, session 8). Debian's glslang cannot
+// H200 at 32×32 (benchmarks/gemm_probe). Debian's glslang cannot
 // compile GL_KHR_cooperative_matrix, but its GL_NV_cooperative_matrix syntax declares
 // matrices of any size; the instructions differ only in form, so the kernels are
 // written once (codegen/kernels/coopmat.glsl) and their SPIR-V rewritten:

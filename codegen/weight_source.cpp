@@ -39,9 +39,9 @@ runtime::WeightSource weight_source(const WeightStore& weights) {
     }
     if (half) {
       // On every core, straight from the stored values: Wan's Winograd U alone is ~2·10⁹
-      // values (docs/PERFORMANCE.md, session 24), Z-Image's 6.15 B parameters ship as
+      // values, Z-Image's 6.15 B parameters ship as
       // bf16. (An f32 copy of each tensor first, made on one core, took most of the
-      // time: session 30.) Each range writes its own halfs of dst; every value is
+      // time.) Each range writes its own halfs of dst; every value is
       // TensorView::at's, as to_f32 gives it.
       const interp::Parallel par{.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
       auto* out = reinterpret_cast<uint16_t*>(dst.data());

@@ -21,7 +21,7 @@ namespace {
 
 // Bᵀ (α×α), Aᵀ (m×α) and G (α×3) of one tile size, α = m + 2, stored row major in
 // 6-wide rows. m = 2: Lavin's points 0, ±1, ∞. m = 4: the points 0, ±1, 2, −½, ∞,
-// which round less in f16 than Lavin's 0, ±1, ±2, ∞ (docs/PERFORMANCE.md, session 24).
+// which round less in f16 than Lavin's 0, ±1, ±2, ∞.
 struct WinogradMatrices {
   int m, alpha;
   double bt[6][6], at[4][6], g[6][3];

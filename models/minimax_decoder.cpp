@@ -479,8 +479,7 @@ Status decode_minimax_video(const MiniMaxVaeConfig& c, const Tensor& latent, con
   // Within a clip, groups of frames are stitched row by row on all cores, each row in
   // f64 and rounded once to f32 in its frame: the last clip's stitching is the part of
   // a video's wall time no device run hides (MiniMax-H3 720p: 194 ms on the H200's
-  // host when frames were stitched one at a time into f64 frames, docs/PERFORMANCE.md
-  // session 30).
+  // host when frames were stitched one at a time into f64 frames).
   constexpr int64_t kRowsPerItem = 16;
   constexpr int64_t kFramesPerGroup = 8;  // host memory: 8 frames in f32 at a time
   auto stitch = [&](std::vector<Tensor> runs) -> Status {

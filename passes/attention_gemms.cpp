@@ -7,8 +7,8 @@
 // at 1024², 65 536 at 2048²) runs on attention_coop_dsplit.comp at 77-96 TFLOP/s: a
 // subgroup cannot hold a 16-row output tile of 512 columns, so the head dims are split
 // over the subgroups and every key block pays a cross-subgroup score reduction, two
-// barriers and the softmax between the two MMA phases (docs/PERFORMANCE.md, session
-// 4). The scores written out cost 6 bytes each (f32 written and read once by the
+// barriers and the softmax between the two MMA phases. The scores written out cost 6 bytes
+// each (f32 written and read once by the
 // softmax, f16 weights written and read once by the second GEMM) against 4·D FLOPs:
 // at D = 512 about a third of the GEMMs' time on the H200.
 //
@@ -43,7 +43,7 @@
 //   o_c  = linear(e_c, vt, w_c) {scale_blocks = 32, dtype = q's}
 // Why: the f32 scores (4 bytes each, written and read) and the softmax's pass over them
 // go; the scores GEMM writes 2.1 bytes per score instead of 4, and the output GEMM
-// reads 2 as before (docs/PERFORMANCE.md, session 21, measures it on Flux 2048²). The
+// reads 2 as before (measured on Flux 2048² below). The
 // row stride Tk·17/16 halfs keeps every row 16-byte aligned (Tk % 128 == 0). The
 // chunks are the unfolded ones (their bytes are bounded by the same budget, now with
 // room to spare).
@@ -73,7 +73,7 @@ constexpr int64_t kColumnTile = 128;   // the GEMM's channel tile (the output GE
 constexpr uint64_t kMinScoreBytes = 64ull << 20;
 constexpr int64_t kFoldBlock = 32;     // the folded softmax's key block: the GEMM's 32-wide fragments and BK
 constexpr int64_t kFoldKeys = 128;     // keys a multiple of this: 16-byte aligned rows of e
-// Where the fold measured faster on the H200 (session 21): Flux 2048² (D 512, 65 536
+// Where the fold measured faster on the H200: Flux 2048² (D 512, 65 536
 // keys) 227.6 → 224.2 ms; Flux 1024² (16 384 keys) 47.0 either way; Qwen-Image (D 384)
 // slower, 28.4 → 28.9 ms at 1024² and 150.9 → 161.5 at 2048². The scores GEMM's
 // epilogue (exponentials, block maxima and sums) costs per score what the softmax pass

@@ -5,8 +5,8 @@
 // [1, 0]), and map = reshape(permute(tokens, [1, 0]), [1, C, H, W]). With the map
 // stored NHWC, its bytes already are the tokens [H·W, C] in row-major order, but each
 // step alone moves every element: the reshape to a row-major [C, H·W] and the permute
-// back (Flux 1024²: nine copies of 16 MiB, ~0.8 ms on the H200; docs/PERFORMANCE.md,
-// session 16). This pass spells the same functions with steps that each keep the bytes
+// back (Flux 1024²: nine copies of 16 MiB, ~0.8 ms on the H200). This pass spells the same
+// functions with steps that each keep the bytes
 // where they are, so the memory planner makes them aliases (passes/memory_plan.h:
 // same_stored_bytes, permute_keeps_bytes) and codegen moves nothing:
 //
@@ -106,8 +106,8 @@ Status run_fold_transposes(Graph& g, PassContext& ctx) {
         continue;
       const ValueId tokens = transpose->inputs[0];
       // Copies: add_value below may move the values these would refer to (a reference
-      // here crashed once the values' vector grew: Qwen-Image 1024² with more
-      // Winograd convs, session 29).
+      // here crashed once the values' vector grew: Qwen-Image 1024² with more Winograd
+      // convs).
       const TensorType tt = g.value(tokens).type;
       const TensorType mt = g.value(n.outputs[0]).type;
       if (!unpadded_nhwc_map(mt) || !row_major_2d(tt) || !row_major_2d(g.value(q).type)) continue;

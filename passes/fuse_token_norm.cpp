@@ -3,8 +3,7 @@
 // with its mul and residual operands (ir/ops.h), and a SwiGLU gate mul(silu(a), b)
 // becomes silu_mul(a, b). Each reads its operands once and writes one result, instead
 // of a chain of elementwise dispatches that write and re-read every intermediate
-// (Z-Image: per block 2 norms · modulation, 2 norms · gate + residual and one gate,
-// docs/PERFORMANCE.md session 30).
+// (Z-Image: per block 2 norms · modulation, 2 norms · gate + residual and one gate).
 //
 // Rewrites, when CompileOptions::fuse_token_ops is set:
 //   - token_rms_norm N(x, γ?) whose result is read only by a mul M (and is no graph

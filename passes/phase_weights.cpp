@@ -7,7 +7,7 @@
 // j + px; the kernel rows (columns) that land on the same input row are summed. The
 // conv kernel's PHASES variant summed them on every fetch (up to four 16-byte weight
 // loads and the f32 additions per staged load), which kept the upsample convs at about
-// half the rate of the other convs on the H200 (docs/PERFORMANCE.md, session 17).
+// half the rate of the other convs on the H200.
 //
 // Rewrites: conv_gemm {gather upsample2x, kernel [3, 3], pad [1, 1], stride [1, 1], no
 // frame stack, weight_layout o_hwi} whose weight is an f16 constant and whose x is f16

@@ -16,7 +16,7 @@
 // Nodes that read constants only (winograd_weights) become candidates only once every
 // other operand of one of their readers is computed: by bytes alone the list scheduler
 // would run them first and keep their results alive across the graph (Flux 1024² with
-// Winograd on its 128² convs: 1024 → 1106 MiB, session 29).
+// Winograd on its 128² convs: 1024 → 1106 MiB).
 //
 // What it is for: in a resnet whose 1×1 shortcut reads more channels than the block
 // writes (Flux's up blocks; fuse_residual lets conv2 take the shortcut's result), the
@@ -33,14 +33,14 @@
 // written since the last one (runtime/barriers.h), so a graph of many short independent
 // chains (Z-Image's per-step modulation: per layer a linear, four slices, two scales,
 // two tanh) pays about one barrier per node in chain order and one per level in level
-// order (per_t at 1024²: 167 barriers against 7, and 4.3 ms on the H200 in chain order,
-// session 32). It is taken when
+// order (per_t at 1024²: 167 barriers against 7, and 4.3 ms on the H200 in chain order).
+// It is taken when
 // it saves at least CompileOptions::schedule_levels_min_saving of the barriers (counted
 // by that rule over the nodes' values, aliases ignored: a graph of long chains, a
 // decoder, keeps its memory-aware order; a transformer layer's q, k and v chains run
 // side by side, 100 → 76 barriers in zimage_small's per-step plan, and its independent
-// GEMMs fill each other's last wave: taken with a fifth, the default since session 34,
-// not with session 32's half) and
+// GEMMs fill each other's last wave: taken with a fifth, the default,
+// not with a half) and
 // its peak of live activations is at most CompileOptions::schedule_levels_max_bytes or
 // at most the other order's.
 //

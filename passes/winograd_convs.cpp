@@ -7,13 +7,13 @@
 //
 // Why: Wan 2.2's decoder is 96 % 3×3×3 convs on the H200, at the GEMM core's rate
 // (~240 TFLOP/s of ~270). Fewer multiplies are the only way left to a faster decode;
-// measured before building (docs/PERFORMANCE.md, session 23), the Winograd form was
+// measured before building, the Winograd form was
 // 34-56 % faster per conv at 256-1024 channels, and slower on Flux's 2-D convs of 128 and
 // 256 channels, so by default the pass takes only chains of two or more taps of wide
-// convs. With F(4×4) a single wide 2-D conv gains too (Flux 1024², session 25: 1.14 →
+// convs. With F(4×4) a single wide 2-D conv gains too (Flux 1024²: 1.14 →
 // 0.71 ms at 256² × 512 channels, 1.40 → 1.20 ms at 512² × 256), at 4× its weights'
 // bytes as U: CompileOptions::winograd_min_taps = 1 (`--winograd-2d`) takes them. m = 4
-// (session 24) halves the GEMM work again and shrinks V from 4× to 2.25× the image; its
+// halves the GEMM work again and shrinks V from 4× to 2.25× the image; its
 // f16 V rounds ~4× coarser than m = 2's, well inside the f16 bar
 // (tests/compile/test_wan_winograd.cpp).
 //
@@ -46,7 +46,7 @@
 // GEMM). Its M is
 // f16: its GEMM (K = C) is bound by M's bytes as much as by the multiplies, and the
 // rounding costs ~1.5 dB (tests/passes/test_winograd_convs.cpp); a chain's M, the sum of
-// up to three taps, stays f32 (measured ~2 dB lower in f16: docs/PERFORMANCE.md, session 25).
+// up to three taps, stays f32 (measured ~2 dB lower in f16).
 //
 // Runs when CompileOptions::winograd_convs is set (tensor-core targets:
 // compile/target.cpp), after phase_weights (layouts, dtypes and range guards are

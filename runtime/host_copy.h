@@ -3,8 +3,8 @@
 //
 // A MiniMax-H3 720p run reads back 616 MB of tile stacks; one core copies ~10-15 GB/s
 // out of mapped host-cached memory, several together several times that, so the copy
-// is spread over up to kMaxCopyThreads threads from kParallelCopyBytes up
-// (docs/PERFORMANCE.md, session 30). Smaller copies stay one memcpy on the calling
+// is spread over up to kMaxCopyThreads threads from kParallelCopyBytes up.
+// Smaller copies stay one memcpy on the calling
 // thread. Every byte is copied once; the chunks are disjoint.
 #pragma once
 

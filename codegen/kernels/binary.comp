@@ -12,7 +12,7 @@
 // 4-vectors (A_V, B_V, Z_V: vec4 | f16vec4, 16- or 8-byte accesses, the index
 // arithmetic once per 4 elements). Each element is computed and rounded as with VEC 1:
 // the same bits. Element-per-invocation kernels with 2-byte accesses ran at 0.4-0.7
-// TB/s on the H200 (issue 17, docs/PERFORMANCE.md session 13).
+// TB/s on the H200.
 // Defines: OP ADD | MUL | SILU_MUL (silu(a) · b: silu_mul, a SwiGLU gate); RANK 1..6; ROUND (common.glsl); A_T, B_T, Z_T float |
 // float16_t (default float); VEC 1 | 4 (default 1); BASES 0 / 1 (default 0, not with
 // VEC 4): each operand's first element in its binding (a box of a value larger than

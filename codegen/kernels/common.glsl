@@ -149,8 +149,9 @@ float silu_precise(float v) {
 // flushes to 0 and the result is -0, as v·σ(v) rounds there.
 // Why not the Cody-Waite reduction of exp_precise: on the H200 the apply pass was
 // issue-bound at ~46 instructions per element, ~25 of them in that form of the SiLU
-// (docs/PERFORMANCE.md, sessions 28-29); and its 1.5·2^23 rounding trick gave wrong
-// exponents on lavapipe once inlined into another kernel (session 28).
+// (read in the driver's machine code, benchmarks/sass); and its 1.5·2^23 rounding trick gave
+// wrong
+// exponents on lavapipe once inlined into another kernel.
 float silu_fast(float v) {
   const float t = exp2(abs(v) * -1.44269504);  // e^-|v|
   const float s = 1.0 / (1.0 + t);

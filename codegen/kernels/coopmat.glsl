@@ -17,7 +17,7 @@
 // are compiled in that syntax and their SPIR-V rewritten to VK_KHR_cooperative_matrix
 // (codegen/spirv_khr_rewrite.h), whose flexible dimensions (VK_NV_cooperative_matrix2)
 // take them. On the H200 32×32 fragments run a staged GEMM 1.58× faster than 16×16
-// (docs/PERFORMANCE.md, issue 15, session 8). CM_LOAD_A / CM_LOAD_B load A and B
+// (benchmarks/gemm_probe). CM_LOAD_A / CM_LOAD_B load A and B
 // fragments of those sizes; CM_LOAD is for 16×16 A or B fragments (CM_M = CM_N = 16).
 //
 // Both need CM_SG = the subgroup size (compile-time; the lowering passes the target's).
@@ -49,7 +49,7 @@
 //   CM_COL(i)             element i's column
 //   CM_ROW_LANES          the lanes holding a row are lane ^ x for x < CM_ROW_LANES
 //   CM_ACC_TO_A(a, c, t)  a (CM_M × 16, f16) = columns 16t .. 16t + 15 of c, converted
-// Natively this is NVIDIA's layout as probed on the H200 (experiments/reg_softmax:
+// Natively this is NVIDIA's layout as probed on the H200 (
 // 32 × 32 and 32 × 16 fragments through the KHR rewrite): lane L holds rows L/4 + 8s and
 // columns 8g + 2(L % 4) + b, element i = s·(CM_N/4) + 2g + b; an A fragment the same
 // with 16 columns, so its element j is accumulator element (j/4)·(CM_N/4) + 4t + j%4 of
@@ -107,8 +107,8 @@
 // The emulation's loops over a fragment's elements are [[dont_unroll]]: unrolled by
 // Mesa's NIR, every CM_MAD became thousands of instructions and llvmpipe spent most of a
 // test's time compiling them (CodegenConvGemmCoop.EpilogueLoadsAheadGiveTheSameBytes
-// 80 → 10 s, ImageWinograd's decode 81 → 29 s on 2 cores, empty caches;
-// docs/PERFORMANCE.md, session 35). CM_MAD's inner loop over k stays free to unroll:
+// 80 → 10 s, ImageWinograd's decode 81 → 29 s on 2 cores, empty caches). CM_MAD's inner loop
+// over k stays free to unroll:
 // kept as a loop, lavapipe with GALLIVM_PERF=nopt (the codegen tests') computed inf in
 // CodegenAttentionCoop.RowsRegisterSoftmaxMatchesInterpreter, where LLVM's optimised
 // build of the same SPIR-V is right — a driver fault not chased further.

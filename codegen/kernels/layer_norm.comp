@@ -10,15 +10,14 @@
 // shared-memory tree over the row's lanes), then Σ (x - mean)² the same way, then the
 // output. No subgroup operations. The lowering gives short rows fewer lanes: the
 // transformers' per-head q and k norms (rows of 64 or 128) ran a workgroup of 128 per
-// row, most of it idle or in barriers (issue 19, docs/PERFORMANCE.md session 13).
+// row, most of it idle or in barriers.
 //
 // VEC = 4 (the lowering's choice where C is a multiple of 4, the row starts are whole
 // vectors and every binding sits at a 16-byte offset): each invocation reads NV
 // 4-vectors of its row (vector lane, lane + LANES, ...; 8- or 16-byte accesses) once
 // into registers and computes both sums and the output from them. With VEC = 1 the
 // row is read three times, element by element (from cache after the first): 1.8 TB/s
-// at Z-Image's rows of 3840 halves, and those reads were most of the fused epilogue's
-// time (docs/PERFORMANCE.md session 30).
+// at Z-Image's rows of 3840 halves, and those reads were most of the fused epilogue's time.
 //
 // The fused epilogue (token_rms_norm's mul and residual operands, passes/
 // fuse_token_norm.cpp): HAS_MUL multiplies by m, a row vector of C (MUL_ROW = 1) or an

@@ -11,7 +11,7 @@
 // whole vectors at 16-byte offsets and the tables do too): an invocation per two
 // pairs, x and y as one 4-vector access (X_V, Y_V: vec4 | f16vec4) and each table
 // as one 2-vector (T_V2: vec2 | f16vec2). The element-per-pair kernel with 2-byte
-// accesses ran at 0.8 TB/s on Z-Image's q and k (docs/PERFORMANCE.md session 30).
+// accesses ran at 0.8 TB/s on Z-Image's q and k.
 // Defines: X_T Y_T: float | float16_t (default float); T_T for the tables;
 // ROUND (common.glsl); VEC 1 | 4 (default 1).
 // Bindings: 0 x (read), 1 cos (read), 2 sin (read), 3 y (write).

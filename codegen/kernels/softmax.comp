@@ -20,7 +20,7 @@
 //
 // ONLINE = 1 (rows past the 64 elements per invocation of 1024 that the lowering keeps
 // in registers; 64 spill on the H200 and still ran faster than this variant on
-// Flux's 2048² scores of 65 536 columns, session 19): the first
+// Flux's 2048² scores of 65 536 columns): the first
 // KEEP = ROW_REGS + SH_ROW elements of each invocation are kept, ROW_REGS in registers
 // and SH_ROW in shared memory, and read once; the rest (the tail) take two sweeps. The
 // first reads the tail once, each invocation keeping a running maximum (from the kept

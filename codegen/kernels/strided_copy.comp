@@ -12,7 +12,7 @@
 // one run of the innermost dim on both sides (the lowering checks: its size, the outer
 // strides and both bases multiples of V, innermost strides 1). The same bits; the
 // index arithmetic once per 16 bytes (one element per invocation ran the transformers'
-// head permutes at ~0.4 TB/s on the H200, issue 17, docs/PERFORMANCE.md session 13).
+// head permutes at ~0.4 TB/s on the H200).
 // Defines: RANK 1..6; SRC_T, DST_T (default uint); CONVERT 0 / 1 (default 0); ROUND;
 // VEC 1 | 4 | 8 (default 1).
 // Bindings: 0 src (read), 1 dst (write).

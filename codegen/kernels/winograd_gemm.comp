@@ -5,8 +5,8 @@
 //
 // V_f f16 [α², TP, C] (one binding per frame: each frame's V is made once and read by
 // every output frame its taps meet), U f16 [α², Co, FRAMES·C], M f32 [α², TP, Co] (f16
-// with M_F16 = 1), all row major. The conv kernel's staging on a plain GEMM (as in
-// experiments/winograd/wino_gemm.comp): per step of BK columns each invocation loads
+// with M_F16 = 1), all row major. The conv kernel's staging on a plain GEMM: per step of BK
+// columns each invocation loads
 // 16-byte rows of A and B into registers, the workgroup stages them in shared memory
 // (rows of BK + 8 halfs), and each subgroup multiplies FP × FC fragments of CM_M × CM_N
 // (coopmat.glsl; the next step's loads are issued before the multiplies). A step
@@ -17,7 +17,7 @@
 // M_F16 = 1: each fragment goes through a patch of shared memory, f32, and its lanes
 // store it rounded to f16 (round_f16), 8 channels (16 bytes) at a time: half M's bytes,
 // for the single 2-D convs, whose GEMMs (K = C of 256-512) are bound by M's stores as
-// much as by the multiplies (docs/PERFORMANCE.md, session 25).
+// much as by the multiplies.
 //
 // Defines: WP, WC (subgroups over rows and columns), FP, FC (fragments per subgroup),
 // BK, FRAMES (1-3), M_F16 (0 or 1), and coopmat.glsl's COOPMAT, CM_SG, CM_M = CM_N

@@ -21,7 +21,7 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 #endif
 // RES_FIRST = 1 (default; TILE 4 with a residual): the tile's residual is loaded before
 // M, not after the transform (H200, Flux 1024² with --winograd-2d: the 11 output
-// transforms 1.63 → 1.45 ms, the same bytes; docs/PERFORMANCE.md, session 26).
+// transforms 1.63 → 1.45 ms, the same bytes).
 #ifndef RES_FIRST
 #define RES_FIRST 1
 #endif

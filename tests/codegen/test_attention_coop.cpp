@@ -672,8 +672,8 @@ TEST(CodegenAttentionCoop, RowsSelection) {
       EXPECT_TRUE(khr) << p.name;
     }
     // By default every head dim takes 8 subgroups of 16 rows there, with the softmax in
-    // registers (MiniMax-H3's 64 and Z-Image's 128, session 32): 32 keys per block at 64,
-    // 64 keys above it (session 34).
+    // registers (MiniMax-H3's 64 and Z-Image's 128): 32 keys per block at 64,
+    // 64 keys above it.
     for (int64_t d : {64, 128}) {
       Attn u;
       build(u, {2, 200, d}, {2, 200, d}, {2, 200, d}, 50);

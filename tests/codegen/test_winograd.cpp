@@ -1,7 +1,7 @@
 // Codegen: the Winograd F(2×2, 3×3) and F(4×4, 3×3) kernels (kernels/winograd_input.comp,
 // winograd_gemm.comp, winograd_output.comp, winograd_weights.comp) against the interpreter, on coopmat.glsl's
 // emulation (lavapipe has no cooperative matrices; the native variant runs on the
-// H200: docs/PERFORMANCE.md, session 23). A three-frame chain as passes/winograd_convs
+// H200). A three-frame chain as passes/winograd_convs
 // leaves it: x frames f16 NHWC, V f16, U f16, M f32 (f16 for a single conv), y f16 NHWC
 // with a residual and range-guard scales; 7 × 10 frames (m = 2: 35 tiles, TP = 64, the second row tile
 // partly padding; m = 4: 6 tiles, the last row and column partly outside), 32 → 64

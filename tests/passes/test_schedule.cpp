@@ -246,7 +246,7 @@ TEST(Schedule, IndependentChainsRunLevelByLevel) {
 // norms and permutes, then a chain of four after them. In chain order 8 barriers, level
 // by level 6 (a and b side by side, then a2 and b2, then a3 and b3): a quarter fewer.
 // The default (schedule_levels_min_saving 0.2) takes the level order, with the same bits
-// from the interpreter; session 32's rule (one half) keeps the chain order and says why.
+// from the interpreter; the earlier rule (one half) keeps the chain order and says why.
 constexpr const char* kTwoChains = R"(graph @two_chains(%t: f32[1,16]) {
   %a: f32[1,16] = silu "a" (%t)
   %a2: f32[1,16] = tanh "a2" (%a)
