@@ -6,6 +6,7 @@
 # NoWorkLogCitations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+git rev-parse --git-dir >/dev/null 2>&1 || { echo "not a git checkout: no tracked files to check"; exit 0; }
 pattern='sessions? [0-9]+|session[0-9]+_|PERFORMANCE\.md,? *(session|entry|entries)|(work[- ]?log|PERFORMANCE\.md)[^.]{0,40}entr(y|ies) [0-9]+'
 hits=$(git ls-files -z -- . ':!tests/no_work_log.sh' \
          | xargs -0 grep -n -i -I -E "$pattern" -- 2>/dev/null || true)
