@@ -12,7 +12,9 @@ packages=(cmake make g++ pkg-config libfmt-dev nlohmann-json3-dev libgtest-dev l
           # .mp4 output (H.264 through FFmpeg's libraries); ffmpeg brings ffprobe for its test
           libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg
           # decode --ranks: one decode over the processes mpirun starts (Open MPI)
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin
+          # the tokenizer (text/): PCRE2 for the pre-tokenizer regex, utf8proc for NFC
+          libpcre2-dev libutf8proc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
