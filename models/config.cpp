@@ -29,63 +29,7 @@ const std::vector<double> kWan22LatentsStd = {
     0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
     0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.06, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
 
-// Field readers: absent fields keep the default; a present field of the wrong type
-// is an error naming it.
-struct Reader {
-  const json& j;
-  const std::string& source;
-  Status status;
-
-  bool present(const char* key) { return status.is_ok() && j.contains(key) && !j[key].is_null(); }
-  void fail(const char* key, const std::string& want) {
-    if (status.is_ok()) status = error("{}: field '{}' must be {}, got {}", source, key, want, j[key].dump());
-  }
-  void integer(const char* key, int64_t& out, int64_t min = 0) {
-    if (!present(key)) return;
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) return fail(key, fmt::format("an integer >= {}", min));
-    out = j[key].get<int64_t>();
-  }
-  void number(const char* key, double& out) {
-    if (!present(key)) return;
-    if (!j[key].is_number()) return fail(key, "a number");
-    out = j[key].get<double>();
-  }
-  void boolean(const char* key, bool& out) {
-    if (!present(key)) return;
-    if (!j[key].is_boolean()) return fail(key, "true or false");
-    out = j[key].get<bool>();
-  }
-  void integers(const char* key, std::vector<int64_t>& out) {
-    if (!present(key)) return;
-    if (!j[key].is_array()) return fail(key, "a list of positive integers");
-    std::vector<int64_t> v;
-    for (const auto& e : j[key]) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 1) return fail(key, "a list of positive integers");
-      v.push_back(e.get<int64_t>());
-    }
-    out = std::move(v);
-  }
-  void numbers(const char* key, std::vector<double>& out) {
-    if (!present(key)) return;
-    if (!j[key].is_array()) return fail(key, "a list of numbers");
-    std::vector<double> v;
-    for (const auto& e : j[key]) {
-      if (!e.is_number()) return fail(key, "a list of numbers");
-      v.push_back(e.get<double>());
-    }
-    out = std::move(v);
-  }
-  void booleans(const char* key, std::vector<bool>& out) {
-    if (!present(key)) return;
-    if (!j[key].is_array()) return fail(key, "a list of booleans");
-    std::vector<bool> v;
-    for (const auto& e : j[key]) {
-      if (!e.is_boolean()) return fail(key, "a list of booleans");
-      v.push_back(e.get<bool>());
-    }
-    out = std::move(v);
-  }
-};
+using Reader = ConfigFields;
 
 Expected<VaeConfig> read_flux(const json& j, const std::string& source) {
   FluxVaeConfig c;
@@ -239,6 +183,77 @@ Expected<VaeConfig> read_minimax(const json& j, const std::string& source) {
 }
 
 }  // namespace
+
+bool ConfigFields::present(const char* key) { return status.is_ok() && j.contains(key) && !j[key].is_null(); }
+
+void ConfigFields::fail(const char* key, const std::string& want) {
+  if (status.is_ok()) status = error("{}: field '{}' must be {}, got {}", source, key, want, j[key].dump());
+}
+
+void ConfigFields::integer(const char* key, int64_t& out, int64_t min) {
+  if (!present(key)) return;
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) return fail(key, fmt::format("an integer >= {}", min));
+  out = j[key].get<int64_t>();
+}
+
+void ConfigFields::number(const char* key, double& out) {
+  if (!present(key)) return;
+  if (!j[key].is_number()) return fail(key, "a number");
+  out = j[key].get<double>();
+}
+
+void ConfigFields::boolean(const char* key, bool& out) {
+  if (!present(key)) return;
+  if (!j[key].is_boolean()) return fail(key, "true or false");
+  out = j[key].get<bool>();
+}
+
+void ConfigFields::integers(const char* key, std::vector<int64_t>& out) {
+  if (!present(key)) return;
+  if (!j[key].is_array()) return fail(key, "a list of positive integers");
+  std::vector<int64_t> v;
+  for (const auto& e : j[key]) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 1) return fail(key, "a list of positive integers");
+    v.push_back(e.get<int64_t>());
+  }
+  out = std::move(v);
+}
+
+void ConfigFields::numbers(const char* key, std::vector<double>& out) {
+  if (!present(key)) return;
+  if (!j[key].is_array()) return fail(key, "a list of numbers");
+  std::vector<double> v;
+  for (const auto& e : j[key]) {
+    if (!e.is_number()) return fail(key, "a list of numbers");
+    v.push_back(e.get<double>());
+  }
+  out = std::move(v);
+}
+
+void ConfigFields::booleans(const char* key, std::vector<bool>& out) {
+  if (!present(key)) return;
+  if (!j[key].is_array()) return fail(key, "a list of booleans");
+  std::vector<bool> v;
+  for (const auto& e : j[key]) {
+    if (!e.is_boolean()) return fail(key, "a list of booleans");
+    v.push_back(e.get<bool>());
+  }
+  out = std::move(v);
+}
+
+Expected<json> parse_config_json(const std::string& json_text, const std::string& source) {
+  auto j = json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error("{}: not a JSON object", source);
+  return j;
+}
+
+Expected<std::string> read_text_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return error("cannot open '{}'", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 int64_t latent_channels(const VaeConfig& c) {
   if (auto* f = std::get_if<FluxVaeConfig>(&c)) return f->latent_channels;

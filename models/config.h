@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace strata {
 
 // diffusers AutoencoderKL (the Flux / SD3 VAE layout).
@@ -101,6 +103,30 @@ int64_t latent_channels(const VaeConfig& c);
 std::string vae_class_name(const VaeConfig& c);
 
 Expected<VaeConfig> parse_vae_config(const std::string& json_text, const std::string& source_name);
+
+// The field readers of every model's config.json parser (the VAEs', the Z-Image
+// transformer's): an absent or null field keeps its default; the first present field
+// of the wrong type or range sets `status` to an error naming the source and the
+// field, and later reads do nothing.
+struct ConfigFields {
+  const nlohmann::json& j;
+  const std::string& source;
+  Status status;
+
+  bool present(const char* key);
+  void fail(const char* key, const std::string& want);
+  void integer(const char* key, int64_t& out, int64_t min = 0);
+  void number(const char* key, double& out);
+  void boolean(const char* key, bool& out);
+  void integers(const char* key, std::vector<int64_t>& out);  // positive integers
+  void numbers(const char* key, std::vector<double>& out);
+  void booleans(const char* key, std::vector<bool>& out);
+};
+
+// The JSON object of a config file's text; an error names `source`.
+Expected<nlohmann::json> parse_config_json(const std::string& json_text, const std::string& source);
+// A file's whole text; an error names the path.
+Expected<std::string> read_text_file(const std::string& path);
 Expected<VaeConfig> read_vae_config(const std::string& path);
 
 // The released models' configs (the full-size architectures of ../shared/cases).

@@ -1,12 +1,37 @@
 #include "models/weights.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace strata {
+namespace fs = std::filesystem;
+
 namespace {
+
+// The shard files a diffusers "*.safetensors.index.json" lists (its weight_map).
+Expected<std::vector<std::string>> shard_files(const fs::path& index_path) {
+  std::ifstream f(index_path);
+  if (!f) return error("cannot open '{}'", index_path.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    return error("'{}': not a safetensors index (no weight_map object)", index_path.string());
+  std::set<std::string> files;
+  for (const auto& [tensor, file] : j["weight_map"].items()) {
+    if (!file.is_string()) return error("'{}': weight_map entry '{}' is not a file name", index_path.string(), tensor);
+    files.insert(file.get<std::string>());
+  }
+  return std::vector<std::string>(files.begin(), files.end());
+}
 
 // splitmix64: a small, well-mixed generator whose output is the same on every
 // platform (std::normal_distribution is not specified bit for bit).
@@ -145,6 +170,18 @@ ValueId ModelWeights::derived(Builder& b, const std::string& name, const Shape& 
     (void)s;  // a failure shows up as the builder's lookup error below
   }
   return b.weight(name, shape);
+}
+
+Status add_diffusers_weights(const std::string& dir, WeightStore& store) {
+  const fs::path root(dir);
+  const fs::path single = root / "diffusion_pytorch_model.safetensors";
+  const fs::path index = root / "diffusion_pytorch_model.safetensors.index.json";
+  if (fs::exists(single)) return store.add_file(single.string());
+  if (!fs::exists(index))
+    return error("'{}' has no diffusion_pytorch_model.safetensors (nor a sharded .index.json)", dir);
+  STRATA_ASSIGN_OR_RETURN(auto shards, shard_files(index));
+  for (const auto& shard : shards) STRATA_RETURN_IF_ERROR(store.add_file((root / shard).string()));
+  return Status::ok();
 }
 
 }  // namespace strata

@@ -56,6 +56,11 @@ private:
   std::optional<uint64_t> seed_;
 };
 
+// Adds a diffusers model directory's weights to `store`: DIR/diffusion_pytorch_model.
+// safetensors, or every shard its .safetensors.index.json lists. Errors name DIR when
+// neither is there, and the index when it is not one.
+Status add_diffusers_weights(const std::string& dir, WeightStore& store);
+
 // Deterministic N(mean, std) values for a tensor: depends only on seed and name, so
 // the order in which a builder asks does not matter.
 std::vector<float> seeded_normal(uint64_t seed, const std::string& name, int64_t count, double mean,

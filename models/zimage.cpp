@@ -4,6 +4,7 @@
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "models/config.h"
 #include "models/weights.h"
 
 #include <nlohmann/json.hpp>
@@ -22,52 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using json = nlohmann::json;
-
-Status read_int(const json& j, const char* key, int64_t& out, const std::string& source, int64_t min = 1) {
-  if (!j.contains(key) || j[key].is_null()) return Status::ok();
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() < min)
-    return error("{}: field '{}' must be an integer >= {}, got {}", source, key, min, j[key].dump());
-  out = j[key].get<int64_t>();
-  return Status::ok();
-}
-
-Status read_number(const json& j, const char* key, double& out, const std::string& source) {
-  if (!j.contains(key) || j[key].is_null()) return Status::ok();
-  if (!j[key].is_number()) return error("{}: field '{}' must be a number, got {}", source, key, j[key].dump());
-  out = j[key].get<double>();
-  return Status::ok();
-}
-
-Status read_ints(const json& j, const char* key, std::vector<int64_t>& out, const std::string& source) {
-  if (!j.contains(key) || j[key].is_null()) return Status::ok();
-  std::vector<int64_t> v;
-  if (j[key].is_array())
-    for (const auto& e : j[key]) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 1) break;
-      v.push_back(e.get<int64_t>());
-    }
-  if (!j[key].is_array() || v.size() != j[key].size())
-    return error("{}: field '{}' must be a list of positive integers, got {}", source, key, j[key].dump());
-  out = std::move(v);
-  return Status::ok();
-}
-
-// The shard files a diffusers "*.safetensors.index.json" lists.
-Expected<std::vector<std::string>> shard_files(const fs::path& index_path) {
-  std::ifstream f(index_path);
-  if (!f) return error("cannot open '{}'", index_path.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    return error("'{}': not a safetensors index (no weight_map object)", index_path.string());
-  std::set<std::string> files;
-  for (const auto& [tensor, file] : j["weight_map"].items()) {
-    if (!file.is_string()) return error("'{}': weight_map entry '{}' is not a file name", index_path.string(), tensor);
-    files.insert(file.get<std::string>());
-  }
-  return std::vector<std::string>(files.begin(), files.end());
-}
 
 // The graph under construction: the builder, the model and the options, and the
 // parameter accessor every part uses.
@@ -284,30 +239,32 @@ std::string layout_tag(const ZImageLayout& l) {
 }  // namespace
 
 Expected<ZImageConfig> parse_zimage_config(const std::string& json_text, const std::string& source) {
-  auto j = json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error("{}: not a JSON object", source);
+  STRATA_ASSIGN_OR_RETURN(const json j, parse_config_json(json_text, source));
   if (j.contains("_class_name") && j["_class_name"] != "ZImageTransformer2DModel")
     return error("{}: _class_name is {}, not ZImageTransformer2DModel", source, j["_class_name"].dump());
   ZImageConfig c;
-  STRATA_RETURN_IF_ERROR(read_int(j, "in_channels", c.in_channels, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "dim", c.dim, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "n_layers", c.n_layers, source, 0));
-  STRATA_RETURN_IF_ERROR(read_int(j, "n_refiner_layers", c.n_refiner_layers, source, 0));
-  STRATA_RETURN_IF_ERROR(read_int(j, "n_heads", c.n_heads, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "n_kv_heads", c.n_kv_heads, source));
-  STRATA_RETURN_IF_ERROR(read_number(j, "norm_eps", c.norm_eps, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "cap_feat_dim", c.cap_feat_dim, source));
-  STRATA_RETURN_IF_ERROR(read_number(j, "rope_theta", c.rope_theta, source));
-  STRATA_RETURN_IF_ERROR(read_number(j, "t_scale", c.t_scale, source));
-  STRATA_RETURN_IF_ERROR(read_ints(j, "axes_dims", c.axes_dims, source));
-  STRATA_RETURN_IF_ERROR(read_ints(j, "axes_lens", c.axes_lens, source));
+  ConfigFields r{j, source, {}};
+  r.integer("in_channels", c.in_channels, 1);
+  r.integer("dim", c.dim, 1);
+  r.integer("n_layers", c.n_layers, 0);
+  r.integer("n_refiner_layers", c.n_refiner_layers, 0);
+  r.integer("n_heads", c.n_heads, 1);
+  r.integer("n_kv_heads", c.n_kv_heads, 1);
+  r.number("norm_eps", c.norm_eps);
+  r.integer("cap_feat_dim", c.cap_feat_dim, 1);
+  r.number("rope_theta", c.rope_theta);
+  r.number("t_scale", c.t_scale);
+  r.integers("axes_dims", c.axes_dims);
+  r.integers("axes_lens", c.axes_lens);
+  STRATA_RETURN_IF_ERROR(r.status);
   if (j.contains("qk_norm") && !j["qk_norm"].is_null()) {
     if (!j["qk_norm"].is_boolean()) return error("{}: field 'qk_norm' must be true or false", source);
     c.qk_norm = j["qk_norm"].get<bool>();
   }
   std::vector<int64_t> patch{c.patch_size}, f_patch{c.f_patch_size};
-  STRATA_RETURN_IF_ERROR(read_ints(j, "all_patch_size", patch, source));
-  STRATA_RETURN_IF_ERROR(read_ints(j, "all_f_patch_size", f_patch, source));
+  r.integers("all_patch_size", patch);
+  r.integers("all_f_patch_size", f_patch);
+  STRATA_RETURN_IF_ERROR(r.status);
   if (patch.size() != 1 || f_patch.size() != 1 || f_patch[0] != 1)
     return error("{}: strata builds one patch size with f_patch_size 1, got all_patch_size {} and all_f_patch_size {}",
                  source, shape_str(patch), shape_str(f_patch));
@@ -332,22 +289,11 @@ Expected<ZImageTransformer> load_zimage_dir(const std::string& dir) {
   fs::path root(dir);
   if (!fs::is_directory(root)) return error("transformer directory '{}' does not exist", dir);
   const fs::path config_path = root / "config.json";
-  std::ifstream f(config_path);
-  if (!f) return error("'{}' has no config.json", dir);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  STRATA_ASSIGN_OR_RETURN(ZImageConfig config, parse_zimage_config(ss.str(), config_path.string()));
+  auto text = read_text_file(config_path.string());
+  if (!text) return error("'{}' has no config.json", dir);
+  STRATA_ASSIGN_OR_RETURN(ZImageConfig config, parse_zimage_config(*text, config_path.string()));
   ZImageTransformer model{std::move(config), WeightStore(), dir, std::nullopt};
-  const fs::path single = root / "diffusion_pytorch_model.safetensors";
-  const fs::path index = root / "diffusion_pytorch_model.safetensors.index.json";
-  if (fs::exists(single)) {
-    STRATA_RETURN_IF_ERROR(model.weights.add_file(single.string()));
-  } else if (fs::exists(index)) {
-    STRATA_ASSIGN_OR_RETURN(auto shards, shard_files(index));
-    for (const auto& shard : shards) STRATA_RETURN_IF_ERROR(model.weights.add_file((root / shard).string()));
-  } else {
-    return error("'{}' has no diffusion_pytorch_model.safetensors (nor a sharded .index.json)", dir);
-  }
+  STRATA_RETURN_IF_ERROR(add_diffusers_weights(dir, model.weights));
   return model;
 }
 

@@ -128,7 +128,7 @@ struct ZImageOptions {
   // after the embedder a row is emb·mask + (1 − mask)·cap_pad_token, the unmasked
   // graph's values exactly (x·1 + 0 and 0 + 1·pad). caption_length then only sets the
   // padded length (zimage_layout), so every L with the same padding builds the same
-  // graph (tools/generate_command.h keeps one compiled program per padded length).
+  // graph (models/zimage_pipeline.h keeps one compiled program per padded length).
   bool caption_mask = false;
 };
 

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -17,56 +16,12 @@
 #include <filesystem>
 
 #ifdef STRATA_HAVE_FFMPEG
-extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/log.h>
-#include <libswscale/swscale.h>
-}
+#include "tools/mp4_encoder.h"
 #endif
 
 namespace strata {
 
 namespace fs = std::filesystem;
-
-const char* video_format_name(VideoFormat f) {
-  switch (f) {
-    case VideoFormat::npy: return "npy";
-    case VideoFormat::png_frames: return "png frames";
-    case VideoFormat::mp4: return "mp4";
-  }
-  return "?";
-}
-
-bool video_mp4_supported() {
-#ifdef STRATA_HAVE_FFMPEG
-  return true;
-#else
-  return false;
-#endif
-}
-
-Expected<VideoFormat> video_format_for_path(const std::string& out) {
-  if (out.empty()) return error("no output path given");
-  std::error_code ec;
-  if (out.back() == '/' || fs::is_directory(out, ec)) return VideoFormat::png_frames;
-  std::string ext = fs::path(out).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext.empty()) return VideoFormat::png_frames;
-  if (ext == ".npy") return VideoFormat::npy;
-  if (ext == ".mp4") {
-    if (!video_mp4_supported())
-      return error("cannot write '{}': strata was built without FFmpeg, so .mp4 output is not "
-                   "available (install libavcodec-dev libavformat-dev libavutil-dev "
-                   "libswscale-dev and rebuild), or write .npy or PNG frames to a folder",
-                   out);
-    return VideoFormat::mp4;
-  }
-  return error("cannot write video to '{}': unsupported extension '{}'; supported: .npy "
-               "(float32 [3,F,H,W]), {}a folder (an existing directory, or a path ending "
-               "in '/' or without extension) for PNG frames",
-               out, ext, video_mp4_supported() ? ".mp4 (H.264), " : "");
-}
 
 VideoWriter::~VideoWriter() = default;
 
@@ -363,130 +318,24 @@ protected:
 
 #ifdef STRATA_HAVE_FFMPEG
 
-std::string av_error_text(int err) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(err, buf, sizeof buf);
-  return buf;
-}
-
 class Mp4Writer final : public WriterBase {
 public:
   using WriterBase::WriterBase;
-  ~Mp4Writer() override {
-    sws_freeContext(sws_);
-    av_frame_free(&frame_);
-    av_packet_free(&packet_);
-    avcodec_free_context(&enc_);
-    if (fmt_) {
-      if (fmt_->pb) avio_closep(&fmt_->pb);
-      avformat_free_context(fmt_);
-    }
-  }
 
   Status create() {
     const VideoOutputOptions& o = options_;
     // Probe writability with a plain open() first: avio's errors lose the errno text.
     STRATA_ASSIGN_OR_RETURN(int fd, create_temporary_file(o.path, tmp()));
     ::close(fd);
-    // libx264 logs its settings and statistics at info level; keep only errors (the
-    // level is global to the process, which is the strata CLI).
-    av_log_set_level(AV_LOG_ERROR);
-
-    const AVCodec* codec = avcodec_find_encoder_by_name("libx264");
-    if (!codec) codec = avcodec_find_encoder(AV_CODEC_ID_H264);
-    if (!codec) return error("this FFmpeg (libavcodec) has no H.264 encoder");
-    int r = avformat_alloc_output_context2(&fmt_, nullptr, "mp4", tmp().c_str());
-    if (r < 0 || !fmt_) return error("cannot set up the mp4 muxer: {}", av_error_text(r));
-    AVStream* st = avformat_new_stream(fmt_, nullptr);
-    enc_ = avcodec_alloc_context3(codec);
-    frame_ = av_frame_alloc();
-    packet_ = av_packet_alloc();
-    if (!st || !enc_ || !frame_ || !packet_) return error("FFmpeg: out of memory");
-    stream_ = st;
-
-    enc_->width = int(o.width);
-    enc_->height = int(o.height);
-    enc_->pix_fmt = AV_PIX_FMT_YUV420P;
-    enc_->framerate = av_d2q(o.fps, 1 << 20);
-    enc_->time_base = av_inv_q(enc_->framerate);
-    // Tagged as what swscale produces below, so players convert back correctly.
-    enc_->color_range = AVCOL_RANGE_MPEG;
-    enc_->colorspace = AVCOL_SPC_BT709;
-    enc_->color_primaries = AVCOL_PRI_BT709;
-    enc_->color_trc = AVCOL_TRC_BT709;
-    if (fmt_->oformat->flags & AVFMT_GLOBALHEADER) enc_->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    if ((r = avcodec_open2(enc_, codec, nullptr)) < 0)
-      return error("cannot open the H.264 encoder ({}): {}", codec->name, av_error_text(r));
-    if ((r = avcodec_parameters_from_context(st->codecpar, enc_)) < 0)
-      return error("FFmpeg: {}", av_error_text(r));
-    st->time_base = enc_->time_base;
-    st->avg_frame_rate = enc_->framerate;
-
-    if ((r = avio_open(&fmt_->pb, tmp().c_str(), AVIO_FLAG_WRITE)) < 0)
-      return error("cannot write '{}': {}", o.path, av_error_text(r));
-    AVDictionary* mux_opts = nullptr;
-    av_dict_set(&mux_opts, "movflags", "+faststart", 0);  // index first: streams on the web
-    r = avformat_write_header(fmt_, &mux_opts);
-    av_dict_free(&mux_opts);
-    if (r < 0) return error("cannot write the mp4 header: {}", av_error_text(r));
-
-    frame_->format = AV_PIX_FMT_YUV420P;
-    frame_->width = enc_->width;
-    frame_->height = enc_->height;
-    if ((r = av_frame_get_buffer(frame_, 0)) < 0) return error("FFmpeg: {}", av_error_text(r));
-    // SWS_ACCURATE_RND also keeps swscale off its fixed BT.601 shortcut for RGB->YUV420P.
-    sws_ = sws_getContext(enc_->width, enc_->height, AV_PIX_FMT_RGB24, enc_->width, enc_->height,
-                          AV_PIX_FMT_YUV420P, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INP,
-                          nullptr, nullptr, nullptr);
-    if (!sws_) return error("cannot set up swscale RGB24 -> YUV420P");
-    const int* bt709 = sws_getCoefficients(SWS_CS_ITU709);
-    sws_setColorspaceDetails(sws_, bt709, /*srcRange full*/ 1, bt709, /*dstRange limited*/ 0, 0,
-                             1 << 16, 1 << 16);
-    return Status::ok();
+    return encoder_.open(tmp(), o.path, o.width, o.height, o.fps);
   }
 
 protected:
-  Status put_frame(int64_t f, const Tensor& chw) override {
-    STRATA_ASSIGN_OR_RETURN(Rgb8Image rgb, to_rgb8(chw));
-    int r = av_frame_make_writable(frame_);
-    if (r < 0) return error("FFmpeg: {}", av_error_text(r));
-    const uint8_t* src[1] = {rgb.pixels.data()};
-    const int src_stride[1] = {int(rgb.width * 3)};
-    sws_scale(sws_, src, src_stride, 0, int(rgb.height), frame_->data, frame_->linesize);
-    frame_->pts = f;
-    return encode(frame_);
-  }
-
-  Status complete() override {
-    STRATA_RETURN_IF_ERROR(encode(nullptr));  // flush the encoder's delayed frames
-    int r = av_write_trailer(fmt_);
-    if (r < 0) return error("cannot finish the mp4: {}", av_error_text(r));
-    if ((r = avio_closep(&fmt_->pb)) < 0) return error("close failed: {}", av_error_text(r));
-    return Status::ok();
-  }
+  Status put_frame(int64_t f, const Tensor& chw) override { return encoder_.put_frame(f, chw); }
+  Status complete() override { return encoder_.finish(); }
 
 private:
-  // Sends one frame (nullptr: end of stream) and muxes every packet that is ready.
-  Status encode(const AVFrame* frame) {
-    int r = avcodec_send_frame(enc_, frame);
-    if (r < 0) return error("H.264 encoder: {}", av_error_text(r));
-    while (true) {
-      r = avcodec_receive_packet(enc_, packet_);
-      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return Status::ok();
-      if (r < 0) return error("H.264 encoder: {}", av_error_text(r));
-      av_packet_rescale_ts(packet_, enc_->time_base, stream_->time_base);
-      packet_->stream_index = stream_->index;
-      r = av_interleaved_write_frame(fmt_, packet_);  // takes the packet's data
-      if (r < 0) return error("mp4 write failed: {}", av_error_text(r));
-    }
-  }
-
-  AVFormatContext* fmt_ = nullptr;
-  AVCodecContext* enc_ = nullptr;
-  AVStream* stream_ = nullptr;
-  AVFrame* frame_ = nullptr;
-  AVPacket* packet_ = nullptr;
-  SwsContext* sws_ = nullptr;
+  Mp4Encoder encoder_;
 };
 
 #endif  // STRATA_HAVE_FFMPEG

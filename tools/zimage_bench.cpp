@@ -5,6 +5,7 @@
 #include "ir/verifier.h"
 #include "models/config.h"
 #include "models/flow_match.h"
+#include "models/pipeline.h"
 #include "models/vae.h"
 #include "models/weights.h"
 #include "models/zimage.h"
@@ -47,24 +48,12 @@ std::vector<DispatchCost> program_costs(const Program& p, const runtime::Plan& p
   return costs;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The non-state inputs of plan `name` of `program`, in order, by name from `inputs`.
-Expected<std::vector<Tensor>> plan_inputs(const ProgramGraph& program, const std::string& name,
-                                          const std::map<std::string, Tensor>& inputs) {
+Expected<std::vector<Tensor>> hoisted_inputs(const ProgramGraph& program, const std::string& name,
+                                             const std::map<std::string, Tensor>& inputs) {
   const Graph* g = program.find(name);
   if (!g) return error("the hoisted program has no plan '{}'", name);
-  std::vector<Tensor> in;
-  for (size_t i = 0; i < g->inputs().size(); ++i) {
-    if (g->input_state(i)) continue;
-    auto it = inputs.find(g->value(g->inputs()[i]).name);
-    if (it == inputs.end()) return error("plan '{}' takes input '{}'", name, g->value(g->inputs()[i]).name);
-    in.push_back(it->second);
-  }
-  return in;
+  return plan_inputs(*g, inputs);
 }
 
 // --steps N: what `strata generate` does, timed on the loaded program, as a user waits
@@ -88,16 +77,16 @@ Status timed_generate(LoadedProgram& loaded, const ProgramGraph& program, const 
   Tensor latent({c.in_channels, 1, o.latent_h, o.latent_w}, seeded_normal(0, "zimage.initial_latent", n, 0.0, 1.0));
 
   start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> prompt_in, plan_inputs(program, "per_prompt", {{"cap_feats", cap}}));
+  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> prompt_in, hoisted_inputs(program, "per_prompt", {{"cap_feats", cap}}));
   STRATA_RETURN_IF_ERROR(loaded.run("per_prompt", prompt_in).status());
   const double prompt_ms = ms_since(start);
   std::vector<double> step_ms;
   for (int64_t i = 0; i < steps; ++i) {
     const auto step_start = std::chrono::steady_clock::now();
     const float t = flow_match_model_t(schedule.timesteps[static_cast<size_t>(i)]);
-    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> t_in, plan_inputs(program, "per_t", {{"t", Tensor({1}, {t})}}));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> t_in, hoisted_inputs(program, "per_t", {{"t", Tensor({1}, {t})}}));
     STRATA_RETURN_IF_ERROR(loaded.run("per_t", t_in).status());
-    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> step_in, plan_inputs(program, "per_step", {{"latent", latent}}));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> step_in, hoisted_inputs(program, "per_step", {{"latent", latent}}));
     STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> pred, loaded.run("per_step", step_in));
     if (pred.empty() || pred[0].data.size() != latent.data.size())
       return error("the per_step plan did not return a prediction of the latent's shape");
@@ -121,7 +110,7 @@ Status timed_generate(LoadedProgram& loaded, const ProgramGraph& program, const 
                      "image (per prompt {:.1f} ms, steps {:.1f} ms: median {:.1f} ms per step, first {:.1f} ms; "
                      "decode {:.1f} ms); the VAE compiled and loaded beforehand in {:.0f} ms; image {} ({:.0f} % "
                      "finite)\n",
-                     steps, o.latent_w * 8, o.latent_h * 8, total_ms, prompt_ms, steps_total, median(step_ms),
+                     steps, o.latent_w * 8, o.latent_h * 8, total_ms, prompt_ms, steps_total, bench_times(step_ms).median(),
                      step_ms.front(), decode_ms, vae_load_ms, shape_str(image[0].shape),
                      100.0 * finite / static_cast<double>(image[0].data.size()));
   return Status::ok();
@@ -171,23 +160,17 @@ Status bench(const ParsedArgs& a, const RunSettings& r, int64_t size, int64_t ca
   };
   std::vector<Timed> timed;
   for (const Graph& pg : program.plans) {
-    Timed t{pg.name};
+    Timed t;
+    t.plan = pg.name;
     std::vector<Tensor> in;  // the plan's graph inputs (not its states), in order
     for (size_t i = 0; i < pg.inputs().size(); ++i)
       if (!pg.input_state(i)) in.push_back(inputs.at(pg.value(pg.inputs()[i]).name));
-    std::vector<double> runs, replays;
-    for (int64_t i = 0; i < warmup + reps; ++i) {
-      start = std::chrono::steady_clock::now();
-      STRATA_RETURN_IF_ERROR(loaded->run(t.plan, in).status());
-      if (i >= warmup) runs.push_back(ms_since(start));
-    }
-    for (int64_t i = 0; i < reps; ++i) {
-      start = std::chrono::steady_clock::now();
-      STRATA_RETURN_IF_ERROR(loaded->replay(t.plan));
-      replays.push_back(ms_since(start));
-    }
-    t.run_ms = median(runs);
-    t.replay_ms = median(replays);
+    STRATA_ASSIGN_OR_RETURN(std::vector<double> runs,
+                            bench_runs(warmup, reps, [&](int64_t) { return loaded->run(t.plan, in).status(); }));
+    STRATA_ASSIGN_OR_RETURN(std::vector<double> replays,
+                            bench_runs(0, reps, [&](int64_t) { return loaded->replay(t.plan); }));
+    t.run_ms = bench_times(std::move(runs)).median();
+    t.replay_ms = bench_times(std::move(replays)).median();
     if (r.profile) {
       const Program& p = loaded->program();
       t.profile = profile_report(loaded->plan(), loaded->executor().last_profile(),

@@ -1,15 +1,16 @@
 // `strata generate` (tools/generate_command.h) on the zimage_small transformer and the
 // flux_small VAE: the denoised latent is the same through Vulkan and the interpreter
 // (CFG with captions of two padded lengths, 4 steps); bad input fails before any work
-// with one line, exit 1, and no output file; and ZImageDenoiser keeps one program per
-// padded caption length.
+// with one line, exit 1, and no output file; and ZImageDenoiser (models/zimage_pipeline.h)
+// keeps one program per padded caption length.
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "models/weights.h"
 #include "models/zimage.h"
 #include "tests/cases.h"
 #include "tools/cli.h"
-#include "tools/generate_command.h"
+#include "models/zimage_pipeline.h"
+#include "tools/session_loader.h"
 
 #include <gtest/gtest.h>
 
@@ -197,8 +198,9 @@ TEST(ZImageDenoiser, OneProgramPerPaddedCaptionLength) {
   ASSERT_TRUE(latent && expected);
   RunSettings cpu;
   cpu.backend = "cpu";
+  SessionLoader loader(cpu);
   std::ostringstream log;
-  auto den = ZImageDenoiser::create(*model, latent->shape[2], latent->shape[3], cpu, log);
+  auto den = ZImageDenoiser::create(*model, latent->shape[2], latent->shape[3], loader, log);
   ASSERT_TRUE(den) << den.message();
   const float t = 0.37f;
 
