@@ -1,6 +1,9 @@
 // The on-disk SPIR-V cache: see kernel_cache.h.
 #include "codegen/kernel_cache.h"
 
+#include "base/file.h"
+#include "base/hash.h"
+
 #include "runtime/plan_io.h"
 
 #include <fmt/format.h>
@@ -31,29 +34,7 @@ constexpr uint32_t kSpirvMagic = 0x07230203u;
 // damage, not a module.
 constexpr uint64_t kMaxWords = uint64_t{64} << 20;
 
-uint64_t mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
 
-// 64-bit hash of bytes (word at a time, multiply-xorshift; not cryptographic).
-uint64_t hash64(const void* data, size_t size, uint64_t seed) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = mix(seed ^ (size * 0x9e3779b97f4a7c15ull));
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ mix(w)) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p + i, size - i);
-  return mix(h ^ mix(tail + size));
-}
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T v) {
@@ -101,8 +82,8 @@ KernelCacheKey kernel_cache_key(std::string_view source, std::string_view compil
   const std::string identity =
       fmt::format("strata kernel cache {} | shaderc {} | {}", kFormatVersion, STRATA_SHADERC_VERSION, compile_options);
   KernelCacheKey k;
-  k.a = mix(hash64(identity.data(), identity.size(), 3) ^ hash64(source.data(), source.size(), 5));
-  k.b = mix(hash64(identity.data(), identity.size(), 17) ^ mix(hash64(source.data(), source.size(), 23) + 1));
+  k.a = mix64(hash_bytes(identity.data(), identity.size(), 3) ^ hash_bytes(source.data(), source.size(), 5));
+  k.b = mix64(hash_bytes(identity.data(), identity.size(), 17) ^ mix64(hash_bytes(source.data(), source.size(), 23) + 1));
   return k;
 }
 
@@ -142,7 +123,7 @@ Expected<std::optional<std::vector<uint32_t>>> KernelCache::load(const KernelCac
   const auto sum = get<uint64_t>(bytes, at);
   if (words == 0 || words > kMaxWords || bytes.size() != kHeaderBytes + words * 4)
     return damaged(fmt::format("{} bytes, but its header says {} SPIR-V words", bytes.size(), words));
-  if (hash64(bytes.data() + kHeaderBytes, words * 4, 0) != sum) return damaged("checksum mismatch");
+  if (hash_bytes(bytes.data() + kHeaderBytes, words * 4, 0) != sum) return damaged("checksum mismatch");
   std::vector<uint32_t> spirv(words);
   std::memcpy(spirv.data(), bytes.data() + kHeaderBytes, words * 4);
   if (spirv[0] != kSpirvMagic) return damaged("not a SPIR-V module (bad magic number)");
@@ -160,10 +141,10 @@ Status KernelCache::store(const KernelCacheKey& key, const std::vector<uint32_t>
   put<uint64_t>(head, key.a);
   put<uint64_t>(head, key.b);
   put<uint64_t>(head, spirv.size());
-  put<uint64_t>(head, hash64(spirv.data(), spirv.size() * 4, 0));
+  put<uint64_t>(head, hash_bytes(spirv.data(), spirv.size() * 4, 0));
   const std::span<const uint8_t> body(reinterpret_cast<const uint8_t*>(spirv.data()), spirv.size() * 4);
   const std::string path = (fs::path(dir_) / (key.hex() + ".spv")).string();
-  return runtime::write_file_atomic(path, {std::span<const uint8_t>(head), body},
+  return write_file_atomic(path, {std::span<const uint8_t>(head), body},
                                     fmt::format("kernel cache file '{}'", path));
 }
 

@@ -5,6 +5,7 @@
 #include "codegen/placement.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "base/timing.h"
 #include "passes/split_bands.h"
 #include "runtime/device.h"
 
@@ -20,10 +21,6 @@
 
 namespace strata {
 namespace {
-
-double elapsed_ms(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Compiles that must see the passes (dumps, bands, bisecting, the profile's
 // per-node costs) compile afresh and leave the cache alone.
@@ -59,17 +56,16 @@ bool load_cached(const std::vector<const Graph*>& graphs, const WeightStore& wei
                  const CompilerOptions& options, Program& out, std::ostream& log) {
   const auto key_start = std::chrono::steady_clock::now();
   const CacheKeyParts parts =
-      cache_key_parts(graphs, weights, pass_options(target, options), target.device,
-                      codegen_options_text(options.codegen, target) + (options.shared_io_slots ? " shared_io_slots" : ""));
+      cache_key_parts(graphs, weights, target, options);
   out.cache_key = plan_cache_key(parts);
   out.cache_dir = options.cache_dir;
   log << fmt::format("plan cache: key {} in {:.0f} ms (weights: {:.1f} MiB hashed in {:.0f} ms)\n", out.cache_key,
-                     elapsed_ms(key_start), static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
+                     ms_since(key_start), static_cast<double>(parts.weight_bytes) / (1 << 20), parts.weights_ms);
   PlanCache cache(options.cache_dir);
   const auto read_start = std::chrono::steady_clock::now();
   auto hit = cache.load(out.cache_key, target.device);
   if (hit && *hit)
-    log << fmt::format("plan cache: entry read in {:.0f} ms ({:.1f} MiB of weights)\n", elapsed_ms(read_start),
+    log << fmt::format("plan cache: entry read in {:.0f} ms ({:.1f} MiB of weights)\n", ms_since(read_start),
                        static_cast<double>((*hit)->weight_bytes.size()) / (1 << 20));
   if (!hit) {
     log << fmt::format("plan cache: entry {} in {} is unusable: {}; rebuilding\n", out.cache_key, options.cache_dir,
@@ -185,17 +181,6 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   return p;
 }
 
-std::string codegen_options_text(const codegen::CodegenOptions& o, const Target& target) {
-  std::string defines;
-  for (const auto& [file, names] : o.kernel_defines)
-    for (const auto& [name, value] : names) defines += fmt::format(" {}:{}={}", file, name, value);
-  return fmt::format("kernels {} conv_tile '{}' kernel_defines '{}' attention_query_chunk {} attention_dsplit {} attention_rows '{}'{}{}",
-                     codegen::tensor_cores_name(target.codegen.tensor_cores), o.conv_tile, defines,
-                     o.attention_query_chunk, o.attention_dsplit, o.attention_rows,
-                     o.phase_convs ? "" : " no_phase_convs",
-                     o.winograd_gemm_tile.empty() ? "" : fmt::format(" winograd_gemm_tile '{}'", o.winograd_gemm_tile));
-}
-
 Expected<Program> compile(const Graph& graph, WeightStore& weights, const Target& target,
                           const CompilerOptions& options, std::ostream& log) {
   ProgramGraph program;
@@ -214,7 +199,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   std::vector<const Graph*> graphs;
   for (const Graph& g : program.plans) graphs.push_back(&g);
   if (uses_cache(options) && load_cached(graphs, weights, target, options, out, log)) {
-    out.compile_ms = elapsed_ms(start);
+    out.compile_ms = ms_since(start);
     return out;
   }
   out.store_on_load = uses_cache(options);
@@ -223,6 +208,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   // Kernels compiled by earlier processes come from the cache directory's kernels/,
   // whether or not this compile may use the plan cache (kernel_cache.h).
   codegen::CodegenOptions codegen_options = options.codegen;
+  codegen_options.phase_convs = options.phase_convs;
   if (codegen_options.kernel_cache_dir.empty() && !options.cache_dir.empty())
     codegen_options.kernel_cache_dir = kernel_cache_dir(options.cache_dir);
   const codegen::KernelCacheStats kernels_before = codegen::kernel_cache_stats();
@@ -274,7 +260,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
     log << split;
   }
   out.weights = codegen::weight_source(weights);
-  out.compile_ms = elapsed_ms(start);
+  out.compile_ms = ms_since(start);
   // Process-wide counts: another thread's compile in the same window would add to them.
   const codegen::KernelCacheStats kernels = codegen::kernel_cache_stats();
   if (const uint64_t read = kernels.hits - kernels_before.hits,
@@ -301,7 +287,7 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
                           runtime::open_device({.index = static_cast<int>(info.index),
                                                 .pipeline_statistics = options.pipeline_statistics},
                                                program.plan.requirements));
-  const double device_ms = elapsed_ms(start);
+  const double device_ms = ms_since(start);
   runtime::ExecutorOptions executor_options;
   executor_options.profile = options.profile;
   executor_options.pipeline_statistics = options.pipeline_statistics;
@@ -333,7 +319,7 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
                                                     out->rank_plan_ ? out->rank_plan_->plan : program.plan,
                                                     upload_weights, executor_options));
   upload_weights = nullptr;
-  out->load_ms_ = program.compile_ms + elapsed_ms(start);
+  out->load_ms_ = program.compile_ms + ms_since(start);
   const size_t dispatches = program.plan.dispatches.size();
   // Where a start's time goes (docs/PERFORMANCE.md, issue 15): the pipelines build on
   // several threads while the weights upload, so those two overlap.
@@ -371,7 +357,7 @@ Expected<std::unique_ptr<LoadedProgram>> LoadedProgram::load(Program program, co
     if (!s.is_ok()) log << "plan cache: not stored: " << s.message() << "\n";
     else
       log << fmt::format("plan cache: stored {} in {} in {:.0f} ms ({:.1f} MiB of pipeline cache)\n",
-                         program.cache_key, program.cache_dir, elapsed_ms(store_start),
+                         program.cache_key, program.cache_dir, ms_since(store_start),
                          static_cast<double>(data->size()) / (1 << 20));
   }
   out->program_ = std::move(program);

@@ -21,6 +21,7 @@
 // device that lacks a feature the plan needs.
 #pragma once
 
+#include "compile/options.h"
 #include "compile/plan_cache.h"
 #include "compile/rank_split.h"
 #include "compile/target.h"
@@ -43,90 +44,10 @@
 
 namespace strata {
 
-// What a caller chooses beyond the Target.
-struct CompilerOptions {
-  // Pass options that do not follow from the target (passes/pass.h CompileOptions).
-  std::optional<int> range_guard_log2;
-  bool f16_conv_weights = true;
-  bool write_in_place = true;
-  // Long wide single-head attentions as GEMMs (passes/attention_gemms.cpp) where the
-  // target has tensor cores; false keeps the flash kernel (`--no-attention-gemms`).
-  bool attention_gemms = true;
-  // With attention_gemms, the softmax folded into its two GEMMs (passes/attention_gemms
-  // .cpp); false keeps the softmax a node of its own (`--no-fold-softmax`).
-  bool fold_softmax = true;
-  // Upsample convs as four 2×2 phase convs with their weights summed at compile time
-  // (passes/phase_weights.cpp) where the target has tensor cores; false keeps the 3×3
-  // gather (`--no-phase-convs`, with codegen::CodegenOptions::phase_convs).
-  bool phase_convs = true;
-  // Causal video convs of >= 256 channels as Winograd F(m×m, 3×3), m = winograd_tile
-  // (2 or 4; `--winograd-tile`), where the target has tensor cores (passes/
-  // winograd_convs.cpp); false keeps the direct conv (`--no-winograd`).
-  bool winograd_convs = true;
-  int64_t winograd_min_channels = 256;  // the convs it takes: at least this many input channels
-  int64_t winograd_tile = 4;
-  // And frames of at least this many pixels (`--winograd-min-pixels`): U is 4× the
-  // taps' bytes, and a conv's work per weight byte is its H·W, so small frames' convs
-  // keep the direct kernel. At 10⁴, Wan 2.2's 1024-channel convs at 44 × 80 stay direct:
-  // −2.2 GB of U for +4.3 ms per latent frame (docs/PERFORMANCE.md, session 24).
-  int64_t winograd_min_pixels = 10000;
-  // And chains of at least this many taps: 1 also takes plain 2-D convs (the image
-  // decoders; the default since session 29, when U made at each run kept the memory
-  // at the direct convs': Flux 1024² 40.0 → 34.1 ms), 2 only causal video convs
-  // (`--no-winograd-2d`).
-  int64_t winograd_min_taps = 1;
-  // A single conv's frame at least this many pixels: each conv pays its own input
-  // transform. With U held, on Flux 1024² the 128² convs' 180 MiB of U bought 0.12 ms
-  // (docs/PERFORMANCE.md, session 25); with U made at each run they cost no memory and
-  // gave 34.2 → 32.9 ms (Flux 1024²), 10.5 → 9.75 ms (512²) (session 29).
-  // `--winograd-2d-min-pixels`.
-  int64_t winograd_single_min_pixels = 16384;
-  // A single conv's U (4× its weights' bytes with F(4×4)) computed at each run from the
-  // conv's weights into the activation arena, where the small frames of the wide convs
-  // leave room, instead of held as a constant (passes/winograd_convs.cpp): the device
-  // memory of `--winograd-2d` stays the direct convs' for ~10 µs per conv
-  // (docs/PERFORMANCE.md, session 29); false holds U (`--winograd-hold-u`).
-  bool winograd_single_u_at_run = true;
-  // A token norm's modulation and residual add folded into the norm, a SwiGLU's gate
-  // into silu_mul (passes/fuse_token_norm.cpp); false: `--no-fuse-token-ops`.
-  bool fuse_token_ops = true;
-  // Small graphs of independent chains run level by level, for fewer pipeline barriers
-  // (passes/schedule.cpp, CompileOptions::schedule_levels_max_bytes); false:
-  // `--no-level-schedule`.
-  bool level_schedule = true;
-  // The fraction of barriers the level order must save (CompileOptions::
-  // schedule_levels_min_saving); `--level-schedule-saving`.
-  double level_schedule_min_saving = 0.2;
-  std::string stop_after;  // run the passes up to this one only
-  // Called after every pass with the plan's name, the pass and the graph (dumps).
-  std::function<void(const std::string& plan, const std::string& pass, const Graph&)> on_pass;
-  // Log explain_bands() of each plan after the passes, and with min_bands > 1 the
-  // plan's explain_rank_split (compile/rank_split.h) for min_bands ranks.
-  bool explain_bands = false;
-  // A program's plans share their input and output slots (link_program's
-  // LinkOptions::shared_io_slots): right for callers that hand every run its inputs and
-  // read its outputs before the next run (a slab-streamed decode: models/hunyuan_stream.h,
-  // whose per-plan slots would otherwise add up to more than the activations).
-  bool shared_io_slots = false;
-  // The target's memory budget bounds each plan's activation arena alone: the caller
-  // accounts for weights, slots and states program-wide (passes/pass.h).
-  bool memory_budget_activations_only = false;
-  // At least this many bands on every node that can be banded (passes/pass.h
-  // CompileOptions::min_bands): the number of ranks that will share the plan.
-  int64_t min_bands = 0;
-  // Codegen choices (tiles, kernel defines, per-dispatch timestamps).
-  codegen::CodegenOptions codegen;
-  // The plan cache's directory; "" keeps the cache out. Compiles that must see the
-  // passes (on_pass, stop_after, explain_bands, a profile) never use it.
-  std::string cache_dir;
-};
 
 // The pass options of a compile: precision, channel tile, binding limit and memory
 // budget from the target; the rest from `options`.
 CompileOptions pass_options(const Target& target, const CompilerOptions& options);
-
-// Codegen's choices as text, for the plan-cache key.
-std::string codegen_options_text(const codegen::CodegenOptions& options, const Target& target);
 
 // A compiled program: its plans linked over one set of buffers, ready to load.
 struct Program {

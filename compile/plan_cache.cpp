@@ -1,6 +1,8 @@
 // The compiled-plan cache: see plan_cache.h.
 #include "compile/plan_cache.h"
 
+#include "base/file.h"
+
 #include "codegen/kernel_sources.h"
 #include "ir/printer.h"
 #include "runtime/plan_io.h"
@@ -32,14 +34,6 @@ constexpr size_t kWeightsHeaderBytes = 8 + 4 + 8 + 8 + 8;
 // The kernel cache's folder in the plan cache's directory.
 constexpr const char* kKernelsDir = "kernels";
 
-uint64_t mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
 
 // Little-endian fixed-width fields of the blob headers.
 template <typename T>
@@ -86,10 +80,10 @@ Expected<std::vector<uint8_t>> read_file(const fs::path& path) {
   return bytes;
 }
 
-// runtime::write_file_atomic for the cache's files: a header, then a body.
+// base/file.h write_file_atomic for the cache's files: a header, then a body.
 Status write_file_atomic(const fs::path& path, std::span<const uint8_t> head, std::span<const std::byte> body = {}) {
   const std::span<const uint8_t> tail(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  return runtime::write_file_atomic(path.string(), {head, tail}, fmt::format("plan cache file '{}'", path.string()));
+  return strata::write_file_atomic(path.string(), {head, tail}, fmt::format("plan cache file '{}'", path.string()));
 }
 
 std::string device_identity(const runtime::DeviceInfo& d) {
@@ -167,19 +161,6 @@ std::string kernel_cache_dir(const std::string& plan_cache_dir) {
   return (fs::path(plan_cache_dir) / kKernelsDir).string();
 }
 
-uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = mix(seed ^ (size * 0x9e3779b97f4a7c15ull));
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ mix(w)) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p + i, size - i);
-  return mix(h ^ mix(tail + size));
-}
 
 uint64_t weights_content_hash(const Graph& model, const WeightStore& weights) {
   std::map<std::string, uint64_t> per_tensor;  // sorted: the order of constants does not matter
@@ -195,51 +176,30 @@ uint64_t weights_content_hash(const Graph& model, const WeightStore& weights) {
     per_tensor[name] = hash_bytes(view->data, view->bytes, hash_bytes(meta.data(), meta.size()));
   }
   uint64_t h = 0;
-  for (const auto& [name, th] : per_tensor) h = mix(h ^ th) + 0x9e3779b97f4a7c15ull;
+  for (const auto& [name, th] : per_tensor) h = mix64(h ^ th) + 0x9e3779b97f4a7c15ull;
   return h;
 }
 
-CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const CompileOptions& options,
-                              const runtime::DeviceInfo& device, const std::string& codegen_options) {
-  return cache_key_parts(std::vector<const Graph*>{&model}, weights, options, device, codegen_options);
+CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const Target& target,
+                              const CompilerOptions& options) {
+  return cache_key_parts(std::vector<const Graph*>{&model}, weights, target, options);
 }
 
 CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const WeightStore& weights,
-                              const CompileOptions& options, const runtime::DeviceInfo& device,
-                              const std::string& codegen_options) {
+                              const Target& target, const CompilerOptions& options) {
+  const runtime::DeviceInfo& device = target.device;
   CacheKeyParts k;
   uint64_t kernels = 0;
   for (std::string_view file : codegen::kernel_files()) {
     const std::string_view text = codegen::kernel_source(file);
-    kernels = mix(kernels ^ hash_bytes(file.data(), file.size()) ^ hash_bytes(text.data(), text.size(), 7));
+    kernels = mix64(kernels ^ hash_bytes(file.data(), file.size()) ^ hash_bytes(text.data(), text.size(), 7));
   }
   k.compiler = fmt::format("strata {} plan format {} kernels {:016x} binary {:016x}", STRATA_VERSION,
                            runtime::kPlanFormatVersion, kernels, executable_hash());
   // One graph: its text. Several (a program): each plan's text in order.
   for (const Graph* g : plans) k.graph += (plans.size() > 1 ? "// plan\n" : "") + print_graph(*g);
-  k.options = fmt::format("precision {} channel_tile {} range_guard {} binding_limit {} memory_budget {} stop_after '{}'",
-                          options.precision == Precision::f16 ? "f16" : "f32", options.channel_tile,
-                          options.range_guard_log2 ? std::to_string(*options.range_guard_log2) : "default",
-                          options.binding_limit, options.memory_budget, options.stop_after);
-  k.options += fmt::format(" f16_conv_weights {} write_in_place {} fuse_frame_taps {} budget_activations_only {}",
-                           options.f16_conv_weights, options.write_in_place, options.fuse_frame_taps,
-                           options.memory_budget_activations_only);
-  if (options.fuse_token_ops) k.options += " fuse_token_ops";
-  k.options += fmt::format(" schedule_levels_max_bytes {}", options.schedule_levels_max_bytes);
-  k.options += fmt::format(" schedule_levels_min_saving {}", options.schedule_levels_min_saving);
-  if (options.attention_gemms) k.options += " attention_gemms";
-  if (options.fold_softmax)
-    k.options += fmt::format(" fold_softmax {} {}", options.fold_softmax_min_keys, options.fold_softmax_min_head_dim);
-  if (options.gemm_wave_workgroups) k.options += fmt::format(" gemm_wave_workgroups {}", options.gemm_wave_workgroups);
-  if (options.phase_weights) k.options += " phase_weights";
-  if (options.winograd_convs)
-    k.options += fmt::format(" winograd_convs {} tile {} min_pixels {} min_taps {} single_min_pixels {} u_at_run {}",
-                             options.winograd_min_channels, options.winograd_tile, options.winograd_min_pixels,
-                             options.winograd_min_taps, options.winograd_single_min_pixels,
-                             options.winograd_single_u_at_run ? 1 : 0);
-  // The rank layout's part in the compiled plan: the bands every node is cut into.
-  if (options.min_bands > 1) k.options += fmt::format(" min_bands {}", options.min_bands);
-  k.options += " codegen '" + codegen_options + "'";
+  // pass_options() and compile() derive everything else from these two.
+  k.options = options_key_text(options) + " | " + target_key_text(target);
   const codegen::Target t = codegen::target_for(device);
   k.device = fmt::format("{} | range {} align {} shared {} subgroup {} groups_x {} push {} tensor_cores {}{}",
                          device_identity(device), t.max_storage_buffer_range, t.min_storage_buffer_offset_alignment,
@@ -248,7 +208,7 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
                          t.coopmat_flexible ? " flexible" : "");
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plans.size(); ++i)
-    k.weights = i == 0 ? weights_content_hash(*plans[i], weights) : mix(k.weights ^ weights_content_hash(*plans[i], weights));
+    k.weights = i == 0 ? weights_content_hash(*plans[i], weights) : mix64(k.weights ^ weights_content_hash(*plans[i], weights));
   k.weights_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::set<std::string> seen;
   for (const Graph* g : plans)
@@ -261,11 +221,11 @@ CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const Weig
 std::string plan_cache_key(const CacheKeyParts& p) {
   uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
   for (const std::string* s : {&p.compiler, &p.graph, &p.options, &p.device}) {
-    a = mix(a ^ hash_bytes(s->data(), s->size(), 11));
-    b = mix(b ^ hash_bytes(s->data(), s->size(), 29));
+    a = mix64(a ^ hash_bytes(s->data(), s->size(), 11));
+    b = mix64(b ^ hash_bytes(s->data(), s->size(), 29));
   }
-  a = mix(a ^ p.weights);
-  b = mix(b ^ mix(p.weights + 1));
+  a = mix64(a ^ p.weights);
+  b = mix64(b ^ mix64(p.weights + 1));
   return fmt::format("{:016x}{:016x}", a, b);
 }
 

@@ -21,7 +21,10 @@
 // line by the caller and rebuilt, never trusted.
 #pragma once
 
+#include "base/hash.h"
 #include "codegen/codegen.h"
+#include "compile/options.h"
+#include "compile/target.h"
 #include "ir/graph.h"
 #include "ir/weight_store.h"
 #include "passes/pass.h"
@@ -40,9 +43,6 @@ namespace strata {
 // Not a plan entry: list() and clear() leave it alone.
 std::string kernel_cache_dir(const std::string& plan_cache_dir);
 
-// 64-bit hash of bytes (word-at-a-time multiply-xorshift; not cryptographic).
-uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
-
 // Hash of every weight the graph reads: name, dtype, shape and bytes. The weights'
 // identity in the cache key (strata measures its cost in docs/PERFORMANCE.md).
 uint64_t weights_content_hash(const Graph& model, const WeightStore& weights);
@@ -57,14 +57,14 @@ struct CacheKeyParts {
   double weights_ms = 0;     // what hashing the weights took (reported, not hashed)
   uint64_t weight_bytes = 0; // how many bytes it hashed
 };
-// `codegen_options`: the codegen choices of the run (kernel set, tiles) as text.
-CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const CompileOptions& options,
-                              const runtime::DeviceInfo& device, const std::string& codegen_options = "");
+// The parts of a compile's key: the target (its device and every choice that follows
+// from it) and the options that change a plan (compile/options.h).
+CacheKeyParts cache_key_parts(const Graph& model, const WeightStore& weights, const Target& target,
+                              const CompilerOptions& options);
 // The same for a program: every plan's graph (before the passes) and the weights
 // each reads. One graph gives exactly the key of the overload above.
 CacheKeyParts cache_key_parts(const std::vector<const Graph*>& plans, const WeightStore& weights,
-                              const CompileOptions& options, const runtime::DeviceInfo& device,
-                              const std::string& codegen_options = "");
+                              const Target& target, const CompilerOptions& options);
 // 32 hex digits.
 std::string plan_cache_key(const CacheKeyParts& parts);
 

@@ -61,3 +61,15 @@ std::string describe(const Target& t) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+std::string target_key_text(const Target& t) {
+  return fmt::format("precision={} channel_tile={} fuse_frame_taps={} binding_limit={} memory_budget={} "
+                     "gemm_wave_workgroups={} kernels={}{}",
+                     t.precision == Precision::f16 ? "f16" : "f32", t.channel_tile, t.fuse_frame_taps ? 1 : 0,
+                     t.binding_limit, t.memory_budget, t.gemm_wave_workgroups,
+                     codegen::tensor_cores_name(t.codegen.tensor_cores), t.codegen.coopmat_flexible ? " flexible" : "");
+}
+
+}  // namespace strata

@@ -61,4 +61,8 @@ Expected<runtime::DeviceInfo> find_device(std::optional<int> index = std::nullop
 // One line: device, precision, kernels, channel tile, binding limit, budget.
 std::string describe(const Target& target);
 
+// Every choice of the target that a compiled plan depends on, as text for the
+// plan-cache key (the device's identity is keyed apart: compile/plan_cache.h).
+std::string target_key_text(const Target& target);
+
 }  // namespace strata

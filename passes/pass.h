@@ -28,13 +28,18 @@ namespace strata {
 
 enum class Precision { f32, f16 };
 
+// The passes' view of a compile: every field resolved. compile/compile.cpp's
+// pass_options() fills it from the Target and the options table's CompilerOptions
+// (compile/options.h), where the user-facing defaults are declared, once. The
+// defaults here are the passes' neutral ones (an optional rewrite off), for tests
+// that run a pass on its own.
 struct CompileOptions {
   // Storage precision of activations (accumulation is always f32). f16 is the
-  // default on devices with shaderFloat16; the CLI picks it.
+  // default on devices with shaderFloat16 (compile/target.h).
   Precision precision = Precision::f32;
   // Channel counts are padded to a multiple of this (the GEMM tile); counts below
-  // it are padded to a multiple of 4 only. 64 suits the portable kernels; the CLI
-  // picks 32 for f16 plans on tensor cores (tools/session.cpp compile_options).
+  // it are padded to a multiple of 4 only. 64 suits the portable kernels; the
+  // target picks 32 for f16 plans on tensor cores (compile/target.h).
   int64_t channel_tile = 64;
   // Range guards: log2 of the scale applied where an un-normalised stream is cast
   // to f16 (x · 2^-k stored, ·2^k restored in the consumer's f32 epilogue).
@@ -45,8 +50,7 @@ struct CompileOptions {
   // isolate the activations' rounding).
   bool f16_conv_weights = true;
   // fuse_token_norm folds a token norm's modulation and residual add into the norm and
-  // a SwiGLU's mul(silu(a), b) into silu_mul (passes/fuse_token_norm.cpp). compile.h's
-  // default is on; `--no-fuse-token-ops` keeps the elementwise chain (to measure it).
+  // a SwiGLU's mul(silu(a), b) into silu_mul (passes/fuse_token_norm.cpp).
   bool fuse_token_ops = false;
   // fuse_frame_taps merges the per-tap convs of a causal video conv over a frame stack
   // into one conv with all temporal taps (one dispatch, one long reduction). The
@@ -82,11 +86,11 @@ struct CompileOptions {
   bool winograd_convs = false;
   int64_t winograd_min_channels = 256;
   int64_t winograd_tile = 4;
-  int64_t winograd_min_pixels = 0;  // and at least this many pixels per frame (H·W; compile.h's default)
-  int64_t winograd_min_taps = 2;  // the fewest links of a chain: 1 takes 2-D convs too (compile.h)
-  int64_t winograd_single_min_pixels = 0;  // and a single conv's frame at least this many pixels (compile.h)
+  int64_t winograd_min_pixels = 0;  // and at least this many pixels per frame (H·W)
+  int64_t winograd_min_taps = 2;  // the fewest links of a chain: 1 takes 2-D convs too
+  int64_t winograd_single_min_pixels = 0;  // and a single conv's frame at least this many pixels
   // A single conv's U computed at each run into the activations (winograd_weights)
-  // instead of held as a constant 4× its weights' bytes (compile.h).
+  // instead of held as a constant 4× its weights' bytes.
   bool winograd_single_u_at_run = false;
   // The largest storage-buffer binding, in bytes: the device's maxStorageBufferRange,
   // or less (--binding-limit). split_bands bands conv_gemm and norm_act nodes so that
@@ -119,10 +123,10 @@ struct CompileOptions {
   // chain per layer) then drain the device a few times instead of once per node.
   // 0: never.
   uint64_t schedule_levels_max_bytes = 64ull << 20;
-  // ... and when it saves at least this fraction of the barriers (session 32: one half,
-  // for the modulation chains; session 34: a fifth, which also takes it for a
-  // transformer layer, whose q, k and v chains then run side by side: Z-Image 1024²
-  // with 2 layers 30.26 → 29.94-30.14 ms a step on the H200, docs/PERFORMANCE.md).
+  // ... and when it saves at least this fraction of the barriers: a fifth also takes
+  // it for a transformer layer, whose q, k and v chains then run side by side
+  // (Z-Image 1024² with 2 layers 30.26 → 29.94-30.14 ms a step on the H200; one half
+  // takes only the modulation chains).
   double schedule_levels_min_saving = 0.2;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;

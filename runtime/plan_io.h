@@ -53,13 +53,6 @@ Expected<Plan> deserialize_plan(std::span<const uint8_t> bytes);
 // "plan file 'out/x.plan': cannot create temporary file in 'out': Permission denied".
 Status write_plan_file(const std::string& path, const Plan& plan);
 
-// The mechanism write_plan_file uses, for any file: writes `parts` one after the
-// other to a new temporary file beside `path`, fsyncs, renames it over `path` and
-// fsyncs the directory; readers see the old file or the new one, never a part.
-// Errors start with `context`.
-Status write_file_atomic(const std::string& path, std::initializer_list<std::span<const uint8_t>> parts,
-                         const std::string& context);
-
 // Reads and deserializes `path`. Every error starts with "plan file 'PATH': ".
 Expected<Plan> read_plan_file(const std::string& path);
 

@@ -44,24 +44,8 @@ struct RunSettings {
   bool no_kernel_cache = false;        // --no-cache as given (no_cache is also set by runs that must compile afresh)
   std::string kernel_cache_dir;        // "" : cache_dir's kernels/ (codegen/kernel_cache.h); set by tests only
   bool portable_kernels = false;       // --kernels portable: no tensor-core kernels
-  std::string conv_tile;               // --conv-tile WPxWCxFPxFC (codegen::CodegenOptions)
-  std::string winograd_gemm_tile;      // --winograd-gemm-tile WPxWCxFPxFC[xBK] (codegen::CodegenOptions)
-  bool attention_gemms = true;         // off with --no-attention-gemms (CompilerOptions::attention_gemms)
-  bool fold_softmax = true;            // off with --no-fold-softmax (CompilerOptions::fold_softmax)
-  bool phase_convs = true;             // off with --no-phase-convs (codegen::CodegenOptions::phase_convs)
-  bool winograd = true;                // off with --no-winograd (CompilerOptions::winograd_convs)
-  int64_t winograd_min_channels = 256;  // --winograd-min-channels
-  int64_t winograd_tile = 4;           // --winograd-tile (CompilerOptions::winograd_tile)
-  int64_t winograd_min_pixels = 10000;  // --winograd-min-pixels (CompilerOptions::winograd_min_pixels)
-  int64_t winograd_min_taps = 1;        // 2 with --no-winograd-2d (CompilerOptions::winograd_min_taps)
-  int64_t winograd_single_min_pixels = 16384;  // --winograd-2d-min-pixels (CompilerOptions::winograd_single_min_pixels)
-  bool fuse_token_ops = true;          // off with --no-fuse-token-ops (CompilerOptions::fuse_token_ops)
-  bool level_schedule = true;          // off with --no-level-schedule (CompilerOptions::level_schedule)
-  double level_schedule_min_saving = 0.2;  // --level-schedule-saving
-
-  bool winograd_u_at_run = true;        // off with --winograd-hold-u (CompilerOptions::winograd_single_u_at_run)
-  std::string attention_tile;          // --attention-tile NxBC | off (CodegenOptions::attention_rows)
-  std::map<std::string, std::map<std::string, std::string>> kernel_defines;  // --kernel-define
+  // The compiler's options, set from their flags by the table (compile/options.h).
+  CompilerOptions compiler;
   uint32_t pipeline_threads = 0;       // --pipeline-threads (runtime::ExecutorOptions; 0: all cores)
   // decode --ranks (tools/ranks.h): this process's rank and how rows reach the others
   // (LoadOptions::ranks, exchange); set by the command once MPI has started.
@@ -69,12 +53,10 @@ struct RunSettings {
   RankExchange* exchange = nullptr;
 };
 
-// The options behind RunSettings, for commands to list.
+// The options behind RunSettings, for commands to list: the run's own, then the
+// compiler options' flags (compile/options.h).
 const std::vector<OptionSpec>& run_option_specs();
 Expected<RunSettings> run_settings(const ParsedArgs& a);
-// --kernel-define's text, "FILE:NAME=VALUE[,...]", as CodegenOptions::kernel_defines;
-// errors name the item that is not of that form.
-Expected<std::map<std::string, std::map<std::string, std::string>>> parse_kernel_defines(const std::string& text);
 
 // The settings as the library's options (compile/target.h, compile/compile.h):
 // what the user chose of the target, and the compiler options, with --dump-graph

@@ -176,45 +176,28 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
   auto device = runtime::list_devices();
   ASSERT_TRUE(device && !device->empty());
   const runtime::DeviceInfo info = device->front();
-  CompileOptions options;
-  options.precision = Precision::f16;
-  const std::string base = plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info));
-  EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info)), base) << "deterministic";
+  auto made = make_target(info, {.precision = Precision::f16});
+  ASSERT_TRUE(made) << made.message();
+  const Target target = *made;
+  const CompilerOptions options;
+  const std::string base = plan_cache_key(cache_key_parts(m.graph, m.vae.weights, target, options));
+  EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, target, options)), base) << "deterministic";
 
-  CompileOptions f32 = options;
+  // The target's choices (every option is covered by tests/compile/test_options.cpp).
+  Target f32 = target, banded = target, budget = target, portable = target;
   f32.precision = Precision::f32;
-  CompileOptions banded = options;
   banded.binding_limit = 1 << 20;
-  CompileOptions budget = options;
   budget.memory_budget = 1 << 30;
-  CompileOptions f32_weights = options;
-  f32_weights.f16_conv_weights = false;
-  CompileOptions not_in_place = options;
-  not_in_place.write_in_place = false;
-  CompileOptions winograd4 = options, winograd2 = options;  // the Winograd tile (--winograd-tile)
-  winograd4.winograd_convs = winograd2.winograd_convs = true;
+  portable.codegen.tensor_cores = target.tensor_cores() ? codegen::TensorCores::none : codegen::TensorCores::emulated;
+  for (const Target* t : {&f32, &banded, &budget, &portable})
+    EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *t, options)), base);
+  CompilerOptions winograd2 = options, hold_u = options, no_token_ops = options;
   winograd2.winograd_tile = 2;
-  CompileOptions winograd_single = winograd4;  // single 2-D convs too, U made at each run (compile.h's defaults)
-  winograd_single.winograd_min_taps = 1;
-  winograd_single.winograd_single_u_at_run = true;
-  CompileOptions winograd_hold_u = winograd_single;  // their U held instead (--winograd-hold-u)
-  winograd_hold_u.winograd_single_u_at_run = false;
-  CompileOptions token_ops = options;  // fuse_token_norm (compile.h's default; --no-fuse-token-ops)
-  token_ops.fuse_token_ops = true;
-  for (const CompileOptions* o :
-       {&f32, &banded, &budget, &f32_weights, &not_in_place, &winograd4, &winograd2, &token_ops})
-    EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, *o, info)), base);
-  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
-            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd2, info)));
-  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd4, info)),
-            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_single, info)));
-  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_single, info)),
-            plan_cache_key(cache_key_parts(m.graph, m.vae.weights, winograd_hold_u, info)));
-  // Codegen choices (--kernels portable, --conv-tile) too.
-  EXPECT_EQ(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "")), base);
-  EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, info, "kernels portable conv_tile ''")),
-            base);
-  EXPECT_NE(plan_cache_key(cache_key_parts(other.graph, other.vae.weights, options, info)), base) << "weights";
+  hold_u.winograd_single_u_at_run = false;
+  no_token_ops.fuse_token_ops = false;
+  for (const CompilerOptions* o : {&winograd2, &hold_u, &no_token_ops})
+    EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, target, *o)), base);
+  EXPECT_NE(plan_cache_key(cache_key_parts(other.graph, other.vae.weights, target, options)), base) << "weights";
   // One weight value changed by one ulp.
   Model edited;
   const std::string name = edited.graph.value(edited.graph.constants().front()).weight;
@@ -231,14 +214,17 @@ TEST(PlanCache, OptionsWeightsAndDeviceIdentityChangeTheKey) {
     ASSERT_TRUE(v);
     ASSERT_TRUE(changed.add_owned(n, v->shape, n == name ? values : v->to_f32()).is_ok());
   }
-  EXPECT_NE(plan_cache_key(cache_key_parts(edited.graph, changed, options, info)), base) << "one weight, one ulp";
+  EXPECT_NE(plan_cache_key(cache_key_parts(edited.graph, changed, target, options)), base) << "one weight, one ulp";
 
   runtime::DeviceInfo driver = info, uuid = info, vendor = info;
   driver.driver_version += 1;
   uuid.pipeline_cache_uuid[0] ^= 1;
   vendor.vendor_id ^= 1;
-  for (const runtime::DeviceInfo* d : {&driver, &uuid, &vendor})
-    EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, options, *d)), base);
+  for (const runtime::DeviceInfo* d : {&driver, &uuid, &vendor}) {
+    Target on = target;
+    on.device = *d;
+    EXPECT_NE(plan_cache_key(cache_key_parts(m.graph, m.vae.weights, on, options)), base);
+  }
 
   // Through the session: another precision is another entry.
   TempDir dir("options");
@@ -266,11 +252,10 @@ TEST(PlanCache, KernelDefinesParseAndChangeTheCodegenText) {
     EXPECT_NE(r.message().find("--kernel-define"), std::string::npos) << r.message();
   }
   RunSettings plain, defined;
-  defined.kernel_defines = *parsed;
+  defined.compiler.codegen.kernel_defines = *parsed;
   std::ostringstream log;
-  const Target target;
-  const std::string plain_text = codegen_options_text(compiler_options(plain, log).codegen, target);
-  const std::string defined_text = codegen_options_text(compiler_options(defined, log).codegen, target);
+  const std::string plain_text = options_key_text(compiler_options(plain, log));
+  const std::string defined_text = options_key_text(compiler_options(defined, log));
   EXPECT_NE(plain_text, defined_text);
   EXPECT_NE(defined_text.find("attention_coop_dsplit.comp:PF=1"), std::string::npos);
 }

@@ -1,0 +1,18 @@
+// Non-cryptographic 64-bit hashing, for cache keys and checksums: the plan cache's
+// keys (compile/plan_cache.h), the kernel cache's names and checksums
+// (codegen/kernel_cache.h). Stable across processes and builds: a changed function
+// would orphan every cache entry on disk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace strata {
+
+// A 64-bit finaliser (murmur3's fmix64): every input bit affects every output bit.
+uint64_t mix64(uint64_t h);
+
+// A hash of `size` bytes (a word at a time, multiply-xorshift), seeded.
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
+
+}  // namespace strata
