@@ -4,6 +4,7 @@
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "models/config.h"
 #include "models/weights.h"
 
 #include <nlohmann/json.hpp>
@@ -24,27 +25,13 @@ namespace {
 
 using json = nlohmann::json;
 
-Status read_int(const json& j, const char* key, int64_t& out, const std::string& source) {
-  if (!j.contains(key) || j[key].is_null()) return Status::ok();
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
-    return error("{}: field '{}' must be an integer >= 1, got {}", source, key, j[key].dump());
-  out = j[key].get<int64_t>();
-  return Status::ok();
-}
-
+// A positive number at j[key]; an error names `field` (its path in the file).
 Status read_positive(const json& j, const char* key, double& out, const std::string& source,
                      const std::string& field) {
   if (!j.contains(key) || j[key].is_null()) return Status::ok();
   if (!j[key].is_number() || !(j[key].get<double>() > 0.0))
     return error("{}: field '{}' must be a positive number, got {}", source, field, j[key].dump());
   out = j[key].get<double>();
-  return Status::ok();
-}
-
-Status read_bool(const json& j, const char* key, bool& out, const std::string& source) {
-  if (!j.contains(key) || j[key].is_null()) return Status::ok();
-  if (!j[key].is_boolean()) return error("{}: field '{}' must be true or false, got {}", source, key, j[key].dump());
-  out = j[key].get<bool>();
   return Status::ok();
 }
 
@@ -60,17 +47,9 @@ Status check_rope_type(const json& j, const char* key, const std::string& source
   return Status::ok();
 }
 
-Expected<std::string> read_text(const fs::path& path) {
-  std::ifstream f(path);
-  if (!f) return error("cannot open '{}'", path.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // The shard files a transformers "model.safetensors.index.json" lists.
 Expected<std::vector<std::string>> shard_files(const fs::path& index_path) {
-  STRATA_ASSIGN_OR_RETURN(std::string text, read_text(index_path));
+  STRATA_ASSIGN_OR_RETURN(std::string text, read_text_file(index_path.string()));
   auto j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return error("'{}': not a safetensors index (no weight_map object)", index_path.string());
@@ -234,25 +213,31 @@ Expected<std::string> key_prefix(const WeightStore& w, const std::string& dir) {
 Qwen3Config qwen3_4b_config() { return Qwen3Config{}; }
 
 Expected<Qwen3Config> parse_qwen3_config(const std::string& json_text, const std::string& source) {
-  auto j = json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error("{}: not a JSON object", source);
+  STRATA_ASSIGN_OR_RETURN(json j, parse_config_json(json_text, source));
   if (j.contains("model_type") && j["model_type"] != "qwen3")
     return error("{}: field 'model_type' is {}, not \"qwen3\"", source, j["model_type"].dump());
   Qwen3Config c;
-  STRATA_RETURN_IF_ERROR(read_int(j, "hidden_size", c.hidden_size, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "num_hidden_layers", c.num_hidden_layers, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "num_attention_heads", c.num_attention_heads, source));
+  ConfigFields f{j, source, Status::ok()};
+  f.integer("hidden_size", c.hidden_size, 1);
+  f.integer("num_hidden_layers", c.num_hidden_layers, 1);
+  f.integer("num_attention_heads", c.num_attention_heads, 1);
   c.num_key_value_heads = c.num_attention_heads;  // transformers' default when absent
-  STRATA_RETURN_IF_ERROR(read_int(j, "num_key_value_heads", c.num_key_value_heads, source));
-  if (c.hidden_size % c.num_attention_heads != 0 && !(j.contains("head_dim") && !j["head_dim"].is_null()))
-    return error("{}: no field 'head_dim', and hidden_size {} is not a multiple of num_attention_heads {}", source,
-                 c.hidden_size, c.num_attention_heads);
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  STRATA_RETURN_IF_ERROR(read_int(j, "head_dim", c.head_dim, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "intermediate_size", c.intermediate_size, source));
-  STRATA_RETURN_IF_ERROR(read_int(j, "vocab_size", c.vocab_size, source));
+  f.integer("num_key_value_heads", c.num_key_value_heads, 1);
+  c.head_dim = 0;  // transformers' default when absent: hidden / heads
+  f.integer("head_dim", c.head_dim, 1);
+  f.integer("intermediate_size", c.intermediate_size, 1);
+  f.integer("vocab_size", c.vocab_size, 1);
+  f.boolean("attention_bias", c.attention_bias);
+  bool sliding = false;
+  f.boolean("use_sliding_window", sliding);
+  STRATA_RETURN_IF_ERROR(f.status);
   STRATA_RETURN_IF_ERROR(read_positive(j, "rms_norm_eps", c.rms_norm_eps, source, "rms_norm_eps"));
-  STRATA_RETURN_IF_ERROR(read_bool(j, "attention_bias", c.attention_bias, source));
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      return error("{}: no field 'head_dim', and hidden_size {} is not a multiple of num_attention_heads {}", source,
+                   c.hidden_size, c.num_attention_heads);
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
 
   // RoPE θ: transformers 5 writes rope_parameters.rope_theta, 4 rope_theta at the top.
   STRATA_RETURN_IF_ERROR(check_rope_type(j, "rope_parameters", source));
@@ -267,8 +252,6 @@ Expected<Qwen3Config> parse_qwen3_config(const std::string& json_text, const std
   else
     STRATA_RETURN_IF_ERROR(read_positive(j, "rope_theta", c.rope_theta, source, "rope_theta"));
 
-  bool sliding = false;
-  STRATA_RETURN_IF_ERROR(read_bool(j, "use_sliding_window", sliding, source));
   if (sliding) return error("{}: field 'use_sliding_window' is true; strata builds full attention only", source);
   if (j.contains("layer_types") && j["layer_types"].is_array())
     for (const auto& t : j["layer_types"])
@@ -292,7 +275,7 @@ Expected<Qwen3Encoder> load_qwen3_dir(const std::string& dir) {
   if (!fs::is_directory(root)) return error("text encoder directory '{}' does not exist", dir);
   const fs::path config_path = root / "config.json";
   if (!fs::exists(config_path)) return error("'{}' has no config.json", dir);
-  STRATA_ASSIGN_OR_RETURN(std::string text, read_text(config_path));
+  STRATA_ASSIGN_OR_RETURN(std::string text, read_text_file(config_path.string()));
   STRATA_ASSIGN_OR_RETURN(Qwen3Config config, parse_qwen3_config(text, config_path.string()));
   Qwen3Encoder model{std::move(config), WeightStore(), dir, "", std::nullopt};
   const fs::path single = root / "model.safetensors";

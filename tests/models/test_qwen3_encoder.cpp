@@ -3,13 +3,16 @@
 // give the case's prompt_embeds.npy, which diffusers computed in float64 from the
 // right-padded, masked 512-token run: by the interpreter within 1e-4, on the Vulkan
 // device (lavapipe here) f32 within 1e-4 and f16 at >= 50 dB (peak-to-peak of the
-// reference). Loading: transformers 4 and 5 config forms, single and sharded
+// reference). The negative and the long (truncated at 512) prompts through the
+// tokenizer (text/tokenizer.h) and the chat template give their embeddings too. Loading: transformers 4 and 5 config forms, single and sharded
 // safetensors, bare keys, a missing tensor, a checkpoint without the last layer.
 #include "compile/compile.h"
 #include "ir/interpreter.h"
 #include "ir/safetensors.h"
 #include "models/qwen3_encoder.h"
 #include "tests/cases.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -204,6 +207,47 @@ TEST(Qwen3Encoder, InterpreterMatchesPromptEmbedsWithin1e4) {
   const double d = max_abs_diff(got, want);
   std::printf("[ qwen3    ] interpreter f32 prompt_embeds max |d| = %.3g\n", d);
   EXPECT_LE(d, 1e-4);
+}
+
+// The pipeline's ids of `prompt`: the chat template, then the first 512 tokens.
+std::vector<int64_t> pipeline_ids(const std::string& prompt) {
+  auto tokenizer = Tokenizer::from_dir(case_path("tokenizer"));
+  EXPECT_TRUE(tokenizer) << tokenizer.message();
+  auto chat = ChatTemplate::from_dir(case_path("tokenizer"));
+  EXPECT_TRUE(chat) << chat.message();
+  if (!tokenizer || !chat) return {};
+  auto ids = encode_truncated(*tokenizer, chat->render_user_prompt(prompt), 512);
+  EXPECT_TRUE(ids) << ids.message();
+  if (!ids) return {};
+  return std::vector<int64_t>(ids->ids.begin(), ids->ids.end());
+}
+
+// The negative prompt (29 tokens) and the long prompt (truncated to 512: the whole
+// padded length, no pad at all) through the tokenizer, on the interpreter in f32 and
+// on the device in f16.
+TEST(Qwen3Encoder, NegativeAndTruncatedLongPromptMatchTheCase) {
+  STRATA_REQUIRE_CASE(kCase);
+  auto model = load_qwen3_dir(case_path("text_encoder"));
+  ASSERT_TRUE(model) << model.message();
+  auto j = nlohmann::json::parse(read_text(case_path("case.json")));
+  EXPECT_EQ(pipeline_ids(j["prompt"]["text"].get<std::string>()), prompt_ids());
+  for (const char* key : {"negative_prompt", "long_prompt"}) {
+    const std::vector<int64_t> ids = pipeline_ids(j[key]["text"].get<std::string>());
+    const Reference want = read_f64_npy(case_path(j[key]["embeds_file"].get<std::string>()));
+    ASSERT_EQ(want.shape.size(), 2u) << key;
+    ASSERT_EQ(static_cast<int64_t>(ids.size()), want.shape[0]) << key;
+    const double d = max_abs_diff(interpret_ids(*model, ids), want);
+    auto embeds = qwen3_embed(*model, ids);
+    ASSERT_TRUE(embeds) << embeds.message();
+    const Tensor f16 = run_on_device(*model, *embeds, Precision::f16);
+    ASSERT_EQ(f16.shape, want.shape) << key;
+    const double db = psnr(f16, want);
+    std::printf("[ qwen3    ] %-15s %3zu tokens: interpreter f32 max |d| = %.3g; Vulkan f16 PSNR %.1f dB\n", key,
+                ids.size(), d, db);
+    EXPECT_LE(d, 1e-4) << key;
+    EXPECT_GE(db, 50.0) << key;
+  }
+  EXPECT_EQ(j["long_prompt"]["rows"].get<int64_t>(), 512);
 }
 
 TEST(Qwen3Encoder, RightPaddingChangesNoValidRow) {
