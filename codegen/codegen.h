@@ -83,12 +83,12 @@ struct CodegenOptions {
   // Timestamps after every dispatch (runtime::ExecutorOptions::profile): the
   // executor's last_profile() then has per-dispatch device times.
   bool profile = false;
-  // The tensor-core conv kernel's tile, "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]",
-  // "thN" or "fN" (codegen/lower_conv_gemm.cpp); empty: the default. For measuring
+  // The tensor-core conv kernel's tile, "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xFRAG]]]]" or
+  // "fN" (codegen/coop_tile.h); empty: the default. For measuring
   // tiles (`strata bench --conv-tile`).
   std::string conv_tile;
-  // The Winograd GEMM's tile (kernels/winograd_gemm.comp), "WPxWCxFPxFC[xBK[x1x1x0xFRAG]]"
-  // or "fN" as conv_tile (one stage, no halo rows); empty: the conv kernel's default for
+  // The Winograd GEMM's tile (kernels/winograd_gemm.comp), "WPxWCxFPxFC[xBK[x1x1xFRAG]]"
+  // or "fN" as conv_tile (one stage); empty: the conv kernel's default for
   // its Co. For measuring tiles (`strata bench --winograd-gemm-tile`).
   std::string winograd_gemm_tile;
   // Upsample convs (the upsample2x gather, 3×3, pad 1, stride 1) as four 2×2 phase

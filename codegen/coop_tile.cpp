@@ -8,35 +8,29 @@ namespace strata::codegen {
 Expected<CoopTile> parse_coop_tile(const std::string& text) {
   CoopTile t;
   char end = 0;
-  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk,
-                            &t.stages, &t.vec_out, &t.th, &t.frag, &end);
-  if ((n < 4 || n > 9) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
+  const int n = std::sscanf(text.c_str(), "%ux%ux%ux%ux%ux%ux%ux%u%c", &t.wp, &t.wc, &t.fp, &t.fc, &t.bk,
+                            &t.stages, &t.vec_out, &t.frag, &end);
+  if ((n < 4 || n > 8) || t.wp == 0 || t.wc == 0 || t.fp == 0 || t.fc == 0 || t.wp * t.wc > 16 ||
       t.fp * t.fc * t.frag * t.frag > 32 * 256 || (t.frag != 16 && t.frag != 32 && t.frag != 64) ||
-      (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 || t.vec_out > 1 ||
-      (t.th > 0 && (t.stages != 1 || t.pixels() % t.th != 0 || t.pixels() / t.th % t.frag != 0)))
-    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]] (subgroups and fragments "
+      (t.bk != 16 && t.bk != 32 && t.bk != 64) || t.stages < 1 || t.stages > 2 || t.vec_out > 1)
+    return error("conv tile '{}' is not WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xFRAG]]]] (subgroups and fragments "
                  "per subgroup, input channels per step 16, 32 or 64, 1 or 2 shared buffers, 16-byte output stores "
-                 "0 or 1, halo tile rows 0 or a divisor of the pixels leaving rows of whole fragments with one "
-                 "buffer, fragments of 16, 32 or 64 (at most 32 16x16 fragments' worth per subgroup); e.g. "
+                 "0 or 1, fragments of 16, 32 or 64 (at most 32 16x16 fragments' worth per subgroup); e.g. "
                  "2x2x4x4)",
                  text);
   return t;
 }
 
 // The default tile: 128 pixels × 128 channels (measured best on the H200 among
-// 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2: docs/PERFORMANCE.md); narrower
+// 2x2x4x4, 4x2x2x4, 2x4x4x2, 2x2x2x4, 4x2x4x2, 2x2x4x2); narrower
 // channel tiles for convs with few output channels (conv_out's 3), so the fragments
 // are not mostly zero rows.
-// No default tile is a halo tile (th 0): the halo tile gave the same bytes but
-// measured slower on the H200 (Flux 1024² conv 72.3 ms im2col, 87.4 at 4 or 8 halo
-// rows, 82.8 at 4 with TAP_UNROLL: docs/PERFORMANCE.md, issue 15); `--conv-tile thN`
-// measures it.
 //
 // With flexible fragments (Target::coopmat_flexible) the 128 × 128 tile is 2 × 2
 // fragments of 32 × 32 per subgroup instead of 4 × 4 of 16 × 16: the same tile, the
 // same staging and the same sums in the same order, fewer and larger cooperative
-// matrices (a staged GEMM ran 1.58× faster so on the H200: docs/PERFORMANCE.md, issue 15,
-// session 8). The narrow and 96-channel tiles keep 16 × 16.
+// matrices (a staged GEMM ran 1.58× faster so on the H200). The narrow and 96-channel
+// tiles keep 16 × 16.
 CoopTile default_coop_tile(int64_t channels, bool flexible) {
   if (channels <= 16) return {4, 1, 2, 1};
   if (channels <= 32) return {4, 1, 2, 2};
@@ -44,8 +38,7 @@ CoopTile default_coop_tile(int64_t channels, bool flexible) {
   // 192: Qwen-Image's up blocks), so the fragments are not a quarter zero columns.
   auto covered = [&](int64_t tile) { return (channels + tile - 1) / tile * tile; };
   // On flexible devices: 2 × 3 subgroups of 2 × 1 fragments of 32 × 32 (Qwen-Image
-  // 1024² conv 29.6 -> 24.6 ms on the H200 against the 16 × 16 tile; docs/PERFORMANCE.md,
-  // issue 15, session 9).
+  // 1024² conv 29.6 -> 24.6 ms on the H200 against the 16 × 16 tile).
   if (covered(96) < covered(128)) {
     if (!flexible) return {2, 2, 4, 3};
     CoopTile t;
@@ -62,17 +55,9 @@ CoopTile default_coop_tile(int64_t channels, bool flexible) {
 }
 
 Expected<CoopTile> asked_coop_tile(CoopTile tile, const std::string& asked) {
-  uint32_t th = 0, frag = 0;
+  uint32_t frag = 0;
   char end = 0;
   if (asked.empty()) return tile;
-  if (std::sscanf(asked.c_str(), "th%u%c", &th, &end) == 1) {
-    // "thN": the default tiles with N halo rows (0: the im2col tile), for measuring.
-    if (th > 0 && (tile.pixels() % th != 0 || tile.pixels() / th % tile.frag != 0))
-      return error("conv tile '{}': {} pixels do not split into {} rows of whole {}-pixel fragments", asked,
-                   tile.pixels(), th, tile.frag);
-    tile.th = th;
-    return tile;
-  }
   if (std::sscanf(asked.c_str(), "f%u%c", &frag, &end) == 1) {
     // "fN": the default tiles' pixels and channels in N×N fragments (16: today's
     // fragments on any device; 32, 64: flexible ones), for measuring.

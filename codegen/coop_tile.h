@@ -19,31 +19,22 @@ struct CoopTile {
   // slower on the H200 (91.3 vs 76.7 ms of Flux 1024² conv), so they are an option.
   uint32_t stages = 1;
   uint32_t vec_out = 1;  // 16-byte epilogue stores where the output allows (0: never)
-  // The halo tile (the kernel's TH): stride-1 convs with a kernel larger than 1×1 take
-  // their pixels as th output rows × pixels() / th columns and stage each channel
-  // chunk's input halo once for all taps; 0 = pixels in band order, an im2col tile
-  // per tap (1×1 and strided convs always). One B buffer only (two A buffers).
-  uint32_t th = 0;
   // The fragment side (coopmat.glsl's CM_M = CM_N): 16, or 32 / 64 on devices with
   // flexible dimensions (Target::coopmat_flexible), rewritten to KHR.
   uint32_t frag = 16;
   uint32_t pixels() const { return wp * fp * frag; }
   uint32_t channels() const { return wc * fc * frag; }
-  // The staged A rows: the pixels, or the halo of a kh × kw conv.
-  uint32_t a_rows(int64_t kh, int64_t kw) const {
-    return th == 0 ? pixels() : (th + uint32_t(kh) - 1) * (pixels() / th + uint32_t(kw) - 1);
-  }
-  // A halo tile has two A buffers (the next chunk's halo is staged during this one).
-  // Native im2col kernels keep the epilogue's patches in the staging memory
-  // (conv_gemm_coop.comp SH_ALIAS): the larger of the two, else their sum.
-  uint32_t shared_bytes(int64_t kh, int64_t kw, bool native = false) const {
-    const uint32_t staging = ((th == 0 ? stages : 2) * a_rows(kh, kw) + stages * channels()) * (bk + 8) * 2;
+  // The staged A and B tiles, and the epilogue's patches. Native kernels keep the
+  // patches in the staging memory (conv_gemm_coop.comp SH_ALIAS): the larger of the
+  // two, else their sum.
+  uint32_t shared_bytes(bool native = false) const {
+    const uint32_t staging = stages * (pixels() + channels()) * (bk + 8) * 2;
     const uint32_t patches = wp * wc * frag * frag * 4;
-    return native && th == 0 ? std::max(staging, patches) : staging + patches;
+    return native ? std::max(staging, patches) : staging + patches;
   }
 };
 
-// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xTH[xFRAG]]]]]" (e.g. "2x2x4x4" or "2x2x2x2x32x1x1x0x32"), or
+// "WPxWCxFPxFC[xBK[xSTAGES[xVEC_OUT[xFRAG]]]]" (e.g. "2x2x4x4" or "2x2x2x2x32x1x1x32"), or
 // an error naming the text and the grammar.
 Expected<CoopTile> parse_coop_tile(const std::string& text);
 
@@ -52,9 +43,8 @@ Expected<CoopTile> parse_coop_tile(const std::string& text);
 CoopTile default_coop_tile(int64_t channels, bool flexible);
 
 // The tile CodegenOptions::conv_tile asks for, starting from `base` (the default):
-// "" keeps base; "thN" base with N halo rows; "fN" base's pixels and channels in N × N
-// fragments (where they divide); a full tile (parse_coop_tile) replaces base. Errors
-// name the text.
+// "" keeps base; "fN" base's pixels and channels in N × N fragments (where they
+// divide); a full tile (parse_coop_tile) replaces base. Errors name the text.
 Expected<CoopTile> asked_coop_tile(CoopTile base, const std::string& asked);
 
 }  // namespace strata::codegen

@@ -15,11 +15,10 @@ namespace {
 
 // The defines that size a kernel's work per workgroup (its tile), by name: output
 // channels / pixels / reduction per step (BM BN BK, TM TN per invocation), the
-// tensor-core kernels' subgroups and fragments (WP WC FP FC, STAGES, the conv's halo
-// rows TH), attention's
+// tensor-core kernels' subgroups and fragments (WP WC FP FC, STAGES), attention's
 // query / key blocks (BR BC, DC), the norm kernels' workgroup and chunk (WG, CHUNK).
 const std::set<std::string> kTileDefines = {"BM", "BN", "BK", "TM", "TN", "WP", "WC", "FP", "FC",
-                                            "STAGES", "TH", "BR", "BC", "DC", "WG", "CHUNK", "CT"};
+                                            "STAGES", "BR", "BC", "DC", "WG", "CHUNK", "CT"};
 
 // The preprocessor has removed comments already; this keeps the scan below safe if a
 // shaderc version leaves them. (By hand: std::regex recurses per character.)

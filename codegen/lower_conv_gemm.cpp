@@ -18,9 +18,7 @@
 // bindings, grid shape and bands); its tile (subgroups WP × WC, fragments FP × FC per
 // subgroup, BK input channels per step, one shared buffer) is
 // default_coop_tile() (codegen/coop_tile.h; one fragment per subgroup for the emulation) unless
-// CodegenOptions::conv_tile names another. A tile with halo rows (TH; an option, not
-// a default) stages each channel chunk's input halo once for all taps of a stride-1
-// conv; its pixel tiles are TH rows of the band by pixels / TH columns.
+// CodegenOptions::conv_tile names another.
 //
 // Upsample convs as phases (CodegenOptions::phase_convs, the default; `--no-phase-convs`
 // keeps the 3×3 gather): a tensor-core conv over the upsample2x gather with a 3×3
@@ -34,8 +32,8 @@
 // by that rounding (tests/codegen/test_conv_gemm_coop.cpp checks the phases against a
 // reference with those weights); bands stay bit-identical. The kernel sums the
 // weights as it fetches them (up to four 16-byte loads per staged B load): on the H200
-// the upsample convs take 11-31 % less time, not the 4/9 of their multiply-adds
-// (docs/PERFORMANCE.md, session 15). Weights summed once, at compile time
+// the upsample convs take 11-31 % less time, not the 4/9 of their multiply-adds.
+// Weights summed once, at compile time
 // (passes/phase_weights.cpp: weight_layout "phases", w[4·Co, 4·Ci]), run the same
 // variant with PHASE_W = 1: one 16-byte weight load per staged load, the phase's rows.
 // Such a node has no portable kernel: lowering it elsewhere is an error.
@@ -139,7 +137,6 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
                         "f16 x and weights, NHWC x with 16-byte aligned pixels and Ci % 8 == 0");
   KernelKey key;
   uint32_t tile_pixels = 0, tile_channels = 0;
-  uint32_t tile_rows = 0;  // > 0: pixel tiles of tile_rows rows × tile_pixels / tile_rows columns
   bool phases = false;     // the PHASES variant (above): phase-major pixel tiles
   if (coop) {
     // The emulation keeps whole fragments per lane: few of them (see
@@ -150,9 +147,6 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
     auto asked = asked_coop_tile(tile, l.options().conv_tile);
     if (!asked) return l.fail(node, asked.status().message());
     tile = *asked;
-    // The halo only pays where taps overlap: stride 1, more than one tap. Frame stacks
-    // clamp their taps per frame: the im2col tile.
-    if (stride[0] != 1 || stride[1] != 1 || k[0] * k[1] == 1 || frames->on() || phase_weights) tile.th = 0;
     const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
     if (tile.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
       return l.fail(node, fmt::format("conv_gemm_coop fragments of {}x{}: the device takes 16x16 cooperative "
@@ -162,13 +156,13 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}: {} invocations do not cover whole rows of "
                                       "{} input channels",
                                       tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, invocations, tile.bk));
-    if (tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat) > target.max_shared_memory_bytes)
-      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} (halo rows {}) needs {} bytes of shared "
-                                      "memory, the target has {}",
-                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, tile.th,
-                                      tile.shared_bytes(k[0], k[1], target.tensor_cores == TensorCores::nv_coopmat), target.max_shared_memory_bytes));
+    const uint32_t shared = tile.shared_bytes(target.tensor_cores == TensorCores::nv_coopmat);
+    if (shared > target.max_shared_memory_bytes)
+      return l.fail(node, fmt::format("conv_gemm_coop tile {}x{}x{}x{}x{}x{} needs {} bytes of shared memory, the "
+                                      "target has {}",
+                                      tile.wp, tile.wc, tile.fp, tile.fc, tile.bk, tile.stages, shared,
+                                      target.max_shared_memory_bytes));
     tile_pixels = tile.pixels();
-    tile_rows = tile.th;
     tile_channels = tile.channels();
     key.file = "conv_gemm_coop.comp";
     key.defines = {{"COOPMAT", target.tensor_cores == TensorCores::nv_coopmat ? "1" : "2"},
@@ -184,12 +178,11 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
       key.defines["CM_M"] = key.defines["CM_N"] = std::to_string(tile.frag);
       if (target.tensor_cores == TensorCores::nv_coopmat) key.defines["COOPMAT_KHR"] = "1";
     }
-    if (tile.th > 0) key.defines["TH"] = std::to_string(tile.th);  // absent: the im2col tile, as before
     // Phases weights (infer checked the gather, kernel, pad and stride) take the
     // phases tiles whatever the option says.
     phases = phase_weights || (l.options().phase_convs && *gather == GatherKind::upsample2x && k[0] == 3 &&
                                k[1] == 3 && pad[0] == 1 && pad[1] == 1 && stride[0] == 1 && stride[1] == 1 &&
-                               !frames->on() && tile.th == 0);
+                               !frames->on());
     if (phases) key.defines["PHASES"] = "1";
     if (phase_weights) key.defines["PHASE_W"] = "1";
     if (frames->on()) key.defines["FRAMES"] = "1";
@@ -254,17 +247,13 @@ Status lower_conv_gemm(Lowering& l, const Node& node) {
   if (bands > 1) l.record_bands(node, ys[2], band);
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t row0 = b * band, rows = std::min(band, ys[2] - row0);
-    // Pixel tiles run along x, folded into z when there are more than x allows; halo
-    // tiles row-major over the band's rows and columns.
+    // Pixel tiles run along x, folded into z when there are more than x allows.
     // Phases: the band's output rows of each parity (kernel's main()), two phases each.
     const uint64_t even_rows = static_cast<uint64_t>((row0 + rows + 1) / 2 - (row0 + 1) / 2),
                    odd_rows = static_cast<uint64_t>((row0 + rows) / 2 - row0 / 2);
-    const uint64_t pixel_tiles =
-        phases           ? 2 * ceil_div(even_rows * static_cast<uint64_t>(xs[3]), tile_pixels) +
-                               2 * ceil_div(odd_rows * static_cast<uint64_t>(xs[3]), tile_pixels)
-        : tile_rows == 0 ? ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels)
-                         : ceil_div(static_cast<uint64_t>(rows), tile_rows) *
-                               ceil_div(static_cast<uint64_t>(ys[3]), tile_pixels / tile_rows);
+    const uint64_t pixel_tiles = phases ? 2 * ceil_div(even_rows * static_cast<uint64_t>(xs[3]), tile_pixels) +
+                                              2 * ceil_div(odd_rows * static_cast<uint64_t>(xs[3]), tile_pixels)
+                                        : ceil_div(static_cast<uint64_t>(rows * ys[3]), tile_pixels);
     const uint64_t gx = std::min<uint64_t>(pixel_tiles, target.max_workgroup_count_x);
     const uint64_t split = ceil_div(pixel_tiles, gx);
     const uint64_t gy = ceil_div(static_cast<uint64_t>(co_store), tile_channels);

@@ -59,8 +59,7 @@ constexpr uint32_t kFoldFragment = 32;  // the folded softmax's block: one fragm
 // 128 × 128 tile, without its narrow and 96-channel variants); with flexible fragments
 // (the H200) 2 × 2 fragments of 32 × 32 per subgroup; the emulation one fragment per
 // subgroup (lavapipe's coroutine stacks, see tests/codegen/test_conv_gemm_coop.cpp).
-// CodegenOptions::conv_tile (`--conv-tile`) names another, as for the convs (halo rows
-// do not apply: a linear is a 1×1 conv).
+// CodegenOptions::conv_tile (`--conv-tile`) names another, as for the convs.
 Expected<CoopTile> coop_gemm_tile(const Lowering& l) {
   const Target& target = l.target();
   CoopTile t;
@@ -71,7 +70,6 @@ Expected<CoopTile> coop_gemm_tile(const Lowering& l) {
     t.frag = 32;
   }
   STRATA_ASSIGN_OR_RETURN(t, asked_coop_tile(t, l.options().conv_tile));
-  t.th = 0;
   if (t.frag != 16 && target.tensor_cores == TensorCores::nv_coopmat && !target.coopmat_flexible)
     return error("fragments of {}x{}: the device takes 16x16 cooperative matrices only", t.frag, t.frag);
   return t;
@@ -128,7 +126,7 @@ Status lower_linear_coop(Lowering& l, const Node& node, int64_t rows, int64_t m,
                                     "steps {}",
                                     scale_blocks, tile.bk));
   const uint32_t invocations = tile.wp * tile.wc * target.subgroup_size;
-  const uint32_t shared = tile.shared_bytes(1, 1, target.tensor_cores == TensorCores::nv_coopmat);
+  const uint32_t shared = tile.shared_bytes(target.tensor_cores == TensorCores::nv_coopmat);
   if (invocations % (tile.bk / 8) != 0 || shared > target.max_shared_memory_bytes)
     return l.fail(node, fmt::format("linear on conv_gemm_coop: tile {}x{}x{}x{} of {}x{} fragments needs {} "
                                     "invocations in rows of {} and {} bytes of shared memory; the target has {}",

@@ -87,8 +87,8 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
     auto asked = asked_coop_tile(tile, l.options().winograd_gemm_tile);
     if (!asked) return l.fail(node, fmt::format("winograd_gemm: {}", asked.message()));
     tile = *asked;
-    if (tile.stages != 1 || tile.th != 0)
-      return l.fail(node, fmt::format("winograd_gemm tile '{}': one stage and no halo rows only",
+    if (tile.stages != 1)
+      return l.fail(node, fmt::format("winograd_gemm tile '{}': one stage only",
                                       l.options().winograd_gemm_tile));
     if (tile.frag != 16 && !flexible)
       return l.fail(node, fmt::format("winograd_gemm tile '{}': fragments of {} need flexible dimensions",

@@ -45,9 +45,9 @@
 //
 // EB_EXACT_ROUND = 1: the native kernel's exponentials through exp_precise and
 // round_f16 as in the emulation (bit-exact rounding on any device; 10 ms slower over
-// Flux 2048²'s scores on the H200, session 21).
+// Flux 2048²'s scores on the H200).
 //
-// A_SCALE = B > 0 (1×1, the im2col tile with FETCH_PRE; linear {scale_blocks = B}):
+// A_SCALE = B > 0 (1×1 with FETCH_PRE; linear {scale_blocks = B}):
 // every staged A element x[p, k] is f16(x[p, k] · a_scale[p · ci/B + k/B]), the f16
 // block weights bound after y; x's row stride xs_x is ci + 2·ci/B (the exp_blocks rows).
 //
@@ -55,31 +55,12 @@
 // of step s + 1 are in flight while step s multiplies). Measured slower than one
 // buffer on the H200 at the default tile, so an option (--conv-tile ...x2).
 //
-// TH > 0 (stride-1 convs with KH or KW > 1; --conv-tile thN or the tile's 8th field):
-// the halo tile. A workgroup's BP pixels are TH output rows × TW = BP / TH columns
-// (TW % 16 == 0, so a fragment's 16 pixels lie in one row) instead of BP consecutive
-// pixels of the band. Per channel chunk it stages the (TH + KH - 1) × (TW + KW - 1)
-// input pixels those read, BK channels each, once, and every tap's A fragments load
-// from that tile at the tap's offset: the A loads and shared stores shrink from
-// KH·KW·BP rows to one halo per chunk. B (the tap's weights) is staged per tap as
-// before. The halo has two buffers: the next chunk's is fetched a few loads per tap
-// (HALO_PARTS per invocation) and staged a tap later, so few registers hold loads in
-// flight. Steps run in the same order (chunks outer, taps inner) with the same
-// fragments, so the output is bit-identical to TH = 0. Halo rows past the band's
-// rows + KH - 1 are not read (a band's binding holds only the rows its outputs need;
-// they feed no output pixel); the frame's padding reads zeros as before.
-// Measured SLOWER than TH = 0 on the H200 (Flux 1024² conv 72.3 → 87.4 ms at TH 4,
-// 82.8 with TAP_UNROLL; docs/PERFORMANCE.md, issue 15), so TH = 0 is the default and
-// the halo an option. TAP_UNROLL = 1 unrolls the taps (constant tap offsets and halo
-// parts per step). With TH = 0 the source the compiler sees is the im2col kernel's,
-// unchanged (the halo's code sits in #if TH > 0 blocks).
-//
-// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), TH, TAP_UNROLL, FETCH_PRE, FRAMES, PHASES, PHASE_W,
+// Defines: COOPMAT (1 | 2), CM_SG, CM_M CM_N, WP WC FP FC BK, STAGES (1 | 2), FETCH_PRE, FRAMES, PHASES, PHASE_W,
 //          VEC_OUT, VEC_F32, EXP_BLOCKS, EB_EXACT_ROUND, A_SCALE, KH KW, U, HAS_BIAS,
 //          SMEM_VEC (default: 1 when native; stage uvec4s instead of halfs), SWZ (default 1
 //          where rows come in groups of 8: the staging-row order above),
 //          HAS_RES, EP_AHEAD, EP_PEEL, ROUND, BIAS_T R_T Y_T (float | float16_t), SH_ALIAS (default 1 for native
-//          im2col kernels: the epilogue patches share the staging memory).
+//          kernels: the epilogue patches share the staging memory).
 // Bindings: x (read), w (read), [bias (read)], [residual (read)], y (write), [block
 // weights (read, A_SCALE)].
 #extension GL_EXT_control_flow_attributes : enable
@@ -105,38 +86,11 @@
 #define SMEM_VEC (COOPMAT == 1)
 #endif
 #define TAPS (KH * KW)
-#ifndef TH
-#define TH 0
-#endif
-#ifndef TAP_UNROLL
-#define TAP_UNROLL 0
-#endif
-#if TH > 0
-#define TW (BP / TH)          // output columns per pixel tile
-#define HR (TH + KH - 1)      // halo rows
-#define HC (TW + KW - 1)      // halo columns
-#define H_ROWS (HR * HC)      // staged A rows: the halo's pixels
-#define H_LOADS ((H_ROWS * VECS_PER_ROW + WG - 1) / WG)  // 16-byte loads per invocation per halo
-#if (TW % FM) != 0 || TW * TH != BP
-#error "conv_gemm_coop.comp: TH must split BP pixels into rows of a multiple of FM"
-#endif
-#if STAGES == 2
-#error "conv_gemm_coop.comp: the halo tile (TH > 0) has one B buffer"
-#endif
-#if KH * KW < 2
-#error "conv_gemm_coop.comp: the halo tile needs more than one tap"
-#endif
-// The next chunk's halo is fetched in parts, HALO_PARTS 16-byte loads per invocation
-// during each of the first HALO_STEPS taps, and staged one step later into the other
-// of two halo buffers, so that only HALO_PARTS loads are in flight in registers.
-#define HALO_PARTS ((H_LOADS + TAPS - 2) / (TAPS - 1))
-#define HALO_STEPS ((H_LOADS + HALO_PARTS - 1) / HALO_PARTS)
-#endif
 #ifndef VEC_F32
 #define VEC_F32 0
 #endif
-#if VEC_F32 && (HAS_RES || TH > 0)
-#error "conv_gemm_coop.comp: VEC_F32 takes no residual and the im2col tile"
+#if VEC_F32 && HAS_RES
+#error "conv_gemm_coop.comp: VEC_F32 takes no residual"
 #endif
 #ifndef VEC_OUT
 #define VEC_OUT 0
@@ -152,19 +106,19 @@
 #endif
 #if EXP_BLOCKS
 #extension GL_KHR_shader_subgroup_shuffle : require
-#if !VEC_OUT || VEC_F32 || FN != 32 || HAS_BIAS || HAS_RES || KH != 1 || KW != 1 || TH > 0
+#if !VEC_OUT || VEC_F32 || FN != 32 || HAS_BIAS || HAS_RES || KH != 1 || KW != 1
 #error "conv_gemm_coop.comp: EXP_BLOCKS takes f16 VEC_OUT stores, 32-wide fragments and a 1x1 GEMM without epilogue operands"
 #endif
 #endif
-#if A_SCALE && (KH != 1 || KW != 1 || TH > 0 || PHASES || FRAMES)
-#error "conv_gemm_coop.comp: A_SCALE takes a 1x1 GEMM on the im2col tile"
+#if A_SCALE && (KH != 1 || KW != 1 || PHASES || FRAMES)
+#error "conv_gemm_coop.comp: A_SCALE takes a 1x1 GEMM without phases or frames"
 #endif
 // FRAMES = 1: x is a frame stack (conv_gemm.comp's header: ir/ops.h frame_rows): output
 // row oy of frame f = oy / R reads rows clamp(oy mod R − pad_h + ky, 0, R − 1) of frame
 // max(f − shift, 0) and columns clamped to the image, so every tap reads a real pixel.
 // FRAME_TAPS = n > 1: KH rows are n temporal taps (conv_gemm.comp's header), kernel row
 // t·(KH / n) + r reading frame max(f − shift − (n − 1 − t), 0).
-// The im2col tile only, addresses per step (FETCH_PRE = 0).
+// Addresses per step (FETCH_PRE = 0).
 #ifndef FRAMES
 #define FRAMES 0
 #endif
@@ -177,9 +131,6 @@
 #define KHS (KH / FRAME_TAPS)  // kernel rows per temporal tap
 #if KH % FRAME_TAPS != 0
 #error "conv_gemm_coop.comp: KH is not FRAME_TAPS taps of equal rows"
-#endif
-#if TH > 0
-#error "conv_gemm_coop.comp: frame stacks take the im2col tile (TH = 0)"
 #endif
 #endif
 
@@ -254,15 +205,15 @@ layout(push_constant) uniform Push {
 #ifndef STAGES
 #define STAGES 1
 #endif
-// SH_ALIAS (native im2col kernels): the staging buffers and the epilogue's patches share
+// SH_ALIAS (native kernels): the staging buffers and the epilogue's patches share
 // one array, the patches used only after the main loop (a barrier between), so a tile
 // needs the larger of the two, not their sum: room for two stages or BK 64 with 32 × 32
 // fragments in 48 KiB.
 #ifndef SH_ALIAS
-#define SH_ALIAS (SMEM_VEC && TH == 0)
+#define SH_ALIAS SMEM_VEC
 #endif
-#if SH_ALIAS && (!SMEM_VEC || TH > 0)
-#error "conv_gemm_coop.comp: SH_ALIAS needs SMEM_VEC and the im2col tile"
+#if SH_ALIAS && !SMEM_VEC
+#error "conv_gemm_coop.comp: SH_ALIAS needs SMEM_VEC"
 #endif
 #define B_OFF 0u  // halfs before the B buffers in b_sh
 #if SH_ALIAS
@@ -276,21 +227,13 @@ shared uvec4 smem[(A_VECS + B_VECS) > EP_VECS ? (A_VECS + B_VECS) : EP_VECS];
 #define B_OFF (A_VECS * 8u)
 #define SH_UNIT 8u
 #elif SMEM_VEC
-#if TH > 0
-shared uvec4 a_sh[2 * H_ROWS * ROW / 8];  // two halos
-#else
 shared uvec4 a_sh[STAGES * BP * ROW / 8];  // halfs as below, 8 per element
-#endif
 shared uvec4 b_sh[STAGES * BC * ROW / 8];
 #define SH_UNIT 8u                // halfs per shared element
 #else
 // Buffer b: a_sh[b · BP · ROW + p · ROW + k] = A[p0 + p, step k],
 //           b_sh[b · BC · ROW + c · ROW + k] = B[step k, c0 + c].
-#if TH > 0
-shared float16_t a_sh[2 * H_ROWS * ROW];  // halo b: a_sh[b · H_ROWS · ROW + h · ROW + k]
-#else
 shared float16_t a_sh[STAGES * BP * ROW];
-#endif
 shared float16_t b_sh[STAGES * BC * ROW];
 #define SH_UNIT 1u
 #endif
@@ -341,7 +284,7 @@ void ep_read8(uint i, bool upper_first, out float v[8]) {
 // rows are phase-major (main() below): each phase is the pixel tiles of the band's
 // output pixels of its parity, so a workgroup's tile has one phase and one B, and a
 // pixel's value does not depend on the band or tile that computes it (bands stay
-// bit-identical). The im2col tile with FETCH_PRE only.
+// bit-identical). With FETCH_PRE only.
 #ifndef PHASES
 #define PHASES 0
 #endif
@@ -355,8 +298,8 @@ void ep_read8(uint i, bool upper_first, out float v[8]) {
 #error "conv_gemm_coop.comp: PHASE_W is a layout of the PHASES variant's weights"
 #endif
 #if PHASES
-#if U != 1 || KH != 3 || KW != 3 || TH > 0 || FRAMES
-#error "conv_gemm_coop.comp: PHASES takes the upsample gather, a 3x3 kernel and the im2col tile"
+#if U != 1 || KH != 3 || KW != 3 || FRAMES
+#error "conv_gemm_coop.comp: PHASES takes the upsample gather and a 3x3 kernel, no frames"
 #endif
 #define KH_L 2  // taps the main loop runs: the phase's 2×2
 #define KW_L 2
@@ -366,11 +309,6 @@ void ep_read8(uint i, bool upper_first, out float v[8]) {
 #endif
 #define TAPS_L (KH_L * KW_L)
 
-#if TH > 0
-uvec4 a_reg[HALO_PARTS];
-uvec4 b_reg[B_LOADS];
-uint ty0, tx0;  // the tile's first output row (in the band) and column
-#else
 uvec4 a_reg[A_LOADS];
 uvec4 b_reg[B_LOADS];
 #ifndef FETCH_PRE
@@ -392,8 +330,7 @@ uvec4 b_reg[B_LOADS];
 // 31: the virtual row and column parities of the upsample gather), worked out once; a
 // step then adds the tap's offset and the channel chunk. Per B load, its weight row's
 // address. The same loads as FETCH_PRE = 0 with fewer instructions per step: Flux
-// 1024² conv 67.7 → 65.4 ms on the H200, the same bytes (docs/PERFORMANCE.md, issue 15,
-// session 8).
+// 1024² conv 67.7 → 65.4 ms on the H200, the same bytes.
 uint a_base[A_LOADS], a_mask[A_LOADS], b_base[B_LOADS];
 #else
 // Per A load j: whether it is a pixel of the band, and its virtual-image origin (tap
@@ -402,7 +339,6 @@ bool a_valid[A_LOADS];
 int a_vy0[A_LOADS], a_vx0[A_LOADS];
 #if FRAMES
 int a_f[A_LOADS];  // the pixel's frame
-#endif
 #endif
 #endif
 uint x_img, c_tile0, load_k;
@@ -433,7 +369,6 @@ uint load_row(uint j) {
   return g + j * (WG / VECS_PER_ROW);
 }
 
-#if TH == 0
 #if PHASES
 // Phase tap (ky, kx) of the 2×2: A from the half-size map; B the sum of the 3×3
 // weights that land on it (see PHASES above), in f32, rounded to f16 once.
@@ -522,38 +457,6 @@ void fetch(uint ky, uint kx, uint c0) {
   }
 }
 #endif
-#else
-// One 16-byte load of x at virtual pixel (vy, vx), channel c; zeros in the padding.
-uvec4 load_x(int vy, int vx, uint c, bool ok) {
-  ok = ok && c < pc.ci && vy >= 0 && vy < int(pc.h_in << U) && vx >= 0 && vx < int(pc.w_in << U);
-  const uint at = ok ? pc.x_off + x_img + c + uint(vy >> U) * pc.xs_y + uint(vx >> U) * pc.xs_x : 0u;
-  return ok ? xv[at >> 3] : uvec4(0u);
-}
-
-// Part `part` of the halo of channel chunk c0 (loads part·HALO_PARTS ...) into a_reg.
-void fetch_halo(uint part, uint c0) {
-  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
-    const uint j = part * HALO_PARTS + u, h = load_row(j), hy = h / HC, hx = h % HC;
-    // Halo rows past rows + KH - 1 feed no output pixel and may lie outside a band's
-    // binding window.
-    const bool ok = j < H_LOADS && h < H_ROWS && ty0 + hy < pc.rows + (KH - 1);
-    a_reg[u] = load_x(int(pc.row0 + ty0 + hy) - pc.pad_h, int(tx0 + hx) - pc.pad_w, c0 + load_k, ok);
-  }
-}
-
-// The weights of tap `tap`, channel chunk c0, into b_reg.
-void fetch_b(uint tap, uint c0) {
-  const uint c = c0 + load_k;
-  const bool c_ok = c < pc.ci;
-  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
-    const uint row = load_row(j);
-    const uint o = c_tile0 + row;
-    const bool ok = c_ok && row < BC && o < pc.co;
-    const uint at = ok ? o * (TAPS * pc.ci) + tap * pc.ci + c : 0u;
-    b_reg[j] = ok ? wv[at >> 3] : uvec4(0u);
-  }
-}
-#endif
 
 // A macro: shared arrays cannot be passed to functions. `at` counts halfs.
 #if SMEM_VEC
@@ -572,7 +475,6 @@ void fetch_b(uint tap, uint c0) {
   }
 #endif
 
-#if TH == 0
 void stage(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
   [[unroll]] for (uint j = 0; j < A_LOADS; ++j) {
@@ -580,9 +482,9 @@ void stage(uint buf) {
     // The 8 halfs of one row and block times the block's weight, in f16 arithmetic (two
     // per instruction; IEEE multiplies round to nearest even, as the interpreter does):
     // here, not in fetch(), so that the loads stay in flight during the MMAs. (In f32
-    // through round_f16, run 2 of session 21, the staging's arithmetic made the GEMM 3.8×
-    // slower: most weights of a long row are f16 subnormals, round_f16's slow path. The
-    // weights are f16 in memory since session 22: no conversion here at all.)
+    // through round_f16 the staging's arithmetic made the GEMM 3.8× slower: most weights
+    // of a long row are f16 subnormals, round_f16's slow path. The weights are f16 in
+    // memory: no conversion here at all.)
     const f16vec2 w2 = f16vec2(a_w[j]);
     [[unroll]] for (uint q = 0; q < 4; ++q) a_reg[j][q] = packFloat2x16(unpackFloat2x16(a_reg[j][q]) * w2);
 #endif
@@ -595,28 +497,9 @@ void stage(uint buf) {
   }
 }
 
-#else
-// a_reg (part `part` of a halo) into halo buffer `buf`.
-void stage_halo(uint part, uint buf) {
-  const uint a0 = buf * (H_ROWS * ROW);
-  [[unroll]] for (uint u = 0; u < HALO_PARTS; ++u) {
-    const uint j = part * HALO_PARTS + u, r = load_row(j);
-    if (j < H_LOADS && r < H_ROWS) STAGE8(a_sh, a0 + r * ROW + load_k, a_reg[u]);
-  }
-}
-
-void stage_b() {
-  [[unroll]] for (uint j = 0; j < B_LOADS; ++j) {
-    const uint r = load_row(j);
-    if (B_LOADS * WG == BC * VECS_PER_ROW || r < BC) STAGE8(b_sh, r * ROW + load_k, b_reg[j]);
-  }
-}
-#endif
-
 CM_ACC acc[FP][FC];
 uint sg_p, sg_c;  // this subgroup's fragment block
 
-#if TH == 0
 // acc += the staged tiles of buffer `buf`.
 void multiply(uint buf) {
   const uint a0 = buf * (BP * ROW), b0 = B_OFF + buf * (BC * ROW);
@@ -631,26 +514,6 @@ void multiply(uint buf) {
       [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
   }
 }
-
-#else
-// acc += tap (ky, kx) of halo buffer `abuf` times the staged B tile.
-void multiply_tap(uint abuf, uint ky, uint kx) {
-  const uint a0 = abuf * (H_ROWS * ROW);
-  [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
-    CM_A a[FP];
-    CM_B b[FC];
-    [[unroll]] for (uint i = 0; i < FP; ++i) {
-      const uint q = (sg_p * FP + i) * FM;               // the fragment's first pixel of the tile
-      const uint r = (q / TW + ky) * HC + q % TW + kx;  // its first halo pixel for this tap
-      CM_LOAD_A(a[i], a_sh, (a0 + r * ROW + kk) / SH_UNIT, ROW / SH_UNIT, false);
-    }
-    [[unroll]] for (uint j = 0; j < FC; ++j)
-      CM_LOAD_B(b[j], b_sh, (((sg_c * FC + j) * FN) * ROW + kk) / SH_UNIT, ROW / SH_UNIT, true);
-    [[unroll]] for (uint i = 0; i < FP; ++i)
-      [[unroll]] for (uint j = 0; j < FC; ++j) CM_MAD(a[i], b[j], acc[i][j]);
-  }
-}
-#endif
 
 // The band-relative output row and column of GEMM row p (of the band's pixels, or with
 // PHASES of this phase's half-size pixels).
@@ -668,8 +531,8 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 // each pass of the store loop, where every pass waited for its own loads: one global
 // load latency per pass, 16 per subgroup, with only 8 subgroups per SM to cover it
 // (H200: a K 1152 conv with a residual took 0.39 ms more than one without). Same
-// values, same arithmetic, same bits. H200, session 26: Flux 1024² 45.45 → 43.29 ms,
-// its K 1152 convs with a residual 1.73 → 1.47 ms (docs/PERFORMANCE.md).
+// values, same arithmetic, same bits. H200: Flux 1024² 45.45 → 43.29 ms, its K 1152
+// convs with a residual 1.73 → 1.47 ms.
 #ifndef EP_AHEAD
 #define EP_AHEAD 1
 #endif
@@ -678,13 +541,13 @@ void multiply_tap(uint abuf, uint ky, uint kx) {
 #if EP_AHEAD_ON && (CM_SG % (FN / 8)) != 0
 #error "conv_gemm_coop.comp: EP_AHEAD needs a lane's channel group to be the same in every pass"
 #endif
-// EP_PEEL = 1 (default; with EP_AHEAD, a residual, one buffer and the im2col tile): the
+// EP_PEEL = 1 (default; with EP_AHEAD, a residual and one buffer): the
 // main loop's last step is peeled off and the first fragment's residual loaded during
 // its multiplies instead of after them (H200: Qwen-Image 1024² 26.39 → 25.93 ms).
 #ifndef EP_PEEL
 #define EP_PEEL 1
 #endif
-#define EP_PEEL_ON (EP_PEEL && EP_AHEAD_ON && HAS_RES && STAGES == 1 && TH == 0)
+#define EP_PEEL_ON (EP_PEEL && EP_AHEAD_ON && HAS_RES && STAGES == 1)
 uint ep_pixels;  // the GEMM rows of the band (or of the phase)
 // The passes stay a loop (unrolled, the residual variant took 2.1 s instead of 1.3 s to
 // build on the H200's driver, and convs without a residual ran 2 % slower); pass t picks
@@ -701,17 +564,10 @@ uvec4 ep_pick(uvec4 r[EP_T], uint t) {
 bool ep_group(uint i, uint j, uint t, out uint oy, out uint ox, out uint o) {
   const uint g = gl_SubgroupInvocationID + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
   o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
-#if TH > 0
-  const uint q = (sg_p * FP + i) * FM + gp;  // pixel of the tile
-  oy = ty0 + q / TW;
-  ox = tx0 + q % TW;
-  return g < FM * FN / 8 && oy < pc.rows && ox < pc.w_out && o < pc.co_store;
-#else
   const uint p = a_p0 + (sg_p * FP + i) * FM + gp;
   oy = OUT_Y(p);
   ox = OUT_X(p);
   return g < FM * FN / 8 && p < ep_pixels && o < pc.co_store;
-#endif
 }
 
 #if HAS_RES && EP_AHEAD_ON
@@ -729,7 +585,7 @@ void ep_fetch_res(uint i, uint j, out uvec4 r[EP_T]) {
 // output-channel tiles of one pixel tile one after another, so the workgroups that read
 // the same pixels (A) run together and find them in L2; CO_FAST = 0 gives consecutive
 // workgroups one channel tile (B, the weights, which L2 holds anyway) and other pixels.
-// The same tiles, so the same bits. H200 (session 19): Flux 1024² 47.1 → 46.6 ms, Wan
+// The same tiles, so the same bits. H200: Flux 1024² 47.1 → 46.6 ms, Wan
 // 704×1280 274.9 → 270.7 ms per latent frame. Only up to CO_FAST_MAX_TILES channel
 // tiles (default 16, 2048 channels): the attention scores GEMMs (passes/
 // attention_gemms.cpp, 512 tiles of keys) would stream all keys (64 MiB at Flux 2048²,
@@ -751,18 +607,6 @@ void ep_fetch_res(uint i, uint j, out uvec4 r[EP_T]) {
 
 void main() {
   const uint tid = gl_LocalInvocationIndex;
-#if TH > 0
-  const uint img = gl_WorkGroupID.z / pc.split;
-  const uint tile = (gl_WorkGroupID.z % pc.split) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  const uint tiles_x = (pc.w_out + TW - 1) / TW;  // halo tiles run row-major over the band
-  ty0 = tile / tiles_x * TH;
-  tx0 = tile % tiles_x * TW;
-  if (ty0 >= pc.rows) return;  // the whole workgroup leaves together
-  c_tile0 = gl_WorkGroupID.y * BC;
-  x_img = img * pc.xs_n;
-  ep_img = img;
-  load_k = (tid % VECS_PER_ROW) * 8;
-#else
   const uint img = gl_WorkGroupID.z / pc.split;
 #if PHASES
   // Phase-major tiles, phases (py, px) = (0, 0), (0, 1), (1, 0), (1, 1). The band's
@@ -851,7 +695,6 @@ void main() {
 #endif
   }
 #endif
-#endif
 
   const uint sg = gl_SubgroupID;
   sg_p = sg % WP;
@@ -861,51 +704,6 @@ void main() {
 
   const uint chunks = (pc.ci + BK - 1) / BK;
   const uint steps = TAPS_L * chunks;
-#if TH > 0
-  // Step s = (chunk c, tap t): B of the tap is staged per step; the halo of chunk c
-  // is in buffer c % 2, staged part by part during chunk c - 1 (the first chunk's
-  // before the loop). Buffer (c + 1) % 2 was last read in chunk c - 1, which every
-  // invocation has finished once it passes step (c, 1)'s first barrier.
-  fetch_b(0u, 0u);
-  [[unroll]] for (uint part = 0; part < HALO_STEPS; ++part) {
-    fetch_halo(part, 0u);
-    stage_halo(part, 0u);
-  }
-#if TAP_UNROLL
-  // The taps unrolled: every step's tap, halo part and fragment offsets are constants.
-  for (uint c = 0; c < chunks; ++c) {
-    const bool next_chunk = c + 1 < chunks;
-    [[unroll]] for (uint t = 0; t < TAPS; ++t) {
-      barrier();  // everyone is done reading the previous B tile
-      stage_b();
-      if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
-      barrier();
-      if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
-      if (t + 1 < TAPS)
-        fetch_b(t + 1, c * BK);
-      else if (next_chunk)
-        fetch_b(0u, (c + 1) * BK);
-      multiply_tap(c & 1u, t / KW, t % KW);
-    }
-  }
-#else
-  uint t = 0, c = 0;
-  for (uint s = 0; s < steps; ++s) {
-    barrier();  // everyone is done reading the previous B tile
-    stage_b();
-    const bool next_chunk = c + 1 < chunks;
-    if (next_chunk && t >= 1 && t <= HALO_STEPS) stage_halo(t - 1, (c + 1) & 1u);
-    barrier();
-    if (next_chunk && t < HALO_STEPS) fetch_halo(t, (c + 1) * BK);
-    if (s + 1 < steps) fetch_b(t + 1 == TAPS ? 0u : t + 1, t + 1 == TAPS ? (c + 1) * BK : c * BK);
-    multiply_tap(c & 1u, t / KW, t % KW);
-    if (++t == TAPS) {
-      t = 0;
-      ++c;
-    }
-  }
-#endif
-#else
   uint ky = 0, kx = 0, c0 = 0;
   fetch(ky, kx, c0);
 #if STAGES == 2
@@ -971,14 +769,12 @@ void main() {
     multiply(0u);
   }
 #endif
-#endif
 
   // Epilogue, one fragment at a time through this subgroup's patch: lane l takes
   // elements e = l + t·CM_SG (pixel e / FN, channel e % FN), so neighbouring lanes
-  // store neighbouring channels. (Session 8 read an ablation as "the epilogue is half
-  // the conv"; session 9's measurements overturned it: padded patches, f16 patches,
+  // store neighbouring channels. (Measured on the H200: padded patches, f16 patches,
   // other barriers and direct fragment stores changed nothing or lost; what paid was
-  // SH_ALIAS's smaller shared memory. docs/PERFORMANCE.md, issue 15.)
+  // SH_ALIAS's smaller shared memory.)
 #if HAS_RES && EP_AHEAD_ON && !EP_PEEL_ON
   uvec4 r_next[EP_T];  // the next fragment's residual groups (EP_AHEAD)
   ep_fetch_res(0u, 0u, r_next);
@@ -1109,17 +905,10 @@ void main() {
       // lane and pass: one 16-byte residual load and y store each.
       [[dont_unroll]] for (uint t = 0; t < (FM * FN / 8 + CM_SG - 1) / CM_SG; ++t) {
         const uint g = lane + t * CM_SG, gp = g / (FN / 8), gc = g % (FN / 8);
-#if TH > 0
-        const uint q = (sg_p * FP + i) * FM + gp;  // pixel of the tile
-        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
-        if (g < FM * FN / 8 && oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
-#else
         const uint p = p0 + (sg_p * FP + i) * FM + gp;
         const uint o = c_tile0 + (sg_c * FC + j) * FN + gc * 8;
         if (g < FM * FN / 8 && p < pixels && o < pc.co_store) {
           const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
-#endif
 #if HAS_RES
           const uvec4 rv = resv[(pc.r_base + img * pc.rs_n + oy * pc.rs_y + ox * pc.rs_x + o) >> 3];
           const f16vec2 r2[4] = f16vec2[4](unpackFloat2x16(rv.x), unpackFloat2x16(rv.y), unpackFloat2x16(rv.z),
@@ -1149,17 +938,10 @@ void main() {
 #else
       [[dont_unroll]] for (uint t = 0; t < FM * FN / CM_SG; ++t) {
         const uint e = lane + t * CM_SG;
-#if TH > 0
-        const uint q = (sg_p * FP + i) * FM + e / FN;  // pixel of the tile
-        const uint oy = ty0 + q / TW, ox = tx0 + q % TW;  // oy: row in the band
-        const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
-        if (oy < pc.rows && ox < pc.w_out && o < pc.co_store) {
-#else
         const uint p = p0 + (sg_p * FP + i) * FM + e / FN;
         const uint o = c_tile0 + (sg_c * FC + j) * FN + e % FN;
         if (p < pixels && o < pc.co_store) {
           const uint oy = OUT_Y(p), ox = OUT_X(p);  // oy: row in the band
-#endif
           float v = 0.0;
           if (o < pc.co) {
             v = EP_READ(ep_at + e) * pc.acc_scale;
