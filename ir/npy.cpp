@@ -196,10 +196,12 @@ Expected<Tensor> parse_npy(const uint8_t* bytes, size_t size) {
     elem_size = 4;
   } else if (descr->str == "<f2") {
     elem_size = 2;
+  } else if (descr->str == "<f8") {  // numpy's default dtype: read, rounded to f32
+    elem_size = 8;
   } else if (descr->str.size() > 1 && descr->str[0] == '>') {
-    return error("big-endian dtype '{}' is not supported (expected '<f4' or '<f2')", descr->str);
+    return error("big-endian dtype '{}' is not supported (expected '<f4', '<f2' or '<f8')", descr->str);
   } else {
-    return error("unsupported dtype '{}' (expected '<f4' or '<f2')", descr->str);
+    return error("unsupported dtype '{}' (expected '<f4', '<f2' or '<f8')", descr->str);
   }
 
   if (fortran->kind != PyValue::kBool) return error("'fortran_order' is not True or False");
@@ -231,6 +233,12 @@ Expected<Tensor> parse_npy(const uint8_t* bytes, size_t size) {
   const uint8_t* data = bytes + prefix + header_len;
   if (elem_size == 4) {
     if (elements) std::memcpy(t.data.data(), data, data_bytes);
+  } else if (elem_size == 8) {
+    for (size_t i = 0; i < elements; ++i) {
+      double d;
+      std::memcpy(&d, data + 8 * i, 8);
+      t.data[i] = static_cast<float>(d);
+    }
   } else {
     for (size_t i = 0; i < elements; ++i) {
       uint16_t h;

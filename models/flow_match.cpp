@@ -85,6 +85,40 @@ Expected<FlowMatchSchedule> flow_match_schedule(const FlowMatchConfig& c, int64_
   return s;
 }
 
+std::vector<float> zimage_default_sigmas(int64_t steps) {
+  // torch.linspace for floats: each half from its own end, step in f32.
+  const float start = 1.0f, end = static_cast<float>(1.0 / static_cast<double>(steps));
+  std::vector<float> out(static_cast<size_t>(steps));
+  if (steps == 1) {
+    out[0] = start;
+    return out;
+  }
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  const int64_t halfway = steps / 2;
+  for (int64_t i = 0; i < steps; ++i)
+    out[static_cast<size_t>(i)] = i < halfway ? start + step * static_cast<float>(i)
+                                              : end - step * static_cast<float>(steps - i - 1);
+  return out;
+}
+
+Expected<FlowMatchSchedule> flow_match_schedule_from_sigmas(const FlowMatchConfig& c, const std::vector<float>& sigmas,
+                                                            int64_t image_seq_len) {
+  if (sigmas.empty()) return error("the scheduler needs at least 1 sigma");
+  FlowMatchSchedule s;
+  const float train = static_cast<float>(c.num_train_timesteps);
+  const float exp_mu = static_cast<float>(std::exp(flow_match_mu(c, image_seq_len)));
+  const float shift = static_cast<float>(c.shift), shift_less_one = static_cast<float>(c.shift - 1.0);
+  for (float sigma : sigmas) {
+    // numpy float32 arrays with Python scalars: every operation rounds to f32.
+    const float shifted = c.use_dynamic_shifting ? exp_mu / (exp_mu + (1.0f / sigma - 1.0f))
+                                                 : shift * sigma / (1.0f + shift_less_one * sigma);
+    s.sigmas.push_back(shifted);
+    s.timesteps.push_back(shifted * train);
+  }
+  s.sigmas.push_back(0.0f);
+  return s;
+}
+
 float flow_match_model_t(float timestep) { return (1000.0f - timestep) / 1000.0f; }
 
 void flow_match_euler_step(std::span<float> latent, std::span<const float> noise_pred, float sigma, float sigma_next) {

@@ -45,6 +45,17 @@ double flow_match_mu(const FlowMatchConfig& c, int64_t image_seq_len);
 // N ≥ 1 steps; `image_seq_len` matters only with dynamic shifting.
 Expected<FlowMatchSchedule> flow_match_schedule(const FlowMatchConfig& c, int64_t steps, int64_t image_seq_len);
 
+// The Z-Image pipeline's own sigmas (get_default_z_image_sigmas): torch.linspace(1.0,
+// 1/N, N) in f32, which it hands to set_timesteps(sigmas=...) in place of the scheduler's
+// linspace. N ≥ 1.
+std::vector<float> zimage_default_sigmas(int64_t steps);
+
+// set_timesteps(sigmas=...): the given sigmas shifted as the config says (statically or
+// with mu from `image_seq_len`), in f32 as numpy computes them, timesteps = sigma ·
+// num_train_timesteps, and a final sigma 0 appended.
+Expected<FlowMatchSchedule> flow_match_schedule_from_sigmas(const FlowMatchConfig& c, const std::vector<float>& sigmas,
+                                                            int64_t image_seq_len);
+
 // The model's t for a scheduler timestep: (1000 − timestep) / 1000 in f32.
 float flow_match_model_t(float timestep);
 

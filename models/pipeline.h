@@ -99,6 +99,8 @@ Expected<std::vector<Tensor>> plan_inputs(const Graph& plan, const std::map<std:
 struct PipelineObserver {
   std::function<void(const std::string& stage)> stage;
   std::function<void(int64_t done, int64_t total)> step;
+  // A denoising loop's latent after step `step` (1-based), for callers that keep them.
+  std::function<void(int64_t step, const Tensor& latent)> latent;
 
   void on_stage(const std::string& s) const {
     if (stage) stage(s);

@@ -191,6 +191,7 @@ Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedul
     }
     flow_match_euler_step(latent.data, noise, schedule.sigmas[static_cast<size_t>(i)],
                           schedule.sigmas[static_cast<size_t>(i + 1)]);
+    if (observer.latent) observer.latent(i + 1, latent);
   }
   return check_tensor_finite(latent, "the denoised latent");
 }
