@@ -74,7 +74,7 @@ Status lower_gemm_node(Lowering& l, const Node& node) {
   if (target.tensor_cores == TensorCores::none)
     return l.fail(node, "winograd_gemm runs on cooperative matrices (or their emulation): the target has neither");
   const size_t frames = node.inputs.size() - 1;
-  const ValueId u = node.inputs.back(), m = node.outputs[0];
+  const ValueId m = node.outputs[0];
   if (frames < 1 || frames > 3) return l.fail(node, fmt::format("winograd_gemm takes 1 to 3 frames, got {}", frames));
   const Shape& vs = l.shape(node.inputs[0]);
   const uint64_t positions = static_cast<uint64_t>(vs[0]), rows = static_cast<uint64_t>(vs[1]),

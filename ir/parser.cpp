@@ -356,7 +356,9 @@ private:
 
   Expected<Result> parse_result() {
     if (tok_.kind != Tok::value) return expected("a value ('%name')");
-    Result r{tok_.text, {}, tok_.pos};
+    Result r;
+    r.name = tok_.text;
+    r.pos = tok_.pos;
     STRATA_RETURN_IF_ERROR(next());
     STRATA_RETURN_IF_ERROR(expect_punct(':', fmt::format("and a type after %{}", name_token(r.name))));
     STRATA_ASSIGN_OR_RETURN(r.type, parse_type());

@@ -222,7 +222,7 @@ TEST(CodegenBands, SplitBoxesCoverTheLoopOnceWithinTheSpans) {
             ++seen[static_cast<size_t>((box.origin[0] + c) * 30 + (box.origin[1] + h) * 6 + box.origin[2] + w)];
     }
     for (int s : seen) ASSERT_EQ(s, 1);
-    if (room == 1000) EXPECT_EQ(boxes.size(), 1u);
+    if (room == 1000) { EXPECT_EQ(boxes.size(), 1u); }
   }
   EXPECT_TRUE(codegen::split_boxes(loop, {0, 10}).empty());
 }

@@ -194,7 +194,7 @@ TEST(CodegenConvGemm, NhwcPaddingSlotsAreZero) {
   for (int64_t p = 0; p < c.n * c.h * c.w; ++p)
     for (int64_t ch = 0; ch < 8; ++ch) {
       const uint16_t bits = raw[static_cast<size_t>(p * 8 + ch)];
-      if (ch >= c.co) EXPECT_EQ(bits, 0u) << "pixel " << p << " slot " << ch;
+      if (ch >= c.co) { EXPECT_EQ(bits, 0u) << "pixel " << p << " slot " << ch; }
       else nonzero_real += bits != 0;
     }
   EXPECT_GT(nonzero_real, 0);

@@ -264,10 +264,10 @@ TEST(CodegenShuffle, SixteenBytesPerInvocation) {
       if (name.rfind("strided_copy.comp", 0) != 0) continue;
       ++copies;
       vec += c.vec && name.find(c.vec) != std::string::npos;
-      if (!c.vec) EXPECT_EQ(name.find("VEC="), std::string::npos) << name;
+      if (!c.vec) { EXPECT_EQ(name.find("VEC="), std::string::npos) << name; }
     }
     EXPECT_GT(copies, 0u) << runtime::describe(*plan);
-    if (c.vec) EXPECT_EQ(vec, copies) << runtime::describe(*plan);
+    if (c.vec) { EXPECT_EQ(vec, copies) << runtime::describe(*plan); }
     std::vector<Tensor> in = {random_tensor(c.shape, seed++)};
     auto got = testing::run_for_target_graph(g, WeightStore(), in, target);
     ASSERT_TRUE(got) << got.message();

@@ -49,8 +49,8 @@ TEST(ZImageCoop, F16PlanOnTensorCoresMatchesDiffusers) {
   size_t f16_linears = 0, linears = 0, attentions = 0, embedders = 0;
   for (const Node& n : g->nodes()) {
     const DType d = g->value(n.outputs[0]).type.dtype;
-    if (n.op == Op::add) EXPECT_EQ(d, DType::f32) << n.name;
-    if (n.op == Op::token_rms_norm) EXPECT_EQ(d, DType::f16) << n.name;
+    if (n.op == Op::add) { EXPECT_EQ(d, DType::f32) << n.name; }
+    if (n.op == Op::token_rms_norm) { EXPECT_EQ(d, DType::f16) << n.name; }
     if (n.op == Op::attention) {
       ++attentions;
       for (ValueId v : n.inputs) EXPECT_EQ(g->value(v).type.dtype, DType::f16) << n.name;
@@ -59,7 +59,7 @@ TEST(ZImageCoop, F16PlanOnTensorCoresMatchesDiffusers) {
     ++linears;
     f16_linears += d == DType::f16;
     const bool embedder = n.name.find("x_embedder") != std::string::npos || n.name.rfind("cap_embedder", 0) == 0;
-    if (embedder) EXPECT_EQ(d, DType::f32) << n.name;
+    if (embedder) { EXPECT_EQ(d, DType::f32) << n.name; }
     embedders += embedder;
   }
   EXPECT_EQ(embedders, 2u);

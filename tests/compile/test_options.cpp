@@ -70,8 +70,9 @@ TEST(Options, KeyOfAProgramFollowsOptionsAndTarget) {
   auto portable = make_target(*device, TargetOptions{.portable_kernels = true});
   ASSERT_TRUE(portable);
   // A device without tensor cores is already portable; the key follows the kernel family chosen.
-  if (target->tensor_cores())
+  if (target->tensor_cores()) {
     EXPECT_NE(plan_cache_key(cache_key_parts(g, weights, *portable, CompilerOptions{})), base) << "kernels";
+  }
   // How a compile runs and reports is not part of the plan.
   CompilerOptions report;
   report.explain_bands = true;

@@ -118,7 +118,7 @@ TEST(ZImageProgram, HoistedLoopOnVulkanMatchesTheUnsplitGraphAndRunsTheCaptionPa
     refiner_run += n * ex.submissions()[e];
     const std::string& name = ex.entries()[e].name;
     EXPECT_EQ(ex.submissions()[e], name == "per_prompt" ? 1u : static_cast<uint64_t>(kSteps)) << name;
-    if (name != "per_prompt") EXPECT_EQ(n, 0u) << name << " runs context refiner dispatches";
+    if (name != "per_prompt") { EXPECT_EQ(n, 0u) << name << " runs context refiner dispatches"; }
   }
   EXPECT_GT(refiner_in_plan, 10u);
   EXPECT_EQ(refiner_run, refiner_in_plan);

@@ -69,7 +69,7 @@ TEST(InPlace, SameBytesWholeAndBandedWithLessDeviceMemory) {
       for (float v : on->image.data) ASSERT_FALSE(std::isnan(v));
       ASSERT_EQ(on->image.data.size(), off->image.data.size());
       EXPECT_EQ(std::memcmp(on->image.data.data(), off->image.data.data(), off->image.data.size() * 4), 0);
-      if (std::string(arch) == "flux") EXPECT_LT(on->device_bytes, off->device_bytes);
+      if (std::string(arch) == "flux") { EXPECT_LT(on->device_bytes, off->device_bytes); }
       else EXPECT_LE(on->device_bytes, off->device_bytes);
     }
   }

@@ -95,7 +95,7 @@ TEST(FoldTransposes, PlannedAsViews) {
     options.channel_tile = 4;
     PassContext ctx{options, store, {}};
     EXPECT_TRUE(passes_until(g, store, "attention_gemms").is_ok());
-    if (fold) EXPECT_TRUE(run_fold_transposes(g, ctx).is_ok());
+    if (fold) { EXPECT_TRUE(run_fold_transposes(g, ctx).is_ok()); }
     for (auto pass : {run_split_bands, run_schedule, run_plan_buffers}) EXPECT_TRUE(pass(g, ctx).is_ok());
     return aliases(ctx.log);
   };

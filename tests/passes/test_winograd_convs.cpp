@@ -43,7 +43,7 @@ Graph two_chains(WeightStore& store) {
   for (int f = 0; f < 4; ++f) x.push_back(b.input("x" + std::to_string(f), {1, kC, kH, kW}, DType::f16));
   ValueId r = b.input("r", {1, kC, kH, kW}, DType::f16);
   auto weight = [&](const std::string& name, Shape shape, uint32_t seed, float range) {
-    if (!store.contains(name)) EXPECT_TRUE(store.add_owned(name, shape, uniform(num_elements(shape), seed, range)).is_ok());
+    if (!store.contains(name)) { EXPECT_TRUE(store.add_owned(name, shape, uniform(num_elements(shape), seed, range)).is_ok()); }
     return b.constant(name, TensorType{shape, DType::f32, {}});
   };
   const float wr = 1.0f / std::sqrt(27.0f * kC);
@@ -105,7 +105,7 @@ TEST_P(WinogradConvsTiles, ChainsBecomeTransformsAndOneGemmEach) {
     EXPECT_EQ(g.value(n.inputs.back()).type.dtype, DType::f16);
   }
   for (const Node& n : g.nodes())
-    if (n.op == Op::winograd_input || n.op == Op::winograd_output) EXPECT_EQ(n.attrs.get_int("tile", 2), tile);
+    if (n.op == Op::winograd_input || n.op == Op::winograd_output) { EXPECT_EQ(n.attrs.get_int("tile", 2), tile); }
 }
 
 TEST_P(WinogradConvsTiles, KeepsWhatTheGraphComputesUpToF16Rounding) {
@@ -182,9 +182,10 @@ Graph single_conv(WeightStore& store, bool big_branch) {
   Builder b(g, &store);
   ValueId x = b.input("x", {1, kC, kH, kW}, DType::f16), r = b.input("r", {1, kC, kH, kW}, DType::f16);
   const float wr = 1.0f / std::sqrt(9.0f * kC);
-  if (!store.contains("w_single"))
+  if (!store.contains("w_single")) {
     EXPECT_TRUE(store.add_owned("w_single", {kC, kC, 3, 3}, uniform(kC * kC * 9, 21, wr)).is_ok());
-  if (!store.contains("b_single")) EXPECT_TRUE(store.add_owned("b_single", {kC}, uniform(kC, 22, 0.5f)).is_ok());
+  }
+  if (!store.contains("b_single")) { EXPECT_TRUE(store.add_owned("b_single", {kC}, uniform(kC, 22, 0.5f)).is_ok()); }
   ValueId w = b.constant("w_single", TensorType{{kC, kC, 3, 3}, DType::f32, {}});
   ValueId bias = b.constant("b_single", TensorType{{kC}, DType::f32, {}});
   ValueId y = b.silu(b.add(b.conv2d(x, w, bias, {.pad = 1}), r));
@@ -215,7 +216,7 @@ TEST(WinogradConvs, SingleConvsWithMinTapsOneOnlyUnderTheActivationsPeak) {
   EXPECT_EQ(count(taps1, Op::winograd_gemm), 1);
   EXPECT_EQ(count(taps1, Op::conv_gemm), 0);
   for (const Node& n : taps1.nodes())
-    if (n.op == Op::winograd_output) EXPECT_EQ(n.inputs.size(), 3u);  // M, the bias and the residual
+    if (n.op == Op::winograd_output) { EXPECT_EQ(n.inputs.size(), 3u); }  // M, the bias and the residual
   // Alone, the conv's V and M (~8× its input and output) would set a new peak.
   ASSERT_TRUE(single_passes(lone, store, true, 1).is_ok());
   EXPECT_EQ(count(lone, Op::winograd_gemm), 0);

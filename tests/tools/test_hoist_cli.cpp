@@ -39,7 +39,7 @@ TEST(HoistCli, ExplainsWhatRunsPerPromptPerTAndPerStep) {
     if (line.find("context_refiner") == 2 && line.find(" per_prompt ") != std::string::npos) context_per_prompt = true;
     if (line.find("t_embedder") == 2 && line.find(" per_t ") != std::string::npos) t_per_t = true;
     if (line.find("layers.") == 2 && line.find(" per_step ") != std::string::npos) layers_per_step = true;
-    if (line.find("context_refiner") == 2) EXPECT_EQ(line.find(" per_step "), std::string::npos) << line;
+    if (line.find("context_refiner") == 2) { EXPECT_EQ(line.find(" per_step "), std::string::npos) << line; }
   }
   EXPECT_TRUE(context_per_prompt) << r.out;
   EXPECT_TRUE(t_per_t) << r.out;
