@@ -154,8 +154,10 @@ ValueId repeat_kv(Net& n, ValueId x) {
   const int64_t g = n.c.groups();
   if (g == 1) return x;
   const int64_t kv = n.c.num_key_value_heads, tokens = n.opt.tokens, hd = n.c.head_dim;
-  ValueId one = n.b.reshape(x, {kv, 1, tokens, hd});
-  x = n.b.concat(std::vector<ValueId>(static_cast<size_t>(g), one), 1);
+  // A nearest upsample by g along a unit axis repeats the head g times. Not a concat:
+  // lower_precision keeps a linear that reaches a concat in f32 (an embedder's rows),
+  // which would leave v f32 and the attention off the f16 tensor-core kernel.
+  x = n.b.upsample_nearest(n.b.reshape(x, {kv, 1, tokens, hd}), {g, 1, 1});
   return n.b.reshape(x, {kv * g, tokens, hd});
 }
 

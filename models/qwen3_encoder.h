@@ -22,7 +22,8 @@
 //   permutation of q and k leaves every q·k, so the attention, unchanged, and v is not
 //   permuted.
 // - The causal mask is attention's frame_tokens = 1 (query i sees key j ≤ i).
-// - GQA: k and v heads are repeated to the query heads (a concat) before attention.
+// - GQA: k and v heads are repeated to the query heads (a nearest upsample along a
+//   unit head axis) before attention.
 //
 // Right padding changes no valid row: with the causal mask a token never sees a
 // later one. So the rows of a run over the L valid tokens are diffusers' rows of its

@@ -126,7 +126,11 @@ Tensor interpret_ids(Qwen3Encoder& model, const std::vector<int64_t>& ids, int64
 
 // The same through compile() and the test device, in `precision` (f16 matrix weights
 // with an f16 plan, as the DiT's plans take them).
-Tensor run_on_device(Qwen3Encoder& model, const Tensor& embeds, Precision precision) {
+// With `emulated_tensor_cores`, the target takes the tensor-core kernels emulated in
+// plain GLSL (codegen::TensorCores::emulated, which lavapipe runs): the passes and
+// kernels a GPU with tensor cores gets. `pipelines` receives the plan's kernel names.
+Tensor run_on_device(Qwen3Encoder& model, const Tensor& embeds, Precision precision,
+                     bool emulated_tensor_cores = false, std::string* pipelines = nullptr) {
   auto device = find_device();
   EXPECT_TRUE(device) << device.message();
   if (!device) return {};
@@ -135,6 +139,7 @@ Tensor run_on_device(Qwen3Encoder& model, const Tensor& embeds, Precision precis
   auto target = make_target(*device, to);
   EXPECT_TRUE(target) << target.message();
   if (!target) return {};
+  if (emulated_tensor_cores) target->codegen.tensor_cores = codegen::TensorCores::emulated;
   Qwen3Options o{.tokens = embeds.shape[0], .weight_dtype = precision == Precision::f16 ? DType::f16 : DType::f32};
   auto g = build_qwen3_encoder(model, o);
   EXPECT_TRUE(g) << g.message();
@@ -143,6 +148,8 @@ Tensor run_on_device(Qwen3Encoder& model, const Tensor& embeds, Precision precis
   auto program = compile(*g, model.weights, *target, {}, log);
   EXPECT_TRUE(program) << program.message() << "\n" << log.str();
   if (!program) return {};
+  if (pipelines)
+    for (const auto& p : program->plan.pipelines) *pipelines += p.name + "\n";
   auto loaded = LoadedProgram::load(std::move(*program), {}, log);
   EXPECT_TRUE(loaded) << loaded.message() << "\n" << log.str();
   if (!loaded) return {};
@@ -499,6 +506,36 @@ TEST(Qwen3Encoder, SeededReleasedHeadLayoutOnVulkanMatchesTheInterpreter) {
   std::printf("[ qwen3    ] seeded head_dim 128, GQA 4: Vulkan f32 vs interpreter max |d| = %.3g (max |x| %.3g)\n",
               d, scale);
   EXPECT_LE(d, 1e-5 * std::max(1.0, scale));
+}
+
+// The released head layout's f16 plan on the tensor-core kernels (emulated on
+// lavapipe): the projections and the MLP take the cooperative-matrix GEMM and the
+// causal attention (96 query rows: whole 32-row blocks) the cooperative-matrix
+// flash kernel, as on a GPU with tensor cores; >= 50 dB against the interpreter's f32.
+TEST(Qwen3Encoder, SeededReleasedHeadLayoutF16OnTensorCoreKernels) {
+  Qwen3Config c = qwen3_4b_config();
+  c.hidden_size = 256;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 1;
+  c.intermediate_size = 512;
+  c.num_hidden_layers = 3;
+  c.vocab_size = 1000;
+  Qwen3Encoder model = seeded_qwen3(c, 12);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 96; ++i) ids.push_back((i * 53 + 7) % 1000);
+  const Tensor want32 = interpret_ids(model, ids);
+  auto embeds = qwen3_embed(model, ids);
+  ASSERT_TRUE(embeds) << embeds.message();
+  std::string pipelines;
+  const Tensor got = run_on_device(model, *embeds, Precision::f16, /*emulated_tensor_cores=*/true, &pipelines);
+  ASSERT_EQ(got.shape, want32.shape);
+  for (float v : got.data) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_NE(pipelines.find("conv_gemm_coop.comp"), std::string::npos) << pipelines;
+  EXPECT_NE(pipelines.find("attention_coop_dsplit.comp"), std::string::npos) << pipelines;
+  const Reference want{want32.shape, std::vector<double>(want32.data.begin(), want32.data.end())};
+  const double db = psnr(got, want);
+  std::printf("[ qwen3    ] seeded head_dim 128, GQA 4, 96 tokens: f16 tensor-core kernels (emulated) %.1f dB\n", db);
+  EXPECT_GE(db, 50.0);
 }
 
 }  // namespace
