@@ -14,6 +14,27 @@ namespace strata {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
+Status write_file_via(const std::string& path, const std::function<Status(const std::string& temporary)>& write) {
+  namespace fs = std::filesystem;
+  static std::atomic<uint64_t> counter{0};
+  const fs::path target(path);
+  const std::string temporary =
+      (target.parent_path() / fmt::format(".{}.partial-{}-{}", target.filename().string(),
+                                          static_cast<long>(::getpid()), counter.fetch_add(1)))
+          .string();
+  std::error_code ec;
+  if (Status s = write(temporary); !s.is_ok()) {
+    fs::remove(temporary, ec);
+    return s;
+  }
+  fs::rename(temporary, target, ec);
+  if (ec) {
+    fs::remove(temporary, ec);
+    return error("cannot write '{}': {}", path, ec.message());
+  }
+  return Status::ok();
+}
+
 Status write_file_atomic(const std::string& path, std::initializer_list<std::span<const uint8_t>> parts,
                          const std::string& context) {
   namespace fs = std::filesystem;

@@ -4,6 +4,7 @@
 #include "base/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -18,6 +19,12 @@ namespace strata {
 // "plan file 'out/x.plan': cannot create temporary file in 'out': Permission denied".
 Status write_file_atomic(const std::string& path, std::initializer_list<std::span<const uint8_t>> parts,
                          const std::string& context);
+
+// A file made by `write` (given a temporary path beside `path`) and then renamed over
+// `path`: readers, and a run that fails or is killed, never see a partial file. On
+// failure the temporary file is removed. For writers that open their own file (.npy,
+// PNG); write_file_atomic is for bytes in memory.
+Status write_file_via(const std::string& path, const std::function<Status(const std::string& temporary)>& write);
 
 // strerror(e).
 std::string errno_text(int e);

@@ -4,6 +4,7 @@
 #include "ir/verifier.h"
 #include "models/flow_match.h"
 #include "models/vae.h"
+#include "runtime/memory.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -155,6 +156,7 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
                                                ProgramLoader& loader, const PipelineObserver& observer,
                                                std::ostream& log) {
   ZImageGenerateResult result;
+  runtime::reset_device_memory_peak();
   // Everything a stage could refuse is read and checked before the first model runs.
   STRATA_ASSIGN_OR_RETURN(ZImageTransformer model, load_zimage_dir(dir.transformer));
   const ZImageConfig& c = model.config;
@@ -220,7 +222,10 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
                      result.stage_ms["denoise"]);
   latent.shape = {c.in_channels, lh, lw};
   result.latent = latent;
-  if (!options.decode) return result;
+  if (!options.decode) {
+    if (loader.on_device()) result.peak_device_bytes = runtime::device_memory_stats().peak;
+    return result;
+  }
 
   observer.on_stage("decoding");
   start = Clock::now();
@@ -234,7 +239,11 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
   STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> decoded, runner->run(runner->graph().plans[0].name, {z}));
   if (decoded.empty()) return error("the VAE decoder returned no image");
   result.image = vae_output_to_image(decoded[0]);
+  result.decoded = std::move(decoded[0]);
+  if (result.decoded.shape.size() == 4) result.decoded.shape.erase(result.decoded.shape.begin());
+  runner.reset();
   result.stage_ms["vae"] = ms_since(start);
+  if (loader.on_device()) result.peak_device_bytes = runtime::device_memory_stats().peak;
   return result;
 }
 

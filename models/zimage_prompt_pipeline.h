@@ -90,6 +90,10 @@ struct ZImageGenerateOptions {
 struct ZImageGenerateResult {
   Tensor latent;  // [16, H/8, W/8]
   Tensor image;   // [H, W, 3] in [0, 1], as output_type="np"; empty without decode
+  Tensor decoded;  // the VAE's output [3, H, W], nominally in [-1, 1] (what a PNG is made from)
+  // The most device memory the run held at once (runtime::device_memory_stats; 0 on
+  // the interpreter): the largest stage's, since each stage's is released first.
+  uint64_t peak_device_bytes = 0;
   std::map<std::string, double> stage_ms;  // "text encoder", "denoiser load", "denoise", "vae"
 };
 

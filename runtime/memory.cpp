@@ -1,5 +1,7 @@
 #include "runtime/memory.h"
 
+#include <atomic>
+
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -9,6 +11,10 @@
 #include <utility>
 
 namespace strata::runtime {
+
+namespace {
+std::atomic<uint64_t> g_device_bytes{0}, g_device_peak{0};
+}  // namespace
 namespace {
 
 struct MemoryPreference {
@@ -94,6 +100,13 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
   ai.memoryTypeIndex = *type;
   STRATA_RETURN_IF_ERROR(vk_check(vkAllocateMemory(b.device_, &ai, nullptr, &b.memory_),
                                   "vkAllocateMemory", what));
+  if (use == MemoryUse::device) {
+    b.counted_bytes_ = req.size;
+    const uint64_t now = g_device_bytes.fetch_add(req.size) + req.size;
+    uint64_t peak = g_device_peak.load();
+    while (now > peak && !g_device_peak.compare_exchange_weak(peak, now)) {
+    }
+  }
   STRATA_RETURN_IF_ERROR(vk_check(vkBindBufferMemory(b.device_, b.buffer_, b.memory_, 0),
                                   "vkBindBufferMemory", what));
   // Only coherent memory is mapped: the runtime never flushes or invalidates.
@@ -106,9 +119,14 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
   return b;
 }
 
+DeviceMemoryStats device_memory_stats() { return {g_device_bytes.load(), g_device_peak.load()}; }
+
+void reset_device_memory_peak() { g_device_peak.store(g_device_bytes.load()); }
+
 void DeviceBuffer::reset() {
   if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
   if (memory_) vkFreeMemory(device_, memory_, nullptr);
+  g_device_bytes.fetch_sub(std::exchange(counted_bytes_, 0));
   buffer_ = VK_NULL_HANDLE;
   memory_ = VK_NULL_HANDLE;
   mapped_ = nullptr;
@@ -125,6 +143,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
     buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
     memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
     mapped_ = std::exchange(o.mapped_, nullptr);
+    counted_bytes_ = std::exchange(o.counted_bytes_, 0);
     size_ = std::exchange(o.size_, 0);
   }
   return *this;

@@ -24,6 +24,15 @@ enum class MemoryUse {
              // first (the device reads it over the bus), else whatever memory there is
 };
 
+// Bytes of MemoryUse::device buffers the process holds (every DeviceBuffer, through
+// vkAllocateMemory and vkFreeMemory), and the most it has held at once since the
+// last reset_device_memory_peak(): a pipeline's peak device memory.
+struct DeviceMemoryStats {
+  uint64_t current = 0, peak = 0;
+};
+DeviceMemoryStats device_memory_stats();
+void reset_device_memory_peak();
+
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
@@ -51,6 +60,7 @@ private:
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint8_t* mapped_ = nullptr;
+  uint64_t counted_bytes_ = 0;  // what device_memory_stats() counts for this buffer
   uint64_t size_ = 0;
 };
 

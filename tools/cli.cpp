@@ -12,6 +12,7 @@
 #include "tools/forward_command.h"
 #include "tools/generate_command.h"
 #include "tools/inspect_command.h"
+#include "tools/tokenize_command.h"
 
 #include <cmath>
 #include <limits>
@@ -23,6 +24,13 @@ const char* kUsage =
     "strata: a dataflow-graph compiler and executor for diffusion decoders\n"
     "\n"
     "usage:\n"
+    "  strata generate --model DIR --prompt TEXT --out IMG.png|IMG.npy [--negative-prompt TEXT] [--guidance-scale S]\n"
+    "                [--size WxH] [--steps N] [--seed K | --noise Z.npy] [--out-latent Z.npy]\n"
+    "      (prompt to image with a diffusers Z-Image pipeline directory; defaults as diffusers': 1024x1024,\n"
+    "       50 steps, guidance 5; --seed K draws torch's noise for manual_seed(K))\n"
+    "  strata generate --transformer DIR --vae DIR --caption-features C.npy [--negative-features N.npy --cfg S]\n"
+    "                --size WxH --steps N [--seed K] --out IMG.png [--out-latent Z.npy]   (from caption features)\n"
+    "  strata tokenize --model DIR [--chat] [--max-length N] TEXT   (the token ids as a JSON list)\n"
     "  strata decode --vae DIR --latent Z.npy --out OUT.png|OUT.npy [--backend vulkan|cpu] [--device N]\n"
     "                [--precision f16|f32] [--dump-graph PASS|all] [--check-range]\n"
     "                [--binding-limit BYTES] [--memory-budget BYTES] [--explain-bands]\n"
@@ -152,6 +160,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (cmd == "compile") return cmd_compile(rest, out, err);
   if (cmd == "devices") return cmd_devices(rest, out, err);
   if (cmd == "inspect") return cmd_inspect(rest, out, err);
+  if (cmd == "tokenize") return cmd_tokenize(rest, out, err);
   if (cmd == "cache") return cmd_cache(rest, out, err);
   return usage_error(err, fmt::format("unknown command '{}'", cmd));
 }

@@ -1,6 +1,8 @@
 // See decode_command.h.
 #include "tools/decode_command.h"
 
+#include "base/timing.h"
+
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "models/video_pipeline.h"
@@ -19,10 +21,6 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kDemoSeed = 2026;
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log, Progress& progress) {
   progress.stage("building the graph");

@@ -1,5 +1,7 @@
 #include "tools/forward_command.h"
 
+#include "base/timing.h"
+
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "ir/verifier.h"
@@ -58,10 +60,6 @@ Expected<ForwardInputs> read_inputs(const ZImageConfig& c, const ParsedArgs& a) 
   STRATA_ASSIGN_OR_RETURN(float t, parse_t(*a.get("t")));
   in.t = Tensor({1}, {t});
   return in;
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 Status forward(const ParsedArgs& a, const RunSettings& r, std::ostream& out) {

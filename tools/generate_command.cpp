@@ -1,6 +1,11 @@
 // See generate_command.h.
 #include "tools/generate_command.h"
 
+#include "base/timing.h"
+
+#include "base/file.h"
+#include "tools/generate_prompt_command.h"
+
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "ir/verifier.h"
@@ -92,26 +97,6 @@ Expected<GenerateArgs> read_args(const ParsedArgs& a) {
   return g;
 }
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-Status write_file_atomically(const std::string& path, const std::function<Status(const std::string&)>& write) {
-  const std::string partial = path + ".partial";
-  Status s = write(partial);
-  std::error_code ec;
-  if (!s.is_ok()) {
-    fs::remove(partial, ec);
-    return s;
-  }
-  fs::rename(partial, path, ec);
-  if (ec) {
-    fs::remove(partial, ec);
-    return error("cannot write '{}': {}", path, ec.message());
-  }
-  return Status::ok();
-}
-
 Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Progress& progress) {
   STRATA_ASSIGN_OR_RETURN(GenerateArgs g, read_args(a));
   progress.stage("loading");
@@ -133,7 +118,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
     STRATA_RETURN_IF_ERROR(verify(decoder));
   }
   STRATA_ASSIGN_OR_RETURN(FlowMatchConfig sched_config, zimage_scheduler_config(g.transformer, out));
-  STRATA_ASSIGN_OR_RETURN(FlowMatchSchedule schedule, flow_match_schedule(sched_config, g.steps, (lh / 2) * (lw / 2)));
+  STRATA_ASSIGN_OR_RETURN(FlowMatchSchedule schedule, flow_match_schedule_from_sigmas(sched_config, zimage_default_sigmas(g.steps), (lh / 2) * (lw / 2)));
 
   progress.stage("compiling");
   auto start = std::chrono::steady_clock::now();
@@ -166,7 +151,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
                      g.captions.negative ? fmt::format(" with CFG {}", g.cfg) : std::string(), ms_since(start));
   den.reset();  // the transformer's device memory goes before the VAE's
   if (g.out_latent) {
-    STRATA_RETURN_IF_ERROR(write_file_atomically(*g.out_latent, [&](const std::string& p) { return write_npy(p, latent); }));
+    STRATA_RETURN_IF_ERROR(write_file_via(*g.out_latent, [&](const std::string& p) { return write_npy(p, latent); }));
     out << "wrote " << *g.out_latent << "\n";
   }
   if (!g.out) return Status::ok();
@@ -184,7 +169,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   if (image.empty()) return error("the VAE decoder returned no image");
   Tensor rgb = image[0];
   if (rgb.shape.size() == 4 && rgb.shape[0] == 1) rgb.shape.erase(rgb.shape.begin());
-  STRATA_RETURN_IF_ERROR(write_file_atomically(*g.out, [&](const std::string& p) { return write_png_rgb(p, rgb); }));
+  STRATA_RETURN_IF_ERROR(write_file_via(*g.out, [&](const std::string& p) { return write_png_rgb(p, rgb); }));
   out << "wrote " << *g.out << fmt::format(" ({}x{})\n", g.width, g.height);
   return Status::ok();
 }
@@ -192,6 +177,9 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& args, std::ostream& raw_out, std::ostream& err) {
+  // From a prompt with a whole pipeline directory (tools/generate_prompt_command.h).
+  for (const std::string& arg : args)
+    if (arg == "--model" || arg.rfind("--model=", 0) == 0) return cmd_generate_prompt(args, raw_out, err);
   std::vector<OptionSpec> specs = {
       {"transformer", true, "diffusers transformer/ directory (ZImageTransformer2DModel)"},
       {"vae", true, "diffusers vae/ directory (the Flux AutoencoderKL, 16 latent channels)"},

@@ -1,5 +1,7 @@
 #include "tools/video_command.h"
 
+#include "base/timing.h"
+
 #include "ir/npy.h"
 #include "models/weights.h"
 #include "tools/profile_report.h"
@@ -13,10 +15,6 @@
 
 namespace strata {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 // The first non-finite value of a video latent [C, T, h, w], named by position.
 Status check_finite(const Tensor& latent, const VideoLatentShape& s) {

@@ -1,6 +1,8 @@
 // See zimage_bench.h.
 #include "tools/zimage_bench.h"
 
+#include "base/timing.h"
+
 #include "ir/cost.h"
 #include "ir/verifier.h"
 #include "models/config.h"
@@ -25,10 +27,6 @@ namespace {
 int usage(std::ostream& err, const std::string& message) {
   err << "strata: bench: " << message << "\n(run `strata help` for usage)\n";
   return 2;
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 // The work of the dispatches of plan `entry` (each plan's graph knows its own nodes);
@@ -72,7 +70,7 @@ Status timed_generate(LoadedProgram& loaded, const ProgramGraph& program, const 
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> vae_loaded, load_on_device(decoder, vae.weights, r, out));
   const double vae_load_ms = ms_since(start);
   STRATA_ASSIGN_OR_RETURN(FlowMatchSchedule schedule,
-                          flow_match_schedule(FlowMatchConfig{}, steps, (o.latent_h / 2) * (o.latent_w / 2)));
+                          flow_match_schedule_from_sigmas(FlowMatchConfig{}, zimage_default_sigmas(steps), (o.latent_h / 2) * (o.latent_w / 2)));
   const int64_t n = c.in_channels * o.latent_h * o.latent_w;
   Tensor latent({c.in_channels, 1, o.latent_h, o.latent_w}, seeded_normal(0, "zimage.initial_latent", n, 0.0, 1.0));
 
