@@ -85,7 +85,8 @@ Status HunyuanPipeline::open(const VideoLatentShape& s, const VideoDecodeOptions
   // arena gets the budget less the rest (memory_budget_activations_only; states stored
   // f16 or f32 as the plans store them, slots f32, weights counted at 4 bytes, as
   // uploaded or more).
-  ProgramLoadOptions load{.streamed = stream_.has_value()};
+  ProgramLoadOptions load;
+  load.streamed = stream_.has_value();
   const std::optional<uint64_t> budget = loader.memory_budget();
   if (stream_ && budget && loader.on_device()) {
     STRATA_ASSIGN_OR_RETURN(Precision precision, loader.precision());
