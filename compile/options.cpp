@@ -190,6 +190,7 @@ std::vector<OptionRow> make_table() {
                         +[](CompilerOptions& o) -> int64_t& { return o.winograd_min_taps; }, 1,
                         "run the image decoders' single 3x3 convs of >= 256 channels over >= 16384 pixels as Winograd "
                         "where their scratch fits under the activations' peak (the default on tensor cores)"));
+  t.back().contradicts = {"no-winograd"};
   t.push_back(flag_sets("winograd_min_taps", "no-winograd-2d",
                         +[](CompilerOptions& o) -> int64_t& { return o.winograd_min_taps; }, 2,
                         "keep the image decoders' single 2-D convs on the direct conv kernel; Winograd for causal "
@@ -337,6 +338,9 @@ Status set_options(CompilerOptions& options, const std::vector<std::pair<std::st
     auto [it, first] = set_by.emplace(row->field, std::make_pair(name, shown));
     if (!first && it->second.second != shown)
       return error("--{} and --{} contradict each other", it->second.first, name);
+    for (const std::string& other : row->contradicts)
+      for (const auto& given_flag : given)
+        if (given_flag.first == other) return error("--{} and --{} contradict each other", name, other);
   }
   return Status::ok();
 }

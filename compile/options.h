@@ -109,6 +109,8 @@ struct OptionRow {
   std::function<std::string(const CompilerOptions&)> show;
   // A valid value other than the default (what `set` takes), for the key's test.
   std::string other_value;
+  // Flags of other options that cannot be given with this one.
+  std::vector<std::string> contradicts;
 };
 
 // The table, in the order `strata help` lists the flags.
@@ -123,7 +125,8 @@ struct OptionFlag {
 std::vector<OptionFlag> option_flags();
 
 // Sets every option whose flag is in `given` (flag → value, "" for a flag without
-// one). Two flags that set one option to different values are an error naming both.
+// one). Two flags that set one option to different values, or a flag with one its row
+// says it contradicts, are an error naming both.
 Status set_options(CompilerOptions& options, const std::vector<std::pair<std::string, std::string>>& given);
 
 // --kernel-define's text, "FILE:NAME=VALUE[,...]", as CodegenOptions::kernel_defines;

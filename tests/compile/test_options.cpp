@@ -102,6 +102,8 @@ TEST(Options, FlagsSetAndCheckTheirValues) {
   EXPECT_EQ(set_options(bad, {{"kernel-define", "nofile"}}).message(), "--kernel-define 'nofile' is not FILE:NAME=VALUE");
   EXPECT_EQ(set_options(bad, {{"winograd-2d", ""}, {"no-winograd-2d", ""}}).message(),
             "--winograd-2d and --no-winograd-2d contradict each other");
+  EXPECT_EQ(set_options(bad, {{"no-winograd", ""}, {"winograd-2d", ""}}).message(),
+            "--winograd-2d and --no-winograd contradict each other");
   EXPECT_EQ(set_options(bad, {{"no-such-option", ""}}).message(), "--no-such-option is not a compiler option");
 }
 
