@@ -101,9 +101,9 @@ TEST(GenerateCli, VulkanAndInterpreterGiveTheSameLatentWithCfg) {
 }
 
 // Three CFG steps on the interpreter, computed here from the pipeline's formulas: a
-// scheduler_config.json beside the transformer sets shift 1, so with sigma_min 0 the
-// timesteps are linspace(1000, 0, 3), the sigmas [1, 0.5, 0, 0] and the model's t
-// 0, 0.5, 1; pred = pos + S·(pos − neg); latent += (σ' − σ)·(−pred).
+// scheduler_config.json beside the transformer sets shift 1, so the pipeline's sigmas
+// linspace(1, 1/3, 3) stay [1, 2/3, 1/3], then 0; the model's t is (1000 − 1000·σ) /
+// 1000; pred = pos + S·(pos − neg); latent += (σ' − σ)·(−pred).
 TEST(GenerateCli, CfgStepsFollowThePipelineAndTheSchedulerConfig) {
   STRATA_REQUIRE_CASE(kCase);
   const fs::path root = temp_path("pipeline");
@@ -135,7 +135,9 @@ TEST(GenerateCli, CfgStepsFollowThePipelineAndTheSchedulerConfig) {
     return (*out)[0];
   };
   Tensor x({16, 1, 6, 8}, seeded_normal(3, "zimage.initial_latent", 16 * 6 * 8, 0.0, 1.0));
-  const float sigmas[] = {1.0f, 0.5f, 0.0f, 0.0f}, ts[] = {0.0f, 0.5f, 1.0f};
+  const float sigmas[] = {1.0f, 2.0f / 3.0f, 1.0f / 3.0f, 0.0f};
+  float ts[3];
+  for (int i = 0; i < 3; ++i) ts[i] = (1000.0f - 1000.0f * sigmas[i]) / 1000.0f;
   for (int step = 0; step < 3; ++step) {
     const Tensor pos = forward(x, 45, ts[step]), negative = forward(x, 20, ts[step]);
     for (size_t i = 0; i < x.data.size(); ++i) {
