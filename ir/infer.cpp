@@ -363,8 +363,8 @@ Expected<std::vector<TensorType>> infer_reshape(const Attrs& a, const Types& in)
       infer_at = static_cast<int64_t>(i);
     } else if (s[i] < 0) {
       return error("reshape shape {} has a negative size", shape_str(s));
-    } else {
-      known *= s[i];
+    } else if (__builtin_mul_overflow(known, s[i], &known)) {
+      return error("reshape shape {} has too many elements", shape_str(s));
     }
   }
   int64_t n = in[0]->elements();

@@ -31,13 +31,18 @@ constexpr size_t kMagicLen = 6;
 // PyLiteral parses the subset NumPy writes (strings, ints, True/False/None, tuples,
 // lists, dicts) so that unusual headers (structured dtypes) fail with a clear
 // message about the field rather than a syntax error.
+struct PyEntry;  // a dict entry; not std::pair, which clang instantiates while PyValue is incomplete
 struct PyValue {
   enum Kind { kStr, kInt, kBool, kNone, kSeq, kDict } kind = kNone;
   std::string str;
   int64_t integer = 0;
   bool boolean = false;
-  std::vector<PyValue> items;                           // kSeq
-  std::vector<std::pair<std::string, PyValue>> entries;  // kDict
+  std::vector<PyValue> items;    // kSeq
+  std::vector<PyEntry> entries;  // kDict
+};
+struct PyEntry {
+  std::string key;
+  PyValue value;
 };
 
 class PyLiteral {

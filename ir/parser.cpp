@@ -10,6 +10,10 @@
 namespace strata {
 namespace {
 
+// The largest element count of a parsed type (and any one dimension): products of a
+// few such numbers and a byte size stay inside int64.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+
 struct Pos {
   int line = 1;
   int col = 1;
@@ -328,10 +332,16 @@ private:
     STRATA_RETURN_IF_ERROR(next());
     STRATA_RETURN_IF_ERROR(expect_punct('[', "to open the shape after the dtype"));
     if (!is_punct(']')) {
+      int64_t nonzero = 1;  // product of the non-zero dimensions
       while (true) {
         Pos dim_pos = tok_.pos;
         STRATA_ASSIGN_OR_RETURN(int64_t d, parse_int("a dimension (an integer)"));
         if (d < 0) return error("{}: dimension {} is negative", pos_str(dim_pos), d);
+        // Shape arithmetic (element counts, byte sizes) is int64: a type that could
+        // overflow it is no tensor.
+        if (d > kMaxElements || (d > 0 && nonzero > kMaxElements / d))
+          return error("{}: the shape has more than 2^48 elements", pos_str(dim_pos));
+        if (d > 0) nonzero *= d;
         t.shape.push_back(d);
         if (!is_punct(',')) break;
         STRATA_RETURN_IF_ERROR(next());
@@ -347,7 +357,10 @@ private:
         STRATA_RETURN_IF_ERROR(next());
         STRATA_RETURN_IF_ERROR(expect_keyword("cpad", "after ':' in a layout"));
         STRATA_RETURN_IF_ERROR(expect_punct('=', "after 'cpad'"));
+        Pos cpad_pos = tok_.pos;
         STRATA_ASSIGN_OR_RETURN(t.layout.padded_channels, parse_int("the padded channel count"));
+        if (t.layout.padded_channels < 0 || t.layout.padded_channels > kMaxElements)
+          return error("{}: padded channel count {} is out of range", pos_str(cpad_pos), t.layout.padded_channels);
       }
       STRATA_RETURN_IF_ERROR(expect_punct('}', "to close the layout"));
     }

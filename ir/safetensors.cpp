@@ -144,6 +144,47 @@ const TensorView* SafetensorsFile::find(std::string_view name) const {
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
+Expected<std::vector<TensorView>> parse_safetensors(const uint8_t* bytes, size_t size) {
+  if (size < 8) return error("file is {} bytes, shorter than the 8-byte header length", size);
+  std::vector<TensorView> tensors;
+  uint64_t header_len;
+  std::memcpy(&header_len, bytes, 8);
+  if (header_len > size - 8)
+    return error("header length {} runs past the end of the file ({} bytes)", header_len, size);
+  if (header_len > kMaxHeaderBytes)
+    return error("header length {} exceeds the {}-byte limit", header_len, kMaxHeaderBytes);
+  const uint64_t data_size = size - 8 - header_len;
+  const uint8_t* data = bytes + 8 + header_len;
+
+  json header;
+  try {
+    header = json::parse(bytes + 8, bytes + 8 + header_len);
+  } catch (const json::exception& e) {
+    return error("malformed header JSON: {}", e.what());
+  }
+  if (!header.is_object()) return error("header JSON is not an object");
+
+  std::vector<Range> ranges;
+  try {
+    for (auto it = header.begin(); it != header.end(); ++it) {
+      if (it.key() == "__metadata__") continue;  // free-form strings; nothing we use
+      TensorView view;
+      uint64_t begin = 0, end = 0;
+      Status s = parse_entry(it.key(), it.value(), data_size, view, begin, end);
+      if (!s) return s.with_context(fmt::format("tensor '{}'", it.key()));
+      view.data = data + begin;
+      tensors.push_back(std::move(view));
+      ranges.push_back({begin, end, nullptr});
+    }
+  } catch (const json::exception& e) {  // defensive: all accesses above are type-checked
+    return error("header: {}", e.what());
+  }
+  // json objects iterate in key order, so `tensors` is already sorted by name.
+  for (size_t i = 0; i < ranges.size(); ++i) ranges[i].name = &tensors[i].name;
+  if (Status s = check_overlaps(std::move(ranges)); !s) return s;
+  return tensors;
+}
+
 Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const Status& s) { return s.with_context(fmt::format("safetensors '{}'", path)); };
 
@@ -170,44 +211,9 @@ Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::stri
   file->path_ = path;
   file->map_ = map;
   file->size_ = size;
-  const auto* bytes = static_cast<const uint8_t*>(map);
-
-  uint64_t header_len;
-  std::memcpy(&header_len, bytes, 8);
-  if (header_len > size - 8)
-    return fail(error("header length {} runs past the end of the file ({} bytes)", header_len,
-                      size));
-  if (header_len > kMaxHeaderBytes)
-    return fail(error("header length {} exceeds the {}-byte limit", header_len, kMaxHeaderBytes));
-  const uint64_t data_size = size - 8 - header_len;
-  const uint8_t* data = bytes + 8 + header_len;
-
-  json header;
-  try {
-    header = json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const json::exception& e) {
-    return fail(error("malformed header JSON: {}", e.what()));
-  }
-  if (!header.is_object()) return fail(error("header JSON is not an object"));
-
-  std::vector<Range> ranges;
-  try {
-    for (auto it = header.begin(); it != header.end(); ++it) {
-      if (it.key() == "__metadata__") continue;  // free-form strings; nothing we use
-      TensorView view;
-      uint64_t begin = 0, end = 0;
-      Status s = parse_entry(it.key(), it.value(), data_size, view, begin, end);
-      if (!s) return fail(s.with_context(fmt::format("tensor '{}'", it.key())));
-      view.data = data + begin;
-      file->tensors_.push_back(std::move(view));
-      ranges.push_back({begin, end, nullptr});
-    }
-  } catch (const json::exception& e) {  // defensive: all accesses above are type-checked
-    return fail(error("header: {}", e.what()));
-  }
-  // json objects iterate in key order, so tensors_ is already sorted by name.
-  for (size_t i = 0; i < ranges.size(); ++i) ranges[i].name = &file->tensors_[i].name;
-  if (Status s = check_overlaps(std::move(ranges)); !s) return fail(s);
+  auto views = parse_safetensors(static_cast<const uint8_t*>(map), size);
+  if (!views) return fail(views.status());
+  file->tensors_ = std::move(*views);
   return file;
 }
 

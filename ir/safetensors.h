@@ -18,6 +18,7 @@
 #include "ir/types.h"
 #include "ir/weight_store.h"  // TensorView
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,6 +48,10 @@ private:
   size_t size_ = 0;
   std::vector<TensorView> tensors_;
 };
+
+// Validates a safetensors image held in memory (the checks of open(), above): the
+// views, sorted by name, point into `bytes`. Errors name no file; open() adds it.
+Expected<std::vector<TensorView>> parse_safetensors(const uint8_t* bytes, size_t size);
 
 // The safetensors dtype string of `t`: "F32", "F16", "BF16".
 std::string_view safetensors_dtype_name(DType t);
