@@ -15,12 +15,23 @@
 #include "tools/video_command.h"
 
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 namespace strata {
 namespace {
 
 constexpr uint64_t kDemoSeed = 2026;
+
+// A NaN or inf in the latent decodes, without a word, to a NaN image: refused, naming
+// the first one, unless --allow-nonfinite.
+Status check_latent_finite(const Tensor& latent, const std::string& path) {
+  for (size_t i = 0; i < latent.data.size(); ++i)
+    if (!std::isfinite(latent.data[i]))
+      return error("--latent '{}' holds a non-finite value ({}) at index {} (--allow-nonfinite decodes it anyway)",
+                   path, latent.data[i], i);
+  return Status::ok();
+}
 
 Expected<Tensor> decode(Vae& vae, Tensor latent, const RunSettings& r, std::ostream& log, Progress& progress) {
   progress.stage("building the graph");
@@ -58,6 +69,7 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
       {"latent", true, "latent .npy, float32 [C, h, w] (or [1, C, h, w]); a video VAE's [C, T, h, w]"},
       {"out", true, "output .png or .npy (float32 [3, H, W]); video: .npy [3, F, H, W], a folder of PNGs, .mp4"},
       {"demo", false, "decode a seeded latent with a small seeded decoder"},
+      {"allow-nonfinite", false, "decode a latent holding NaN or inf (refused by default, naming the first)"},
       {"ranks", true,
        "split the decode's bands across N processes started by `mpirun -np N` (tools/ranks.h); rank 0 writes "
        "the output"},
@@ -119,6 +131,8 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   }
   auto latent = read_npy(*a->get("latent"));
   if (!latent) return failed(latent.status());
+  if (!a->has("allow-nonfinite"))
+    if (Status s = check_latent_finite(*latent, *a->get("latent")); !s.is_ok()) return failed(s);
   auto image = decode(*vae, std::move(*latent), *settings, log, progress);
   if (!image) return failed(image.status().with_context(fmt::format("decoding '{}'", *a->get("latent"))));
   std::string path = *a->get("out");

@@ -158,7 +158,9 @@ Status decode_video_command(VideoDecoder& decoder, const ParsedArgs& a, const Ru
   STRATA_ASSIGN_OR_RETURN(Tensor latent, read_npy(latent_path));
   auto shape = check_video_latent_shape(decoder.config(), latent.shape);
   if (!shape) return shape.status().with_context(fmt::format("'{}'", latent_path));
-  if (Status s = check_finite(latent, *shape); !s.is_ok()) return s.with_context(fmt::format("'{}'", latent_path));
+  if (!a.has("allow-nonfinite"))
+    if (Status s = check_finite(latent, *shape); !s.is_ok())
+      return error("'{}': {} (--allow-nonfinite decodes it anyway)", latent_path, s.message());
   VideoDecodeOptions options;
   STRATA_ASSIGN_OR_RETURN(options.whole, parse_whole(a, decoder));
   STRATA_ASSIGN_OR_RETURN(options.tile_batch, parse_tile_batch(a, decoder));
