@@ -22,6 +22,11 @@ Status VideoDecoder::accepts_slab_frames(bool) const {
   return error("--slab-frames streams a HunyuanVideo clip decoded in one call (--frames whole / bench --whole)");
 }
 
+Status VideoDecoder::reset_states() {
+  if (!runner_ || !runner_->device()) return error("{}: no device program to reset (open it again)", class_name());
+  return runner_->device()->reset_states();
+}
+
 std::unique_ptr<VideoDecoder> video_decoder_for(Vae& vae) {
   if (std::holds_alternative<WanVaeConfig>(vae.config)) return make_wan_pipeline(vae);
   if (std::holds_alternative<HunyuanVaeConfig>(vae.config)) return make_hunyuan_pipeline(vae);

@@ -91,6 +91,10 @@ public:
                       std::ostream& log) = 0;
   // Decodes a latent of the opened shape, every output frame to `sink`.
   virtual Status decode(const Tensor& latent, const FrameSink& sink) = 0;
+  // The opened device program's states back to zeros, as open() leaves them, so that a
+  // caller that keeps the decoder (the Python module) decodes the next clip afresh. An
+  // error on the interpreter: open() again there.
+  Status reset_states();
   // The bench of the opened program on `latent`: warm-ups, timed decodes, replays,
   // and the report to `out`.
   virtual Status bench(const Tensor& latent, const VideoBenchOptions& b, std::ostream& out) = 0;

@@ -14,7 +14,9 @@ packages=(cmake make g++ pkg-config libfmt-dev nlohmann-json3-dev libgtest-dev l
           # decode --ranks: one decode over the processes mpirun starts (Open MPI)
           libopenmpi-dev openmpi-bin
           # the tokenizer (text/): PCRE2 for the pre-tokenizer regex, utf8proc for NFC
-          libpcre2-dev libutf8proc-dev)
+          libpcre2-dev libutf8proc-dev
+          # the Python module (python/, docs/PYTHON.md): built with pybind11, tested with pytest
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-setuptools python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,6 +31,17 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR="${STRATA_WERROR:-OFF}"
 cmake --build build -j"$(nproc)"
+
+# The Python module, installed for this user from the build above (setup.py copies it),
+# offline and with Debian's python3 and numpy. The user site (~/.local) is shared by every
+# python3.X of the same X, so `python3 -c "import strata"` finds it from another 3.X too;
+# --break-system-packages: Debian's pip refuses any install outside a venv otherwise.
+if [ -d build/python/strata ]; then
+  python=/usr/bin/python3
+  [ -x "$python" ] || python=python3
+  "$python" -m pip install --user --no-deps --no-build-isolation --no-index --break-system-packages \
+    --root-user-action=ignore --quiet .
+fi
 
 if [ "${1:-}" != "--no-demo" ]; then
   build/strata decode --demo --out demo.png

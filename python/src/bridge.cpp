@@ -1,0 +1,42 @@
+// See bridge.h.
+#include "python/src/bridge.h"
+
+#include <cstring>
+#include <utility>
+
+namespace strata::python {
+
+ParsedArgs parse_or_raise(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs) {
+  return value_or_raise(parse_args(args, specs));
+}
+
+Tensor tensor_from(const FloatArray& a) {
+  Shape shape(a.shape(), a.shape() + a.ndim());
+  std::vector<float> data(static_cast<size_t>(a.size()));
+  if (!data.empty()) std::memcpy(data.data(), a.data(), data.size() * sizeof(float));
+  return Tensor(std::move(shape), std::move(data));
+}
+
+py::array numpy_from(Tensor&& t) {
+  auto* values = new std::vector<float>(std::move(t.data));
+  py::capsule owner(values, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
+  return py::array_t<float>(shape, values->data(), owner);
+}
+
+bool ProgressBridge::report(const std::string& stage, int64_t done, int64_t total) {
+  return with_gil([&] {
+    if (!progress_.is_none()) progress_(stage, done, total);
+  });
+}
+
+void ProgressBridge::rethrow_pending() {
+  if (!pending_) return;
+  py::error_already_set e = std::move(*pending_);
+  pending_.reset();
+  throw e;
+}
+
+Status interrupted_status() { return error("interrupted from Python"); }
+
+}  // namespace strata::python
