@@ -169,6 +169,8 @@ Target target_for(const runtime::DeviceInfo& d) {
       std::find(shapes.begin(), shapes.end(), kCoopShape16) != shapes.end())
     t.tensor_cores = TensorCores::nv_coopmat;
   t.coopmat_flexible = t.tensor_cores == TensorCores::nv_coopmat && d.cooperative_matrix_flexible;
+  t.int8_coopmat = t.tensor_cores == TensorCores::nv_coopmat &&
+                   std::find(shapes.begin(), shapes.end(), kCoopShapeS8) != shapes.end();
   return t;
 }
 

@@ -40,6 +40,10 @@ const char* tensor_cores_name(TensorCores t);  // "none", "nv_coopmat", "emulate
 inline const runtime::CoopMatShape kCoopShape16{16, 16, 16, runtime::CoopType::f16, runtime::CoopType::f16,
                                                 runtime::CoopType::f32, runtime::CoopType::f32};
 
+// The int8 shape of the W8A8 GEMM (kernels/gemm_int8.comp, GL_NV_integer_cooperative_matrix).
+inline const runtime::CoopMatShape kCoopShapeS8{16, 16, 32, runtime::CoopType::s8, runtime::CoopType::s8,
+                                                runtime::CoopType::s32, runtime::CoopType::s32};
+
 // What codegen must respect on the device it compiles for (runtime::DeviceInfo's
 // limits; a default Target fits lavapipe and every desktop GPU).
 struct Target {
@@ -56,6 +60,10 @@ struct Target {
   // (runtime::DeviceInfo::cooperative_matrix_flexible), so the conv kernel uses 32×32
   // fragments, rewritten to VK_KHR_cooperative_matrix (codegen/spirv_khr_rewrite.h).
   bool coopmat_flexible = false;
+  // With nv_coopmat: the device also offers kCoopShapeS8, so W8A8 linears (ir/ops.h
+  // linear {quant = "w8a8"}) run on int8 cooperative matrices. An emulated target
+  // emulates them too; anything else refuses such a linear.
+  bool int8_coopmat = false;
   // The device rounds f32 -> f16 conversions to nearest even when a shader declares it
   // (shaderRoundingModeRTEFloat16): f16 kernels then round with one conversion
   // instead of common.glsl's bit arithmetic (F16_RTE), for the same bits.

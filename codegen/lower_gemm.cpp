@@ -212,6 +212,7 @@ Status lower_gemm(Lowering& l, const Node& node) {
   if (node.op != Op::linear && node.op != Op::matmul)
     return l.fail(node, "lower_gemm handles linear and matmul only");
   const bool linear = node.op == Op::linear;
+  if (linear && node.attrs.has("quant")) return lower_linear_w8a8(l, node);
   const int64_t exp_blocks = linear ? node.attrs.get_int("exp_blocks", 0) : 0;
   const int64_t scale_blocks = linear ? node.attrs.get_int("scale_blocks", 0) : 0;
   if (exp_blocks || scale_blocks) {

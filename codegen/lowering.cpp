@@ -105,6 +105,19 @@ Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {
         q.cooperative_matrix_shapes.push_back(kCoopShape16);
     }
   }
+  if (auto it = key.defines.find("ICOOPMAT"); it != key.defines.end()) {
+    // gemm_int8.comp: tiled by CM_SG lanes; natively on the int8 shape.
+    runtime::DeviceRequirements& q = plan_.requirements;
+    q.subgroup_operations |= runtime::subgroup_ops::basic;
+    q.min_subgroup_size = q.max_subgroup_size = target_.subgroup_size;
+    if (it->second == "1") {
+      q.cooperative_matrix_nv = true;
+      q.vulkan_memory_model = true;
+      if (std::find(q.cooperative_matrix_shapes.begin(), q.cooperative_matrix_shapes.end(), kCoopShapeS8) ==
+          q.cooperative_matrix_shapes.end())
+        q.cooperative_matrix_shapes.push_back(kCoopShapeS8);
+    }
+  }
   const auto index = static_cast<uint32_t>(plan_.pipelines.size());
   plan_.pipelines.push_back(std::move(p));
   pipelines_.emplace(key, index);

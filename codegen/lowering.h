@@ -187,6 +187,7 @@ private:
 
 Status lower_conv(Lowering& l, const Node& node);
 Status lower_gemm(Lowering& l, const Node& node);
+Status lower_linear_w8a8(Lowering& l, const Node& node);  // lower_gemm_int8.cpp
 Status lower_norm(Lowering& l, const Node& node);
 Status lower_rope(Lowering& l, const Node& node);
 Status lower_attention(Lowering& l, const Node& node);

@@ -1,6 +1,7 @@
 // Value placement: the buffers of a plan and the location of every value. See
 // placement.h for the scheme.
 #include "codegen/placement.h"
+#include "codegen/w8a8.h"
 #include "codegen/weight_transform.h"
 
 #include "codegen/storage.h"
@@ -103,8 +104,10 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
     out.output_locations.push_back(it->second);
   }
 
-  // Constants: one upload per (tensor, dtype, storage).
-  std::map<std::tuple<std::string, DType, DType>, Location> uploads;
+  // Constants: one upload per (tensor, dtype, storage, quantized). A constant read only
+  // as the weight of W8A8 linears is uploaded as their int8 rows and scales
+  // (codegen/w8a8.h), quantized by the weight source at load.
+  std::map<std::tuple<std::string, DType, DType, bool>, Location> uploads;
   for (ValueId v : g.constants()) {
     const Value& c = g.value(v);
     if (!read[static_cast<size_t>(v)]) continue;
@@ -116,8 +119,14 @@ Expected<Placement> place_values(const Graph& g, const WeightStore& weights, con
       return error("constant %{} has layout {}; constants are stored in the logical layout", c.name,
                    layout_str(c.type.layout));
     const DType storage = out.storage[static_cast<size_t>(v)];
-    auto [it, fresh] = uploads.try_emplace({c.weight, c.type.dtype, storage});
-    if (fresh) {
+    const bool quantized = only_w8a8_weight(g, v);
+    auto [it, fresh] = uploads.try_emplace({c.weight, c.type.dtype, storage, quantized});
+    if (fresh && quantized) {
+      const Shape& s = c.type.shape;
+      it->second = put(kWeights, w8a8_rows_bytes(s[0], c.type.elements() / s[0]));
+      out.weights.push_back(runtime::WeightUpload{c.weight, w8a8_weight_transform(view.dtype, c.type.dtype), kWeights,
+                                                  it->second.offset, it->second.bytes});
+    } else if (fresh) {
       it->second = put(kWeights, bytes_of(v));
       out.weights.push_back(runtime::WeightUpload{c.weight, weight_transform(view.dtype, c.type.dtype, storage),
                                                   kWeights, it->second.offset, it->second.bytes});

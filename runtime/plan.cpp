@@ -84,12 +84,14 @@ namespace {
 bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
 // The conversions a WeightSource knows: float tensors uploaded as f32 or f16, rounded
-// through f16 or bf16 only on the way to f32.
+// through f16 or bf16 only on the way to f32; or quantized to int8 rows (upload u8:
+// codegen/w8a8.h's W8A8 weights), rounded through f16 or bf16 first.
 Status check_transform(const WeightUpload& w) {
   const WeightTransform& t = w.transform;
-  const bool ok = is_float(t.stored) && (t.upload == DType::f32 || t.upload == DType::f16) &&
-                  (!t.rounded_through || ((*t.rounded_through == DType::f16 || *t.rounded_through == DType::bf16) &&
-                                          t.upload == DType::f32));
+  const bool narrow = !t.rounded_through || *t.rounded_through == DType::f16 || *t.rounded_through == DType::bf16;
+  const bool ok = is_float(t.stored) && narrow &&
+                  (t.upload == DType::u8 || ((t.upload == DType::f32 || t.upload == DType::f16) &&
+                                             (!t.rounded_through || t.upload == DType::f32)));
   if (!ok) return error("weight '{}': transform {} is not a conversion a weight source makes", w.source, describe(t));
   return Status::ok();
 }

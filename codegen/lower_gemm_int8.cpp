@@ -1,0 +1,156 @@
+// lower_gemm_int8: linear {quant = "w8a8"} (ir/ops.h) → two dispatches:
+//   kernels/quantize_rows.comp  x[R, K] (f16 or f32, row-major) → its int8 rows and
+//                               per-row scales, in the node's scratch memory
+//   kernels/gemm_int8.comp      int8 · int8 → int32, then scales, bias and the
+//                               rounding to y's dtype
+// The weight is the constant placement uploaded quantized (codegen/w8a8.h: it is read
+// by W8A8 linears only); its bytes come from the weight source at load, so the plan
+// cache keeps them and a warm start does not quantize again.
+//
+// Where: natively on GL_NV_integer_cooperative_matrix (Target::int8_coopmat: the
+// device lists kCoopShapeS8), or through the kernel's plain-GLSL emulation on an
+// emulated target (lavapipe, the tests). Any other target refuses the node with one
+// line: it never runs a quantized linear some other way.
+//
+// Tiles: natively WM × WN = 2 × 2 subgroups of FM × FN = 4 × 4 fragments (128 × 128 of
+// y per workgroup); emulated 2 × 2 of 1 × 1 (32 × 32). CodegenOptions::kernel_defines
+// for "gemm_int8.comp" (`--kernel-define`) may name others; the grid follows them.
+#include "codegen/lowering.h"
+#include "codegen/storage.h"
+#include "codegen/w8a8.h"
+
+#include <algorithm>
+#include <string>
+
+namespace strata::codegen {
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+struct Int8Tile {
+  uint32_t wm = 2, wn = 2, fm = 1, fn = 1;
+  uint32_t rows() const { return wm * fm * 16; }
+  uint32_t cols() const { return wn * fn * 16; }
+};
+
+Expected<Int8Tile> int8_tile(const Lowering& l) {
+  Int8Tile t;
+  if (l.target().tensor_cores == TensorCores::nv_coopmat) t.fm = t.fn = 4;
+  const auto asked = l.options().kernel_defines.find("gemm_int8.comp");
+  if (asked == l.options().kernel_defines.end()) return t;
+  for (auto [name, field] : {std::pair{"WM", &t.wm}, {"WN", &t.wn}, {"FM", &t.fm}, {"FN", &t.fn}}) {
+    const auto it = asked->second.find(name);
+    if (it == asked->second.end()) continue;
+    try {
+      *field = static_cast<uint32_t>(std::stoul(it->second));
+    } catch (const std::exception&) {
+      *field = 0;
+    }
+    if (*field == 0 || *field > 8) return error("gemm_int8.comp {}={}: a count from 1 to 8", name, it->second);
+  }
+  return t;
+}
+
+}  // namespace
+
+Status lower_linear_w8a8(Lowering& l, const Node& node) {
+  const std::string scheme = node.attrs.get_string("quant", "");
+  if (scheme != "w8a8") return l.fail(node, fmt::format("linear quant '{}': codegen knows \"w8a8\" only", scheme));
+  const Target& target = l.target();
+  const bool native = target.tensor_cores == TensorCores::nv_coopmat && target.int8_coopmat;
+  if (!native && target.tensor_cores != TensorCores::emulated)
+    return l.fail(node, fmt::format("linear {{quant = \"w8a8\"}} needs int8 cooperative matrices ({} under "
+                                    "VK_NV_cooperative_matrix); this target has {}; compile without --quantize",
+                                    runtime::describe(kCoopShapeS8),
+                                    target.tensor_cores == TensorCores::none ? "no cooperative matrices"
+                                                                             : "no int8 shape"));
+  const ValueId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
+  const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  STRATA_RETURN_IF_ERROR(l.require_row_major(node, {x, w, bias, y}));
+  const Graph& g = l.graph();
+  if (g.value(w).kind != ValueKind::constant || !only_w8a8_weight(g, w))
+    return l.fail(node, fmt::format("the weight '{}' of a W8A8 linear must be a constant read by W8A8 linears only "
+                                    "(it is uploaded quantized at load)",
+                                    g.value(w).name));
+  if (l.storage(x) != DType::f16 && l.storage(x) != DType::f32)
+    return l.fail(node, "a W8A8 linear reads x stored f16 or f32");
+  const Shape& xs = l.shape(x);
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < xs.size(); ++i) rows *= xs[i];
+  const int64_t n = l.shape(w)[0], k = l.shape(w)[1], kp = w8a8_padded_k(k);
+
+  STRATA_ASSIGN_OR_RETURN(const Int8Tile tile, int8_tile(l));
+  const uint32_t sg = target.subgroup_size;
+  if (sg == 0 || 256 % sg != 0 || (native && sg != 32))
+    return l.fail(node, fmt::format("the int8 GEMM tiles by subgroups of {} lanes{}", sg,
+                                    native ? " (native: 32)" : " (a divisor of 256)"));
+  const uint32_t invocations = tile.wm * tile.wn * sg;
+  const uint64_t shared = (tile.rows() + tile.cols()) * 32ull + (native ? tile.wm * tile.wn * 1024ull : 0);
+  if (shared > target.max_shared_memory_bytes)
+    return l.fail(node, fmt::format("the int8 GEMM tile {}x{} needs {} bytes of shared memory; the target has {}",
+                                    tile.rows(), tile.cols(), shared, target.max_shared_memory_bytes));
+
+  const uint64_t range = target.max_storage_buffer_range;
+  const uint64_t a_bytes = w8a8_rows_bytes(rows, k), w_bytes = w8a8_rows_bytes(n, k);
+  if (a_bytes > range || w_bytes > range || l.location(x).bytes > range || l.location(y).bytes > range)
+    return l.fail(node, fmt::format("a W8A8 linear binds its operands whole: x {} B (int8 rows {} B), w {} B, y {} B; "
+                                    "the storage-buffer range is {}",
+                                    l.location(x).bytes, a_bytes, w_bytes, l.location(y).bytes, range));
+  if (l.location(w).bytes != w_bytes)
+    return l.fail(node, fmt::format("the weight '{}' is placed as {} bytes, not as its {} bytes of int8 rows",
+                                    g.value(w).name, l.location(w).bytes, w_bytes));
+  const uint64_t gx = ceil_div(static_cast<uint64_t>(rows), tile.rows());
+  const uint64_t gy = ceil_div(static_cast<uint64_t>(n), tile.cols());
+  constexpr uint64_t kMaxGroups = 65535;  // Vulkan's guaranteed minimum for y
+  if (gx > target.max_workgroup_count_x || gy > kMaxGroups)
+    return l.fail(node, fmt::format("int8 GEMM grid {}x{} exceeds the workgroup-count limit", gx, gy));
+
+  const Location a = l.scratch(node, a_bytes);
+  const auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+
+  // The row quantizer: a workgroup per row.
+  constexpr uint32_t kQuantizeInvocations = 128;
+  KernelKey qkey;
+  qkey.file = "quantize_rows.comp";
+  qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
+  add_type_define(qkey.defines, "X_T", l.storage(x));
+  qkey.bindings = 2;
+  qkey.workgroup_size = {kQuantizeInvocations, 1, 1};
+  PushConstants qpush;
+  qpush.u32(u(rows)).u32(u(k)).u32(u(kp));
+  qkey.push_constant_bytes = static_cast<uint32_t>(qpush.bytes().size());
+  STRATA_ASSIGN_OR_RETURN(uint32_t quantize, l.pipeline(qkey));
+  const uint64_t qx = std::min<uint64_t>(static_cast<uint64_t>(rows), target.max_workgroup_count_x);
+  const uint64_t qy = ceil_div(static_cast<uint64_t>(rows), qx);
+  if (qy > kMaxGroups) return l.fail(node, fmt::format("{} rows exceed the row quantizer's grid", rows));
+  l.dispatch(quantize, {l.bind(x, runtime::Access::read), Lowering::bind_scratch(a, runtime::Access::write)}, qpush,
+             {u(static_cast<int64_t>(qx)), u(static_cast<int64_t>(qy)), 1}, node, "quantize");
+
+  KernelKey key;
+  key.file = "gemm_int8.comp";
+  key.defines = {{"ICOOPMAT", native ? "1" : "2"},
+                 {"CM_SG", std::to_string(sg)},
+                 {"WM", std::to_string(tile.wm)},
+                 {"WN", std::to_string(tile.wn)},
+                 {"FM", std::to_string(tile.fm)},
+                 {"FN", std::to_string(tile.fn)},
+                 {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
+                 {"ROUND", round_define(l.type(y).dtype)}};
+  if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
+  add_type_define(key.defines, "Y_T", l.storage(y));
+  key.bindings = 3 + (bias != kNoValue);
+  key.workgroup_size = {invocations, 1, 1};
+  PushConstants push;
+  push.u32(u(rows)).u32(u(n)).u32(u(kp / 4));
+  key.push_constant_bytes = static_cast<uint32_t>(push.bytes().size());
+  STRATA_ASSIGN_OR_RETURN(uint32_t gemm, l.pipeline(key));
+  std::vector<runtime::BindingDesc> bindings = {Lowering::bind_scratch(a, runtime::Access::read),
+                                                l.bind(w, runtime::Access::read)};
+  if (bias != kNoValue) bindings.push_back(l.bind(bias, runtime::Access::read));
+  bindings.push_back(l.bind(y, runtime::Access::write));
+  l.dispatch(gemm, std::move(bindings), push, {u(static_cast<int64_t>(gx)), u(static_cast<int64_t>(gy)), 1}, node,
+             "int8");
+  return Status::ok();
+}
+
+}  // namespace strata::codegen
