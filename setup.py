@@ -32,11 +32,14 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built, target)
 
 
+# setuptools' own files (its build tree, the egg-info) go beside CMake's, not into the checkout.
+SETUPTOOLS_DIR = os.path.join("build", "setuptools")
+os.makedirs(SETUPTOOLS_DIR, exist_ok=True)
+
 setup(
     packages=["strata"],
     package_dir={"strata": "python/strata"},
     ext_modules=[Extension("strata._strata", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    # setuptools' own build files, in a folder of their own beside CMake's.
-    options={"build": {"build_base": os.path.join("build", "setuptools")}},
+    options={"build": {"build_base": SETUPTOOLS_DIR}, "egg_info": {"egg_base": SETUPTOOLS_DIR}},
 )
