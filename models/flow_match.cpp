@@ -42,6 +42,12 @@ Expected<FlowMatchConfig> load_flow_match_config(const std::string& path) {
       return error("scheduler config '{}': {} is not supported", path, unsupported);
   if (j.contains("shift_terminal") && !j["shift_terminal"].is_null())
     return error("scheduler config '{}': shift_terminal is not supported", path);
+  // Cast to int64 only what fits (a cast of 1e300 is undefined behaviour).
+  for (double v : {train, base_len, max_len})
+    if (!(std::fabs(v) < 9.0e15))
+      return error("scheduler config '{}': num_train_timesteps and the image sequence lengths must be integers "
+                   "below 2^53",
+                   path);
   c.num_train_timesteps = static_cast<int64_t>(train);
   c.base_image_seq_len = static_cast<int64_t>(base_len);
   c.max_image_seq_len = static_cast<int64_t>(max_len);
