@@ -372,6 +372,13 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.shaderFloat16 = dev->enabled_.shader_float16;
   f12.vulkanMemoryModel = dev->enabled_.vulkan_memory_model;
+  // An int8 cooperative-matrix shape (codegen's W8A8 GEMM) puts 8-bit integers in the
+  // shader (the Int8 capability).
+  f12.shaderInt8 = std::any_of(needs.cooperative_matrix_shapes.begin(), needs.cooperative_matrix_shapes.end(),
+                               [](const CoopMatShape& s) {
+                                 return s.a == CoopType::s8 || s.a == CoopType::u8 || s.b == CoopType::s8 ||
+                                        s.b == CoopType::u8;
+                               });
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   f11.storageBuffer16BitAccess = dev->enabled_.storage_buffer_16bit_access;
   VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
