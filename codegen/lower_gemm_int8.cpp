@@ -13,8 +13,9 @@
 // line: it never runs a quantized linear some other way.
 //
 // Tiles: natively WM × WN = 2 × 2 subgroups of FM × FN = 4 × 4 fragments (128 × 128 of
-// y per workgroup); emulated 2 × 2 of 1 × 1 (32 × 32). CodegenOptions::kernel_defines
-// for "gemm_int8.comp" (`--kernel-define`) may name others; the grid follows them.
+// y per workgroup); emulated 2 × 2 of 1 × 1 (32 × 32); K in steps of 32 codes (KS = 1).
+// CodegenOptions::kernel_defines for "gemm_int8.comp" (`--kernel-define`) may name
+// others (WM, WN, FM, FN, KS); the grid and the shared-memory check follow them.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 #include "codegen/w8a8.h"
@@ -28,7 +29,7 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 struct Int8Tile {
-  uint32_t wm = 2, wn = 2, fm = 1, fn = 1;
+  uint32_t wm = 2, wn = 2, fm = 1, fn = 1, ks = 1;  // ks: 32-code chunks of K per step
   uint32_t rows() const { return wm * fm * 16; }
   uint32_t cols() const { return wn * fn * 16; }
 };
@@ -38,7 +39,7 @@ Expected<Int8Tile> int8_tile(const Lowering& l) {
   if (l.target().tensor_cores == TensorCores::nv_coopmat) t.fm = t.fn = 4;
   const auto asked = l.options().kernel_defines.find("gemm_int8.comp");
   if (asked == l.options().kernel_defines.end()) return t;
-  for (auto [name, field] : {std::pair{"WM", &t.wm}, {"WN", &t.wn}, {"FM", &t.fm}, {"FN", &t.fn}}) {
+  for (auto [name, field] : {std::pair{"WM", &t.wm}, {"WN", &t.wn}, {"FM", &t.fm}, {"FN", &t.fn}, {"KS", &t.ks}}) {
     const auto it = asked->second.find(name);
     if (it == asked->second.end()) continue;
     try {
@@ -85,7 +86,7 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
     return l.fail(node, fmt::format("the int8 GEMM tiles by subgroups of {} lanes{}", sg,
                                     native ? " (native: 32)" : " (a divisor of 256)"));
   const uint32_t invocations = tile.wm * tile.wn * sg;
-  const uint64_t shared = (tile.rows() + tile.cols()) * 32ull + (native ? tile.wm * tile.wn * 1024ull : 0);
+  const uint64_t shared = (tile.rows() + tile.cols()) * 32ull * tile.ks + (native ? tile.wm * tile.wn * 1024ull : 0);
   if (shared > target.max_shared_memory_bytes)
     return l.fail(node, fmt::format("the int8 GEMM tile {}x{} needs {} bytes of shared memory; the target has {}",
                                     tile.rows(), tile.cols(), shared, target.max_shared_memory_bytes));
@@ -134,6 +135,7 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
                  {"WN", std::to_string(tile.wn)},
                  {"FM", std::to_string(tile.fm)},
                  {"FN", std::to_string(tile.fn)},
+                 {"KS", std::to_string(tile.ks)},
                  {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                  {"ROUND", round_define(l.type(y).dtype)}};
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));

@@ -8,10 +8,11 @@
 //   binding 2  bias (HAS_BIAS, BIAS_T), then y (Y_T, row-major [R, N])
 //
 // Tiling: a workgroup computes BM × BN of y (BM = WM·FM·16, BN = WN·FN·16) with WM × WN
-// subgroups, each FM × FN accumulators of 16 × 16, stepping 32 columns of K. Each step
-// stages the A and B rows (8 words each) in shared memory, the next step's global loads
-// issued before this step's products (registers, one step ahead). Rows past R or N read
-// zeros and are not stored.
+// subgroups, each FM × FN accumulators of 16 × 16, stepping KS · 32 columns of K. Each
+// step stages the A and B rows (8 · KS words each) in shared memory, the next step's
+// global loads issued before this step's products (registers, one step ahead). Rows past
+// R or N, and columns past KP in the last step, read zeros; rows past R or N are not
+// stored.
 //
 //   ICOOPMAT = 1  GL_NV_integer_cooperative_matrix, s8·s8 + s32 → s32 at 16×16×32
 //                 (the shape the lowering requires); fragments loaded from the staged
@@ -22,7 +23,7 @@
 //                 subgroup owns elements e ≡ L (mod CM_SG) of each 16 × 16 accumulator
 //                 (e = row·16 + column), as coopmat.glsl's emulation does.
 //
-// Defines: ICOOPMAT, CM_SG, WM, WN, FM, FN, HAS_BIAS, BIAS_T, Y_T, ROUND (common.glsl).
+// Defines: ICOOPMAT, CM_SG, WM, WN, FM, FN, KS (default 1), HAS_BIAS, BIAS_T, Y_T, ROUND (common.glsl).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 
@@ -37,6 +38,9 @@
 #endif
 #ifndef FN
 #define FN 1
+#endif
+#ifndef KS
+#define KS 1
 #endif
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
@@ -81,32 +85,32 @@ layout(push_constant) uniform Push {
   uint rows, n, kw;  // R, N, words per row (KP / 4)
 } pc;
 
-shared uint sh_a[BM * 8];
-shared uint sh_b[BN * 8];
+#define RW (8 * KS)  // staged words per row
+shared uint sh_a[BM * RW];
+shared uint sh_b[BN * RW];
 #if ICOOPMAT == 1
 shared int sh_c[NSG * 256];
 #endif
 
-// The 16-byte loads of one step: A rows, then B rows, two per row.
-#define LOADS ((BM + BN) * 2)
+// The 16-byte loads of one step: A rows, then B rows, 2 · KS per row.
+#define QR (2 * KS)
+#define LOADS ((BM + BN) * QR)
 #define PER ((LOADS + INV - 1) / INV)
 
 uvec4 fetch(uint i, uint row0, uint col0, uint k16) {
-  if (i < BM * 2) {
-    const uint r = row0 + (i >> 1);
-    return r < pc.rows ? av[(r * pc.kw >> 2) + k16 + (i & 1u)] : uvec4(0u);
-  }
-  const uint j = i - BM * 2;
-  const uint c = col0 + (j >> 1);
-  return c < pc.n ? wv[(c * pc.kw >> 2) + k16 + (j & 1u)] : uvec4(0u);
+  const bool is_a = i < BM * QR;
+  const uint j = is_a ? i : i - BM * QR;
+  const uint r = (is_a ? row0 : col0) + j / QR, q = k16 + j % QR;
+  if (r >= (is_a ? pc.rows : pc.n) || q >= (pc.kw >> 2)) return uvec4(0u);
+  return is_a ? av[(r * pc.kw >> 2) + q] : wv[(r * pc.kw >> 2) + q];
 }
 
 void stage(uint i, uvec4 v) {
-  if (i < BM * 2) {
+  if (i < BM * QR) {
     const uint at = i * 4;
     sh_a[at] = v.x, sh_a[at + 1] = v.y, sh_a[at + 2] = v.z, sh_a[at + 3] = v.w;
   } else {
-    const uint at = (i - BM * 2) * 4;
+    const uint at = (i - BM * QR) * 4;
     sh_b[at] = v.x, sh_b[at + 1] = v.y, sh_b[at + 2] = v.z, sh_b[at + 3] = v.w;
   }
 }
@@ -125,7 +129,7 @@ void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint sg_m = sg / WN, sg_n = sg % WN;
   const uint row0 = gl_WorkGroupID.x * BM, col0 = gl_WorkGroupID.y * BN;
-  const uint steps = pc.kw / 8;
+  const uint steps = (pc.kw + RW - 1) / RW;
 
 #if ICOOPMAT == 1
   MAT_C acc[FM][FN];
@@ -150,26 +154,28 @@ void main() {
     if (s + 1 < steps) {
       [[unroll]] for (uint p = 0; p < PER; ++p) {
         const uint i = tid + p * INV;
-        ahead[p] = i < LOADS ? fetch(i, row0, col0, (s + 1) * 2) : uvec4(0u);
+        ahead[p] = i < LOADS ? fetch(i, row0, col0, (s + 1) * QR) : uvec4(0u);
       }
     }
 #if ICOOPMAT == 1
-    MAT_A a[FM];
-    MAT_B b[FN];
-    [[unroll]] for (int i = 0; i < FM; ++i)
-      coopMatLoadNV(a[i], sh_a, ((sg_m * FM + i) * 16) * 8, 8, false);
-    [[unroll]] for (int j = 0; j < FN; ++j)
-      coopMatLoadNV(b[j], sh_b, ((sg_n * FN + j) * 16) * 8, 8, true);
-    [[unroll]] for (int i = 0; i < FM; ++i)
-      [[unroll]] for (int j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+    [[unroll]] for (uint kk = 0; kk < KS; ++kk) {
+      MAT_A a[FM];
+      MAT_B b[FN];
+      [[unroll]] for (int i = 0; i < FM; ++i)
+        coopMatLoadNV(a[i], sh_a, ((sg_m * FM + i) * 16) * RW + kk * 8, RW, false);
+      [[unroll]] for (int j = 0; j < FN; ++j)
+        coopMatLoadNV(b[j], sh_b, ((sg_n * FN + j) * 16) * RW + kk * 8, RW, true);
+      [[unroll]] for (int i = 0; i < FM; ++i)
+        [[unroll]] for (int j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+    }
 #else
     [[dont_unroll]] for (uint f = 0; f < FM * FN; ++f) {
       const uint i = f / FN, j = f % FN;
       [[dont_unroll]] for (uint t = 0; t < EPL; ++t) {
         const uint e = lane + t * CM_SG;
-        const uint ra = ((sg_m * FM + i) * 16 + e / 16) * 8, rb = ((sg_n * FN + j) * 16 + e % 16) * 8;
+        const uint ra = ((sg_m * FM + i) * 16 + e / 16) * RW, rb = ((sg_n * FN + j) * 16 + e % 16) * RW;
         int sum = acc[f * EPL + t];
-        for (uint w = 0; w < 8; ++w) sum += dot4(sh_a[ra + w], sh_b[rb + w]);
+        for (uint w = 0; w < RW; ++w) sum += dot4(sh_a[ra + w], sh_b[rb + w]);
         acc[f * EPL + t] = sum;
       }
     }

@@ -8,7 +8,7 @@
 //     scale is then 1, so the codes are the values and y = float(Σ x·w) exactly, the
 //     sums below 2²⁴) y equals an integer reference bit for bit; tails in every dim
 //     (R, N not multiples of the 32 × 32 emulated tile, K not a multiple of the 32-code
-//     step);
+//     step), and with steps of 64 codes and another tile (kernel_defines);
 //   - the quantizer rounds x / sx half to even and keeps zero rows zero: x with
 //     fractional parts of exactly ½ (and scale 1) gives Σ roundEven(x)·w bit for bit;
 //   - a whole quantized linear (f16 x, f16 weights stored f32, f32 bias, f16 or f32
@@ -80,9 +80,9 @@ struct Ran {
   runtime::Plan plan;
 };
 
-Ran run(const Built& t, const codegen::Target& target) {
+Ran run(const Built& t, const codegen::Target& target, const codegen::CodegenOptions& options = {}) {
   Ran r;
-  auto plan = codegen::compile_plan(t.graph, t.weights, target, {});
+  auto plan = codegen::compile_plan(t.graph, t.weights, target, options);
   EXPECT_TRUE(plan) << plan.message();
   if (!plan) return r;
   for (const auto& p : plan->pipelines) r.pipelines += p.name + "\n";
@@ -172,6 +172,14 @@ TEST(CodegenW8A8, Int8GemmMatchesTheIntegerReferenceBitForBit) {
     EXPECT_NE(got.pipelines.find("ICOOPMAT=2"), std::string::npos) << got.pipelines;
     testing::expect_identical(got.y, integer_reference(x, w));
   }
+  // Steps of 64 codes (KS = 2) over K = 200 (KP = 224: the last step half past KP, read
+  // as zeros), on a 2 × 1 tile of subgroups.
+  codegen::CodegenOptions options;
+  options.kernel_defines["gemm_int8.comp"] = {{"KS", "2"}, {"WN", "1"}};
+  const Tensor x = integer_rows(45, 200, 33), w = integer_rows(72, 200, 34);
+  const Ran got = run(build(x, DType::f32, w, DType::f32, nullptr, DType::f32), target, options);
+  EXPECT_NE(got.pipelines.find("KS=2"), std::string::npos) << got.pipelines;
+  testing::expect_identical(got.y, integer_reference(x, w));
 }
 
 TEST(CodegenW8A8, QuantizerRoundsHalvesToEvenAndKeepsZeroRowsZero) {
