@@ -293,5 +293,35 @@ TEST(CodegenW8A8, NativeKernelCompiles) {
   EXPECT_EQ(plan->requirements.min_subgroup_size, 32u);
 }
 
+TEST(CodegenW8A8, ValidationLayerIsSilent) {
+  // The quantizer's scratch written and read by the GEMM, the u8 weight upload, f16
+  // storage: nothing the validation layer objects to.
+  runtime::DeviceOptions opts;
+  opts.validation = true;
+  runtime::DeviceRequirements f16;
+  f16.shader_float16 = f16.storage_buffer_16bit_access = true;
+  auto dev = runtime::open_device(opts, f16);
+  ASSERT_TRUE(dev) << dev.message();
+  if (!(*dev)->instance().validation_enabled()) GTEST_SKIP() << "validation layer not installed";
+  const Tensor x = random_tensor({33, 40}, 91), w = random_tensor({40, 40}, 92), bias = random_tensor({40}, 93);
+  const Built t = build(x, DType::f16, w, DType::f16, &bias, DType::f16);
+  codegen::Target target = codegen::target_for((*dev)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(t.graph, t.weights, target);
+  ASSERT_TRUE(plan) << plan.message();
+  ASSERT_LE(plan->requirements.min_subgroup_size, (*dev)->info().subgroup_size);
+  auto exec = runtime::Executor::create(*dev, *plan, codegen::weight_source(t.weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor y({33, 40});
+  for (int run = 0; run < 2; ++run)
+    ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(x.data))}, {std::as_writable_bytes(std::span(y.data))}));
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  testing::expect_close(y, (*want)[0], 1.0 / 1024, 1e-5);
+  std::string all;
+  for (const auto& m : (*dev)->instance().take_validation_messages()) all += m + "\n";
+  EXPECT_TRUE(all.empty()) << all;
+}
+
 }  // namespace
 }  // namespace strata
