@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 namespace strata::python {
@@ -56,12 +57,14 @@ public:
   // One latent, [C, h, w] (image) or [C, T, h, w] (video), f32: [3, H, W] or [3, F, H, W].
   py::array decode(const FloatArray& latent, py::object progress, py::object on_frame, bool whole,
                    int64_t tile_batch, std::optional<int64_t> slab_frames) {
-    if (!vae_) throw StrataError("the model is closed");
     Tensor input = tensor_from(latent);
     ProgressBridge bridge(std::move(progress));
     Expected<Tensor> out = Tensor();
     {
       py::gil_scoped_release released;
+      // One decode at a time per model; other Python threads run meanwhile.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!vae_) throw StrataError("the model is closed");  // unwinds to the GIL first
       out = is_video_ ? decode_video(std::move(input), {whole, tile_batch, slab_frames}, bridge, on_frame)
                       : decode_image(std::move(input), bridge);
     }
@@ -73,12 +76,14 @@ public:
   // Frees the compiled programs (their device memory) and the weights.
   void close() {
     py::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(mutex_);
     programs_.clear();
     video_.reset();
     vae_.reset();
   }
 
 private:
+  std::mutex mutex_;  // decode() and close(), which run without the GIL
   RunSettings settings_;
   std::unique_ptr<Vae> vae_;
   bool is_video_ = false;
