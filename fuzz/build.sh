@@ -9,9 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${1:-1}
 cxx=${CXX:-$(command -v clang++-16 || command -v clang++)}
-cc=${CC:-$(command -v clang-16 || command -v clang)}
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DSTRATA_FUZZ=ON \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -Wno-unknown-warning-option"
 nice -n 10 cmake --build build-fuzz --target strata_fuzz_all -j"$jobs"
 ls build-fuzz/fuzz/*_fuzz
