@@ -133,6 +133,8 @@ TEST(CodegenKernels, EveryEmbeddedKernelIsCovered) {
       {"attention_coop_dsplit.comp", "test_attention_coop.cpp"},
       {"attention_coop_rows.comp", "test_attention_coop.cpp"},
       {"block_softmax.comp", "test_attention_gemms.cpp"},
+      {"gemm_int8.comp", "test_w8a8.cpp"},
+      {"quantize_rows.comp", "test_w8a8.cpp"},
       {"norm_act_stats_vec.comp", "test_norm_act.cpp"},
       {"norm_act_apply_vec.comp", "test_norm_act.cpp"},
       {"norm_act_rms_vec.comp", "test_norm_act.cpp"},
