@@ -15,4 +15,9 @@ uint64_t mix64(uint64_t h);
 // A hash of `size` bytes (a word at a time, multiply-xorshift), seeded.
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
 
+// A hash of `size` bytes for checksums of large blobs: hash_bytes of each 64 MiB
+// chunk (seeded by its index), combined in order. The chunks are hashed on up to
+// hardware_concurrency threads; the value does not depend on how many.
+uint64_t hash_bytes_chunked(const void* data, size_t size);
+
 }  // namespace strata

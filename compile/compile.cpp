@@ -25,7 +25,8 @@ namespace {
 // Compiles that must see the passes (dumps, bands, bisecting, the profile's
 // per-node costs) compile afresh and leave the cache alone.
 bool uses_cache(const CompilerOptions& o) {
-  return !o.cache_dir.empty() && !o.on_pass && o.stop_after.empty() && !o.explain_bands && !o.codegen.profile;
+  return !o.cache_dir.empty() && !o.on_pass && o.stop_after.empty() && !o.explain_bands && !o.explain_quant &&
+         !o.codegen.profile;
 }
 
 // A single graph without state compiles to a plain plan (no entries): the same plan
@@ -178,6 +179,10 @@ CompileOptions pass_options(const Target& target, const CompilerOptions& options
   p.f16_conv_weights = options.f16_conv_weights;
   p.write_in_place = options.write_in_place;
   p.stop_after = options.stop_after;
+  p.quantize = options.quantize;
+  p.quantize_exclude = options.quantize_exclude;
+  p.smooth_quant = options.smooth_quant;
+  p.explain_quant = options.explain_quant;
   return p;
 }
 
@@ -214,6 +219,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
   const codegen::KernelCacheStats kernels_before = codegen::kernel_cache_stats();
   std::vector<LinkPart> parts;
   std::map<std::string, size_t> compiled;  // structure_of(plan) -> the part compiled from it
+  int64_t quantized = 0;
   for (const Graph& model : program.plans) {
     // A plan equal to an earlier one up to the names of its states (the Wan decoder's
     // two later plans, which alternate two sets of caches) is compiled once.
@@ -234,6 +240,7 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
       plan_passes.on_pass = [&](const std::string& pass, const Graph& after) { options.on_pass(model.name, pass, after); };
     PassContext ctx{plan_passes, weights, {}};
     Status s = run_pipeline(g, ctx);
+    quantized += ctx.quantized_linears;
     for (const std::string& line : ctx.log) log << line << "\n";
     // Errors of a program's plan name the plan; a lone graph's read as they always did.
     auto in_plan = [&](const Status& st) {
@@ -247,6 +254,8 @@ Expected<Program> compile(const ProgramGraph& program, WeightStore& weights, con
     parts.push_back(LinkPart{model.name, std::move(*plan), g.state_reads(), g.state_writes()});
     out.graphs.push_back(std::move(g));
   }
+  if (passes.quantize == "w8a8" && quantized == 0)
+    return error("--quantize w8a8: '{}' has no linear with a constant weight to quantize", program.name);
   if (needs_link(program)) {
     STRATA_ASSIGN_OR_RETURN(out.plan, link_program(parts, codegen::placement_alignment(target.codegen),
                                                    LinkOptions{.shared_io_slots = options.shared_io_slots}));

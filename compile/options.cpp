@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <regex>
 #include <map>
 #include <set>
 
@@ -241,6 +242,45 @@ std::vector<OptionRow> make_table() {
                    false,
                    "with the attention GEMMs, keep their softmax a kernel of its own instead of folding it into the "
                    "two GEMMs (for measuring the two)"));
+  // Quantization.
+  {
+    OptionRow r;
+    r.field = "quantize";
+    r.flag = "quantize";
+    r.takes_value = true;
+    r.help =
+        "SCHEME: w8a8 runs the transformers' linears as int8 x int8 (weights per output channel, activations per "
+        "token, smoothed into the norms before them; docs/QUANTIZATION.md), or none (the default: f16)";
+    r.other_value = "w8a8";
+    r.set = [](CompilerOptions& o, const std::string& v) -> Status {
+      if (v != "w8a8" && v != "none") return error("--quantize '{}' is not a scheme strata has (w8a8, none)", v);
+      o.quantize = v;
+      return Status::ok();
+    };
+    r.show = [](const CompilerOptions& o) { return o.quantize; };
+    t.push_back(std::move(r));
+  }
+  t.push_back(text(
+      "quantize_exclude", "quantize-exclude",
+      +[](CompilerOptions& o) -> std::string& { return o.quantize_exclude; },
+      "REGEX: with --quantize, linears whose node name it matches stay f16 (--explain-quant lists the names)",
+      "adaLN"));
+  {
+    OptionRow& r = t.back();
+    auto set = r.set;
+    r.set = [set](CompilerOptions& o, const std::string& v) -> Status {
+      try {
+        std::regex check(v, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        return error("--quantize-exclude '{}' is not a regular expression: {}", v, e.what());
+      }
+      return set(o, v);
+    };
+  }
+  t.push_back(flag("smooth_quant", "no-smooth-quant", +[](CompilerOptions& o) -> bool& { return o.smooth_quant; },
+                   false,
+                   "with --quantize, quantize the linears without the per-channel smoothing folded into the norms "
+                   "(for measuring the two)"));
   t.push_back(text(
       "attention_rows", "attention-tile", +[](CompilerOptions& o) -> std::string& { return o.codegen.attention_rows; },
       "tensor-core attention for head dims up to 128: NxBC[xRS] (N subgroups of RS query rows, 16 or 32, BC keys "

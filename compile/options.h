@@ -78,6 +78,12 @@ struct CompilerOptions {
   // At least this many bands on every node that can be banded: the number of ranks
   // that will share the plan (passes/pass.h CompileOptions::min_bands).
   int64_t min_bands = 0;
+  // W8A8 linears (passes/quantize_linears.cpp): "w8a8" or "none"; linears whose node
+  // name matches quantize_exclude (a regex) stay f16; smooth_quant folds the
+  // per-channel smoothing into the norms before them.
+  std::string quantize = "none";
+  std::string quantize_exclude;
+  bool smooth_quant = true;
   // Codegen choices: tiles, kernel defines, attention kernels (codegen/codegen.h).
   // phase_convs above decides codegen's too.
   codegen::CodegenOptions codegen;
@@ -89,6 +95,8 @@ struct CompilerOptions {
   // Log explain_bands() of each plan after the passes, and with min_bands > 1 the
   // plan's explain_rank_split (compile/rank_split.h) for min_bands ranks.
   bool explain_bands = false;
+  // Log each linear quantize_linears quantizes (compiles afresh, as explain_bands).
+  bool explain_quant = false;
   // The plan cache's directory; "" keeps the cache out. Compiles that must see the
   // passes (on_pass, stop_after, explain_bands, a profile) never use it.
   std::string cache_dir;

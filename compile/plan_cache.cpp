@@ -19,6 +19,8 @@
 #include <fstream>
 #include <map>
 #include <system_error>
+#include <thread>
+#include <vector>
 
 namespace strata {
 namespace fs = std::filesystem;
@@ -27,8 +29,9 @@ namespace {
 
 constexpr char kWeightsMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'W', 'B'};
 constexpr char kPipelineMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'P', 'C'};
-constexpr uint32_t kBlobVersion = 1;
-// weights.bin's header: magic, version, entry count, payload bytes, checksum.
+constexpr uint32_t kBlobVersion = 2;
+// weights.bin's header: magic, version, entry count, payload bytes, checksum
+// (hash_bytes_chunked of the payload, checked on as many cores as there are).
 constexpr size_t kWeightsHeaderBytes = 8 + 4 + 8 + 8 + 8;
 
 // The kernel cache's folder in the plan cache's directory.
@@ -164,17 +167,29 @@ std::string kernel_cache_dir(const std::string& plan_cache_dir) {
 
 uint64_t weights_content_hash(const Graph& model, const WeightStore& weights) {
   std::map<std::string, uint64_t> per_tensor;  // sorted: the order of constants does not matter
-  for (ValueId v : model.constants()) {
-    const std::string& name = model.value(v).weight;
-    if (per_tensor.count(name)) continue;
-    auto view = weights.get(name);
-    if (!view) {
-      per_tensor[name] = hash_bytes(name.data(), name.size(), 1);  // missing: codegen will say so
-      continue;
+  for (ValueId v : model.constants()) per_tensor.emplace(model.value(v).weight, 0);
+  // Each tensor's hash is its own, so they are computed on every core: a 12 GB
+  // transformer's weights take seconds on one.
+  std::vector<std::pair<const std::string*, uint64_t*>> work;
+  for (auto& [name, h] : per_tensor) work.emplace_back(&name, &h);
+  std::atomic<size_t> next{0};
+  auto hash_some = [&] {
+    for (size_t i = next++; i < work.size(); i = next++) {
+      const std::string& name = *work[i].first;
+      auto view = weights.get(name);
+      if (!view) {
+        *work[i].second = hash_bytes(name.data(), name.size(), 1);  // missing: codegen will say so
+        continue;
+      }
+      const std::string meta = fmt::format("{} {} {}", name, dtype_name(view->dtype), shape_str(view->shape));
+      *work[i].second = hash_bytes(view->data, view->bytes, hash_bytes(meta.data(), meta.size()));
     }
-    const std::string meta = fmt::format("{} {} {}", name, dtype_name(view->dtype), shape_str(view->shape));
-    per_tensor[name] = hash_bytes(view->data, view->bytes, hash_bytes(meta.data(), meta.size()));
-  }
+  };
+  const size_t threads = std::min<size_t>(work.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(hash_some);
+  hash_some();
+  for (std::thread& t : pool) t.join();
   uint64_t h = 0;
   for (const auto& [name, th] : per_tensor) h = mix64(h ^ th) + 0x9e3779b97f4a7c15ull;
   return h;
@@ -255,14 +270,15 @@ Expected<std::optional<CachedPlan>> PlanCache::load(const std::string& key, cons
   if (out.plan.cache_key != key)
     return error("plan.strata: made for key {}, found under {}", out.plan.cache_key, key);
 
-  // The header first, then the payload straight into weight_bytes (no second copy).
+  // Mapped, not read: the payload (GiBs for a transformer) comes in through the page
+  // cache as the checksum and the upload touch it.
   const fs::path weights_path = entry / "weights.bin";
-  std::ifstream weights_file(weights_path, std::ios::binary);
-  if (!weights_file) return error("weights.bin: cannot open '{}'", weights_path.string());
-  STRATA_ASSIGN_OR_RETURN(size_t file_bytes, remaining_bytes(weights_file, weights_path));
-  std::vector<uint8_t> blob;  // the header
-  if (!read_into(weights_file, blob, std::min<size_t>(file_bytes, kWeightsHeaderBytes)))
-    return error("weights.bin: cannot read '{}'", weights_path.string());
+  auto mapped = MappedFile::open(weights_path.string());
+  if (!mapped) return error("weights.bin: {}", mapped.message());
+  out.weights_file = std::move(*mapped);
+  const size_t file_bytes = out.weights_file.size();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(out.weights_file.data());
+  const std::vector<uint8_t> blob(bytes, bytes + std::min(file_bytes, kWeightsHeaderBytes));
   size_t at = 8;
   uint32_t version = 0;
   uint64_t count = 0, size = 0, sum = 0, want = 0;
@@ -277,9 +293,8 @@ Expected<std::optional<CachedPlan>> PlanCache::load(const std::string& key, cons
                  want);
   if (file_bytes - at != size)
     return error("weights.bin: truncated: {} bytes of payload, the header says {}", file_bytes - at, size);
-  if (!read_into(weights_file, out.weight_bytes, size))
-    return error("weights.bin: cannot read '{}'", weights_path.string());
-  if (hash_bytes(out.weight_bytes.data(), size) != sum) return error("weights.bin: checksum mismatch");
+  out.weight_bytes = std::span(out.weights_file.data() + at, size);
+  if (hash_bytes_chunked(out.weight_bytes.data(), size) != sum) return error("weights.bin: checksum mismatch");
 
   if (auto pc = read_file(entry / "pipeline_cache.bin"))
     out.pipeline_cache = check_pipeline_cache(*pc, device, out.pipeline_cache_note);
@@ -317,7 +332,7 @@ Status PlanCache::store(const std::string& key, const runtime::Plan& plan, const
   put<uint32_t>(head, kBlobVersion);
   put<uint64_t>(head, plan.weights.size());
   put<uint64_t>(head, total);
-  put<uint64_t>(head, hash_bytes(payload.data(), payload.size()));
+  put<uint64_t>(head, hash_bytes_chunked(payload.data(), payload.size()));
   if (Status s = write_file_atomic(tmp / "weights.bin", head, payload); !s.is_ok()) return cleanup(), s;
   if (!pipeline_cache.empty()) {
     const std::vector<uint8_t> ph = pipeline_header(device, pipeline_cache);

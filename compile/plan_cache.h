@@ -21,6 +21,8 @@
 // line by the caller and rebuilt, never trusted.
 #pragma once
 
+#include "base/mapped_file.h"
+
 #include "base/hash.h"
 #include "codegen/codegen.h"
 #include "compile/options.h"
@@ -70,7 +72,8 @@ std::string plan_cache_key(const CacheKeyParts& parts);
 
 struct CachedPlan {
   runtime::Plan plan;
-  std::vector<std::byte> weight_bytes;   // weights.bin's payload
+  MappedFile weights_file;                // weights.bin, mapped
+  std::span<const std::byte> weight_bytes;  // its payload (in weights_file)
   std::vector<uint8_t> pipeline_cache;   // empty when absent or not this device's
   std::string pipeline_cache_note;       // why it was not used ("" when used or absent)
   // A WeightSource over weight_bytes (valid while this object lives).

@@ -235,6 +235,12 @@ Expected<std::vector<TensorType>> infer_winograd_output(const Attrs& a, const Ty
 }
 
 Expected<std::vector<TensorType>> infer_linear(const Attrs& a, const Types& in) {
+  if (a.has("quant")) {
+    const std::string q = a.get_string("quant");
+    if (q != "w8a8") return error("linear quant '{}': the schemes are \"w8a8\"", q);
+    if (a.has("exp_blocks") || a.has("scale_blocks"))
+      return error("linear quant \"w8a8\" does not combine with exp_blocks or scale_blocks (attention stays f16)");
+  }
   if (a.has("exp_blocks") || a.has("scale_blocks")) return infer_linear_blocks(a, in);
   const TensorType *x = in[0], *w = in[1], *b = in.size() > 2 ? in[2] : nullptr;
   STRATA_RETURN_IF_ERROR(need_rank(w, 2, "linear weight"));

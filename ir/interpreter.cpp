@@ -171,6 +171,7 @@ Tensor run_kernel(const Node& n, const std::vector<const Tensor*>& in, const Ten
       if (a.has("exp_blocks")) return interp::linear_exp_blocks(*in[0], *in[1], a.get_int("exp_blocks"), par);
       if (a.has("scale_blocks"))
         return interp::linear_scale_blocks(*in[0], *in[1], *in[2], a.get_int("scale_blocks"), par);
+      if (a.get_string("quant", "") == "w8a8") return interp::linear_w8a8(*in[0], *in[1], opt(2), par);
       return interp::linear(*in[0], *in[1], opt(2), par);
     case Op::block_softmax: return interp::block_softmax(*in[0], a.get_int("block"), par);
     case Op::winograd_input: return interp::winograd_input(*in[0], a.get_int("tile", 2), par);

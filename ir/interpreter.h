@@ -103,6 +103,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, std::array<i
               std::array<int64_t, 2> stride, const Parallel& par);
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par);
+// linear {quant = "w8a8"} (ir/ops.h, ir/quant.h): int32 sums, f64 epilogue rounded once.
+Tensor linear_w8a8(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par);
 Tensor matmul(const Tensor& a, const Tensor& b, const Parallel& par);
 // A softmax folded into the GEMMs around it (ir/ops.h): linear {exp_blocks = block},
 // block_softmax, linear {scale_blocks = block}.

@@ -4,6 +4,7 @@
 // Work units are output elements (linear) or output rows (matmul, attention); each
 // unit's arithmetic is fixed, so the thread count never changes a bit.
 #include "ir/interpreter.h"
+#include "ir/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +43,29 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Parall
     for (int64_t u = begin; u < end; ++u) {
       const int64_t r = u / m, f = u % m;
       double s = dot(x.data.data() + r * k, w.data.data() + f * k, k);
+      if (bias) s += bias->data[static_cast<size_t>(f)];
+      y.data[static_cast<size_t>(u)] = static_cast<float>(s);
+    }
+  });
+  return y;
+}
+
+Tensor linear_w8a8(const Tensor& x, const Tensor& w, const Tensor* bias, const Parallel& par) {
+  const int64_t k = w.shape[1], m = w.shape[0];
+  const int64_t rows = prod(x.shape, 0, x.shape.size() - 1);
+  const Int8Rows xq = quantize_rows_int8(x.data.data(), rows, k);
+  const Int8Rows wq = quantize_rows_int8(w.data.data(), m, k);
+  Shape out_shape = x.shape;
+  out_shape.back() = m;
+  Tensor y(out_shape);
+  parallel_for(rows * m, par, k, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r = u / m, f = u % m;
+      const int8_t* a = xq.q.data() + r * k;
+      const int8_t* b = wq.q.data() + f * k;
+      int32_t acc = 0;
+      for (int64_t i = 0; i < k; ++i) acc += int32_t(a[i]) * int32_t(b[i]);
+      double s = double(acc) * double(xq.scale[static_cast<size_t>(r)]) * double(wq.scale[static_cast<size_t>(f)]);
       if (bias) s += bias->data[static_cast<size_t>(f)];
       y.data[static_cast<size_t>(u)] = static_cast<float>(s);
     }

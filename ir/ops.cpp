@@ -22,9 +22,12 @@ constexpr AttrSpec kEpsRequired[] = {{"eps", K::float_, true}};
 // token_rms_norm: eps, and the result's storage dtype (lower_precision; default x's).
 constexpr AttrSpec kTokenRmsNorm[] = {{"eps", K::float_, true}, {"dtype", K::string, false}};
 // linear: the result's storage dtype (lower_precision; default x's); exp_blocks and
-// scale_blocks: the two GEMMs of a softmax folded into them (ir/ops.h).
-constexpr AttrSpec kLinear[] = {
-    {"dtype", K::string, false}, {"exp_blocks", K::int_, false}, {"scale_blocks", K::int_, false}};
+// scale_blocks: the two GEMMs of a softmax folded into them; quant: "w8a8"
+// (passes/quantize_linears.cpp; ir/ops.h).
+constexpr AttrSpec kLinear[] = {{"dtype", K::string, false},
+                                {"exp_blocks", K::int_, false},
+                                {"scale_blocks", K::int_, false},
+                                {"quant", K::string, false}};
 constexpr AttrSpec kBlockSoftmax[] = {{"block", K::int_, true}};
 constexpr AttrSpec kDtype[] = {{"dtype", K::string, false}};
 // winograd_input / winograd_output / winograd_weights: the output tile side m (2 or 4;

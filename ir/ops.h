@@ -19,7 +19,10 @@
 //       (a causal conv3d weight [Co, Ci, KT, kh, kw] viewed as 4-D), tap t reading frame
 //       max(f − frame_shift − (KT − 1 − t), 0); pad = kh / 2. One sum over all taps.
 //   linear(x[...,K], w[M,K], bias[M]?)     y = x·wᵀ + bias; optional dtype: the result's
-//       storage ("f16" from lower_precision; default x's)
+//       storage ("f16" from lower_precision; default x's). quant = "w8a8": both operands
+//       quantized to int8 (ir/quant.h), x per row (token) as it arrives and w per output
+//       channel; y = f32(Σ xq·wq, exact in int32) · sx[row] · sw[channel] + bias
+//       (passes/quantize_linears.cpp sets it)
 //   matmul(a[...,M,K], b[...,K,N])         batched over equal leading dims
 //   group_norm(x[N,C,...], gamma[C], beta[C], stats[N·G,2]?)  groups, eps; statistics
 //       in f64; with `stats` (f32 (mean, rstd) per (n, group), computed elsewhere:

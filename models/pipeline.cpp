@@ -1,6 +1,8 @@
 // See pipeline.h.
 #include "models/pipeline.h"
 
+#include "passes/passes.h"
+
 #include <algorithm>
 
 namespace strata {
@@ -12,6 +14,18 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+Status quantize_on_interpreter(Graph& g, WeightStore& weights, CompileOptions q, std::ostream& log,
+                               int64_t& quantized) {
+  if (q.quantize.empty() || q.quantize == "none") return Status::ok();
+  q.fuse_token_ops = true;  // the device compile fuses the norms first; smoothing needs them
+  PassContext ctx{q, weights, {}};
+  STRATA_RETURN_IF_ERROR(run_fuse_token_norm(g, ctx));
+  STRATA_RETURN_IF_ERROR(run_quantize_linears(g, ctx));
+  for (const std::string& line : ctx.log) log << line << "\n";
+  quantized += ctx.quantized_linears;
+  return Status::ok();
+}
+
 Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::open(ProgramGraph program, WeightStore& weights,
                                                              ProgramLoader& loader, std::ostream& log,
                                                              const ProgramLoadOptions& o) {
@@ -19,6 +33,16 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::open(ProgramGraph progra
   r->single_ = program.plans.size() == 1 && !program.plans[0].has_state();
   r->graph_ = program;
   if (!loader.on_device()) {
+    // The interpreter runs the graphs as built; --quantize is applied to them here as
+    // the device compile applies it (its token norms fused first, as there).
+    if (o.quantizable) {
+      const CompileOptions q = loader.quantize_options();
+      int64_t quantized = 0;
+      for (Graph& g : program.plans) STRATA_RETURN_IF_ERROR(quantize_on_interpreter(g, weights, q, log, quantized));
+      if (q.quantize == "w8a8" && quantized == 0)
+        return error("--quantize w8a8: '{}' has no linear with a constant weight to quantize", program.name);
+      r->graph_ = program;
+    }
     STRATA_ASSIGN_OR_RETURN(ProgramInterpreter pi, ProgramInterpreter::create(std::move(program), weights));
     r->cpu_ = std::make_unique<ProgramInterpreter>(std::move(pi));
   } else {

@@ -18,6 +18,7 @@
 #include "ir/tensor.h"
 #include "ir/types.h"
 #include "ir/weight_store.h"
+#include "passes/pass.h"
 
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,9 @@ struct ProgramLoadOptions {
   bool streamed = false;
   // Replaces the caller's memory budget (the streamed decode's share for activations).
   std::optional<uint64_t> memory_budget;
+  // A transformer (the denoiser, the text encoder): the caller's --quantize applies.
+  // Other programs of a pipeline (its VAE) compile unquantized whatever it says.
+  bool quantizable = false;
 };
 
 // Where a pipeline's programs run, and how they are compiled: the caller's device,
@@ -54,11 +58,21 @@ public:
   virtual Expected<Precision> precision() = 0;
   // The memory budget the caller set (bytes), if any.
   virtual std::optional<uint64_t> memory_budget() const = 0;
+  // The caller's --quantize choice (passes/pass.h quantize, quantize_exclude,
+  // smooth_quant), which the interpreter applies too (ProgramRunner::open) to the
+  // programs loaded with ProgramLoadOptions::quantizable.
+  virtual CompileOptions quantize_options() const { return {}; }
   // Compiles (or reads from the plan cache) and loads, logging the passes' reports.
   virtual Expected<std::unique_ptr<LoadedProgram>> load(const Graph& g, WeightStore& weights, std::ostream& log) = 0;
   virtual Expected<std::unique_ptr<LoadedProgram>> load(const ProgramGraph& p, WeightStore& weights,
                                                         std::ostream& log, const ProgramLoadOptions& o = {}) = 0;
 };
+
+// --quantize on the interpreter: the graph as the device compile would quantize it
+// (token norms fused, then passes/quantize_linears.cpp), its log lines to `log`, the
+// linears it quantized added to `quantized`. Nothing when q.quantize is "none".
+Status quantize_on_interpreter(Graph& g, WeightStore& weights, CompileOptions q, std::ostream& log,
+                               int64_t& quantized);
 
 // A program's plans, run by name on the device (LoadedProgram) or on the interpreter.
 class ProgramRunner {

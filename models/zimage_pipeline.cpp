@@ -106,7 +106,8 @@ Expected<std::unique_ptr<ZImageDenoiser::Entry>> ZImageDenoiser::build(int64_t p
       if (renames.count(s.state)) e->hoisted_bytes += s.bytes;
   }
   STRATA_RETURN_IF_ERROR(verify_program(graph));
-  STRATA_ASSIGN_OR_RETURN(e->runner, ProgramRunner::open(std::move(graph), model_.weights, loader_, log_));
+  STRATA_ASSIGN_OR_RETURN(e->runner, ProgramRunner::open(std::move(graph), model_.weights, loader_, log_,
+                                                        ProgramLoadOptions{.quantizable = true}));
   ++built_;
   return e;
 }
@@ -136,7 +137,7 @@ Status ZImageDenoiser::set_captions(const Tensor& positive, const Tensor* negati
   return Status::ok();
 }
 
-Expected<std::vector<Tensor>> ZImageDenoiser::predict(const Tensor& latent, float t) {
+Expected<std::vector<Tensor>> ZImageDenoiser::predict(const Tensor& latent, float t, bool negative) {
   if (!current_) return error("predict: no captions set");
   ProgramRunner& run = *current_->runner;
   STRATA_RETURN_IF_ERROR(run.run_named("per_t", {{"t", Tensor({1}, {t})}}).status());
@@ -145,7 +146,7 @@ Expected<std::vector<Tensor>> ZImageDenoiser::predict(const Tensor& latent, floa
   STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> pos, run.run_named("per_step", in));
   if (pos.empty()) return error("predict: the per_step plan has no output");
   outs.push_back(std::move(pos[0]));
-  if (negative_) {
+  if (negative_ && negative) {
     STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> neg, run.run_named(std::string("per_step") + kNegativeSuffix, in));
     if (neg.empty()) return error("predict: the per_step.neg plan has no output");
     outs.push_back(std::move(neg[0]));
@@ -176,20 +177,41 @@ Tensor zimage_initial_latent(const ZImageConfig& c, int64_t latent_h, int64_t la
                 seeded_normal(seed, "zimage.initial_latent", c.in_channels * latent_h * latent_w, 0.0, 1.0));
 }
 
-Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedule, float cfg, Tensor& latent,
-                      const PipelineObserver& observer) {
+float zimage_step_guidance(const ZImageGuidance& guidance, float timestep) {
+  // diffusers compares the f32 t_norm, read back as a Python float, with the option.
+  const double t_norm = static_cast<double>((1000.0f - timestep) / 1000.0f);
+  if (guidance.truncation <= 1.0f && t_norm > static_cast<double>(guidance.truncation)) return 0.0f;
+  return guidance.scale;
+}
+
+void zimage_guide(std::vector<float>& pos, const std::vector<float>& neg, float scale, float normalization) {
+  double pos_norm = 0, pred_norm = 0;
+  for (size_t k = 0; k < pos.size(); ++k) {
+    const float p = pos[k];
+    const float g = p + scale * (p - neg[k]);
+    pos_norm += static_cast<double>(p) * p;
+    pred_norm += static_cast<double>(g) * g;
+    pos[k] = g;
+  }
+  if (normalization <= 0.0f) return;
+  const double limit = std::sqrt(pos_norm) * normalization, norm = std::sqrt(pred_norm);
+  if (norm > limit)
+    for (float& v : pos) v = static_cast<float>(v * (limit / norm));
+}
+
+Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedule, const ZImageGuidance& guidance,
+                      Tensor& latent, const PipelineObserver& observer) {
   const int64_t steps = static_cast<int64_t>(schedule.timesteps.size());
   for (int64_t i = 0; i < steps; ++i) {
     observer.on_step(i + 1, steps);
-    const float t = flow_match_model_t(schedule.timesteps[static_cast<size_t>(i)]);
-    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> outs, denoiser.predict(latent, t));
-    std::vector<float> noise(outs[0].data.size());
-    for (size_t k = 0; k < noise.size(); ++k) {
-      float pred = outs[0].data[k];
-      if (outs.size() == 2) pred = pred + cfg * (pred - outs[1].data[k]);
-      noise[k] = -pred;
-    }
-    flow_match_euler_step(latent.data, noise, schedule.sigmas[static_cast<size_t>(i)],
+    const float timestep = schedule.timesteps[static_cast<size_t>(i)];
+    const float scale = zimage_step_guidance(guidance, timestep);
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                            denoiser.predict(latent, flow_match_model_t(timestep), scale > 0.0f));
+    std::vector<float> pred = std::move(outs[0].data);
+    if (outs.size() == 2) zimage_guide(pred, outs[1].data, scale, guidance.normalization);
+    for (float& v : pred) v = -v;
+    flow_match_euler_step(latent.data, pred, schedule.sigmas[static_cast<size_t>(i)],
                           schedule.sigmas[static_cast<size_t>(i + 1)]);
     if (observer.latent) observer.latent(i + 1, latent);
   }

@@ -76,9 +76,9 @@ public:
     return set_captions(c.positive, c.negative ? &*c.negative : nullptr);
   }
   // The raw outputs (diffusers' transformer output, [16, 1, h, w]) at model time t:
-  // per_t once, then per_step for the positive branch and, with a negative caption,
-  // per_step.neg.
-  Expected<std::vector<Tensor>> predict(const Tensor& latent, float t);
+  // per_t once, then per_step for the positive branch and, with a negative caption
+  // and `negative` true, per_step.neg.
+  Expected<std::vector<Tensor>> predict(const Tensor& latent, float t, bool negative = true);
 
   int64_t programs_built() const { return built_; }
   // Whether the plans store the matrix weights as f16 (an f16 device plan).
@@ -128,13 +128,28 @@ Expected<FlowMatchConfig> zimage_scheduler_config(const std::string& transformer
 // Box–Muller; not torch's generator, so a seed does not reproduce a diffusers image).
 Tensor zimage_initial_latent(const ZImageConfig& c, int64_t latent_h, int64_t latent_w, uint64_t seed);
 
+// Classifier-free guidance as ZImagePipeline.__call__ takes it. With a negative
+// caption set and the step's scale above 0: pred = pos + scale·(pos − neg) in f32.
+// `truncation` (≤ 1 to apply): a step whose t_norm = (1000 − timestep) / 1000 exceeds
+// it runs at scale 0, the positive branch alone. `normalization` (> 0 to apply):
+// pred is scaled down to at most normalization·‖pos‖. Diffusers' defaults, 1.0 and
+// off, change nothing (t_norm never exceeds 1).
+struct ZImageGuidance {
+  float scale = 0.0f;
+  float truncation = 1.0f;
+  float normalization = 0.0f;
+};
+
+// The step's guidance scale: 0 when truncation applies to this timestep.
+float zimage_step_guidance(const ZImageGuidance& guidance, float timestep);
+// pos + scale·(pos − neg), then the normalization; in place of `pos`.
+void zimage_guide(std::vector<float>& pos, const std::vector<float>& neg, float scale, float normalization);
+
 // The denoising loop, as pipeline_z_image.py: for each of the schedule's steps the
-// model at t = (1000 − timestep) / 1000; with a negative caption set (CFG, scale
-// `cfg`), pred = pos + cfg·(pos − neg) in f32 (diffusers' defaults: no
-// cfg_normalization, and cfg_truncation 1.0, which never truncates); noise_pred =
-// −pred; the Euler step. `latent` is denoised in place; `observer.step` hears each
-// step as it starts. The result is checked finite.
-Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedule, float cfg, Tensor& latent,
-                      const PipelineObserver& observer = {});
+// model at t = (1000 − timestep) / 1000, guided as above (the negative branch runs only
+// on steps that use it); noise_pred = −pred; the Euler step. `latent` is denoised in
+// place; `observer.step` hears each step as it starts. The result is checked finite.
+Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedule, const ZImageGuidance& guidance,
+                      Tensor& latent, const PipelineObserver& observer = {});
 
 }  // namespace strata

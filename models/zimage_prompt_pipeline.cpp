@@ -98,9 +98,12 @@ Expected<std::vector<int64_t>> ZImageTextEncoder::token_ids(const std::string& p
   return std::vector<int64_t>(t.ids.begin(), t.ids.end());
 }
 
-Expected<Tensor> ZImageTextEncoder::encode(const std::string& prompt) {
+Status ZImageTextEncoder::prepare(const std::string& prompt) {
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> ids, token_ids(prompt));
-  const int64_t tokens = static_cast<int64_t>(ids.size()), rows = encoder_rows(tokens);
+  return runner(encoder_rows(static_cast<int64_t>(ids.size()))).status();
+}
+
+Expected<ProgramRunner*> ZImageTextEncoder::runner(int64_t rows) {
   auto it = runners_.find(rows);
   if (it == runners_.end()) {
     Qwen3Options o;
@@ -111,13 +114,20 @@ Expected<Tensor> ZImageTextEncoder::encode(const std::string& prompt) {
     ProgramGraph program;
     program.name = g.name;
     program.plans.push_back(std::move(g));
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ProgramRunner> runner,
-                            ProgramRunner::open(std::move(program), model_.weights, loader_, log_));
-    it = runners_.emplace(rows, std::move(runner)).first;
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ProgramRunner> r,
+                            ProgramRunner::open(std::move(program), model_.weights, loader_, log_,
+                                                ProgramLoadOptions{.quantizable = true}));
+    it = runners_.emplace(rows, std::move(r)).first;
   }
+  return it->second.get();
+}
+
+Expected<Tensor> ZImageTextEncoder::encode(const std::string& prompt) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> ids, token_ids(prompt));
+  const int64_t tokens = static_cast<int64_t>(ids.size()), rows = encoder_rows(tokens);
+  STRATA_ASSIGN_OR_RETURN(ProgramRunner * run, runner(rows));
   STRATA_ASSIGN_OR_RETURN(Tensor embeds, qwen3_embed(model_, ids, rows));
-  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out,
-                          it->second->run(it->second->graph().plans[0].name, {std::move(embeds)}));
+  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out, run->run(run->graph().plans[0].name, {std::move(embeds)}));
   if (out.empty()) return error("the text encoder returned no hidden states");
   Tensor hidden = std::move(out[0]);
   const int64_t width = hidden.shape.back();
@@ -175,7 +185,7 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
   STRATA_ASSIGN_OR_RETURN(
       FlowMatchSchedule schedule,
       flow_match_schedule_from_sigmas(sched_config, zimage_default_sigmas(options.steps), (lh / 2) * (lw / 2)));
-  const bool cfg = options.guidance_scale > 1.0f;
+  const bool cfg = options.guidance_scale > 0.0f;  // diffusers' do_classifier_free_guidance
 
   // Text: encoded, then the encoder and its device memory released.
   observer.on_stage("text encoder");
@@ -186,12 +196,16 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
     if (text->model().config.hidden_size != c.cap_feat_dim)
       return error("text encoder '{}' gives {}-wide hidden states; the transformer takes cap_feat_dim {}",
                    dir.text_encoder, text->model().config.hidden_size, c.cap_feat_dim);
+    STRATA_RETURN_IF_ERROR(text->prepare(options.prompt));
+    if (cfg) STRATA_RETURN_IF_ERROR(text->prepare(options.negative_prompt.value_or("")));
+    result.stage_ms["text encoder load"] = ms_since(start);
+    start = Clock::now();
     STRATA_ASSIGN_OR_RETURN(captions.positive, text->encode(options.prompt));
     if (cfg) {
       STRATA_ASSIGN_OR_RETURN(captions.negative, text->encode(options.negative_prompt.value_or("")));
     }
+    result.stage_ms["text encoder"] = ms_since(start);
   }
-  result.stage_ms["text encoder"] = ms_since(start);
   log << fmt::format("text encoder: {} prompt tokens{} in {:.0f} ms\n", captions.positive.shape[0],
                      captions.negative ? fmt::format(", {} negative", captions.negative->shape[0]) : std::string(),
                      result.stage_ms["text encoder"]);
@@ -214,7 +228,11 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
         flat.shape = {c.in_channels, lh, lw};
         options.on_latent(step, flat);
       };
-    STRATA_RETURN_IF_ERROR(zimage_denoise(*den, schedule, options.guidance_scale, latent, steps));
+    STRATA_RETURN_IF_ERROR(zimage_denoise(*den, schedule,
+                                          ZImageGuidance{.scale = options.guidance_scale,
+                                                         .truncation = options.cfg_truncation,
+                                                         .normalization = options.cfg_normalization},
+                                          latent, steps));
     result.stage_ms["denoise"] = ms_since(start);
   }
   log << fmt::format("denoised {} steps{} in {:.0f} ms\n", options.steps,
@@ -236,13 +254,15 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
   program.plans.push_back(std::move(decoder));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ProgramRunner> runner,
                           ProgramRunner::open(std::move(program), vae->weights, loader, log));
+  result.stage_ms["vae load"] = ms_since(start);
+  start = Clock::now();
   STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> decoded, runner->run(runner->graph().plans[0].name, {z}));
   if (decoded.empty()) return error("the VAE decoder returned no image");
   result.image = vae_output_to_image(decoded[0]);
   result.decoded = std::move(decoded[0]);
   if (result.decoded.shape.size() == 4) result.decoded.shape.erase(result.decoded.shape.begin());
-  runner.reset();
   result.stage_ms["vae"] = ms_since(start);
+  runner.reset();
   if (loader.on_device()) result.peak_device_bytes = runtime::device_memory_stats().peak;
   return result;
 }

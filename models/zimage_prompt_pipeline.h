@@ -59,6 +59,9 @@ public:
   // is an error naming the byte).
   Expected<std::vector<int64_t>> token_ids(const std::string& prompt) const;
   Expected<Tensor> encode(const std::string& prompt);
+  // Compiles (once) the plan that encode() runs for this prompt, so that a caller can
+  // time the compilation apart from the encoding.
+  Status prepare(const std::string& prompt);
 
   const Qwen3Encoder& model() const { return model_; }
 
@@ -72,13 +75,16 @@ private:
   std::ostream& log_;
   bool f16_weights_ = false;
   std::map<int64_t, std::unique_ptr<ProgramRunner>> runners_;  // per padded row count
+  Expected<ProgramRunner*> runner(int64_t rows);  // compiled on first use
 };
 
 // What to make, with diffusers' defaults.
 struct ZImageGenerateOptions {
   std::string prompt;
   std::optional<std::string> negative_prompt;  // CFG's; "" when guidance > 1 and none is given
-  float guidance_scale = 5.0f;                 // CFG when above 1, as diffusers
+  float guidance_scale = 5.0f;                 // CFG when above 0, as diffusers
+  float cfg_truncation = 1.0f;                 // ZImageGuidance::truncation
+  float cfg_normalization = 0.0f;              // ZImageGuidance::normalization (0: off)
   int64_t width = 1024, height = 1024;         // multiples of 16
   int64_t steps = 50;
   Tensor noise;            // the initial latent [16, H/8, W/8] (torch_noise.h for a seed)
@@ -94,7 +100,10 @@ struct ZImageGenerateResult {
   // The most device memory the run held at once (runtime::device_memory_stats; 0 on
   // the interpreter): the largest stage's, since each stage's is released first.
   uint64_t peak_device_bytes = 0;
-  std::map<std::string, double> stage_ms;  // "text encoder", "denoiser load", "denoise", "vae"
+  // Wall time of each stage: "text encoder load" (weights read and uploaded, plan
+  // compiled), "text encoder" (the prompts encoded), "denoiser load", "denoise",
+  // "vae load" and "vae" (decode and the image made).
+  std::map<std::string, double> stage_ms;
 };
 
 // The size, steps and noise checked before any model is loaded: errors name the flag's

@@ -23,7 +23,7 @@
 //     host does not. A state input is f16; a state output is stored f16 with its real
 //     values (exponent 0: a guarded value gets an f16 `scale` back, "<v>.unguard"; an
 //     f32 one a cast to f16), so every plan reads and writes a state alike.
-//   - Weights: a constant read only as conv_gemm's weight (operand 1), whose values
+//   - Weights: a constant (f32 or bf16) read only as conv_gemm's weight (operand 1), whose values
 //     are all within f16's range, gets dtype "f16": the tensor-core conv kernel multiplies f16 × f16 (products exact in its
 //     f32 accumulator), the portable one converts on load; the interpreter rounds the
 //     constant the same way. Biases stay f32 (added in the f32 epilogue).
@@ -433,7 +433,10 @@ Status run_lower_precision(Graph& g, PassContext& ctx) {
   for (ValueId c : g.constants()) {
     Value& v = g.value(c);
     const size_t i = static_cast<size_t>(c);
-    if (ctx.options.f16_conv_weights && v.type.dtype == DType::f32 && reads[i] > 0 && reads[i] == conv_weight_reads[i] &&
+    // bf16 weights (checkpoints saved in bf16) too: inside f16's range every bf16
+    // value but the tiniest converts exactly, and the tensor-core conv takes only f16.
+    const bool wide = v.type.dtype == DType::f32 || v.type.dtype == DType::bf16;
+    if (ctx.options.f16_conv_weights && wide && reads[i] > 0 && reads[i] == conv_weight_reads[i] &&
         fits_f16(ctx.weights, v.weight)) {
       v.type.dtype = DType::f16;
       ++f16_weights;

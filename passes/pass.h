@@ -128,6 +128,13 @@ struct CompileOptions {
   // (Z-Image 1024² with 2 layers 30.26 → 29.94-30.14 ms a step on the H200; one half
   // takes only the modulation chains).
   double schedule_levels_min_saving = 0.2;
+  // W8A8 linears (passes/quantize_linears.cpp): "w8a8", or "" / "none" for none;
+  // linears whose name matches quantize_exclude (a regex) stay f16; smooth_quant
+  // folds per-channel smoothing into the norms before them; explain_quant logs each.
+  std::string quantize;
+  std::string quantize_exclude;
+  bool smooth_quant = true;
+  bool explain_quant = false;
   // Stop after this pass ("" = run all). Used by `strata graph --stage`.
   std::string stop_after;
   // Called with (pass name, graph) after each pass: --dump-graph.
@@ -139,6 +146,9 @@ struct PassContext {
   WeightStore& weights;
   // One line per pass that has something to report (bytes saved, nodes fused).
   std::vector<std::string> log;
+  // Linears quantize_linears quantized (a program sums its plans': none at all is an
+  // error of the compile, not of a plan).
+  int64_t quantized_linears = 0;
 };
 
 // The pass names in pipeline order.

@@ -19,6 +19,7 @@ Status run_pad_channels(Graph& graph, PassContext& ctx);
 Status run_assign_layout(Graph& graph, PassContext& ctx);
 Status run_lower_precision(Graph& graph, PassContext& ctx);
 Status run_fuse_token_norm(Graph& graph, PassContext& ctx);
+Status run_quantize_linears(Graph& graph, PassContext& ctx);
 Status run_phase_weights(Graph& graph, PassContext& ctx);
 Status run_winograd_convs(Graph& graph, PassContext& ctx);
 Status run_attention_gemms(Graph& graph, PassContext& ctx);

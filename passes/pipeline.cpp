@@ -38,6 +38,7 @@ constexpr PassEntry kPasses[] = {
     {"fold_upsample", run_fold_upsample},
     {"pad_channels", run_pad_channels},   {"assign_layout", run_assign_layout},
     {"lower_precision", run_lower_precision}, {"fuse_token_norm", run_fuse_token_norm},
+    {"quantize_linears", run_quantize_linears},
     {"phase_weights", run_phase_weights},
     {"winograd_convs", run_winograd_convs},
     {"attention_gemms", run_attention_gemms},

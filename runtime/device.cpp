@@ -42,6 +42,16 @@ struct FlexibleDimensionsPropertiesNv {
   uint32_t scope = 0;  // VkScopeKHR: 3 subgroup
   uint32_t workgroupInvocations = 0;
 };
+constexpr auto kStypeCoopmatPropertiesKhr = static_cast<VkStructureType>(1000506001);
+struct CoopmatPropertiesKhr {
+  VkStructureType sType = kStypeCoopmatPropertiesKhr;
+  void* pNext = nullptr;
+  uint32_t MSize = 0, NSize = 0, KSize = 0;
+  uint32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR (NV's values)
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  uint32_t scope = 0;  // VkScopeKHR: 3 subgroup
+};
+using GetCoopmatPropertiesKhr = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatPropertiesKhr*);
 using GetFlexibleDimensionsProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
                                                              FlexibleDimensionsPropertiesNv*);
 
@@ -128,6 +138,25 @@ std::vector<CoopMatShape> query_coop_shapes(VkInstance instance, VkPhysicalDevic
     shapes.push_back(CoopMatShape{p.MSize, p.NSize, p.KSize, static_cast<CoopType>(p.AType),
                                   static_cast<CoopType>(p.BType), static_cast<CoopType>(p.CType),
                                   static_cast<CoopType>(p.DType)});
+  }
+  return shapes;
+}
+
+// The KHR extension's subgroup-scope shapes (its component types share NV's values).
+std::vector<CoopMatShape> query_khr_coop_shapes(VkInstance instance, VkPhysicalDevice pd) {
+  auto get = reinterpret_cast<GetCoopmatPropertiesKhr>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!get) return {};
+  uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<CoopmatPropertiesKhr> props(n);
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
+  std::vector<CoopMatShape> shapes;
+  for (const CoopmatPropertiesKhr& p : props) {
+    if (p.scope != 3) continue;
+    shapes.push_back(CoopMatShape{p.MSize, p.NSize, p.KSize, static_cast<CoopType>(p.AType),
+                                  static_cast<CoopType>(p.BType), static_cast<CoopType>(p.CType),
+                                  static_cast<CoopType>(p.ResultType)});
   }
   return shapes;
 }
@@ -244,6 +273,8 @@ DeviceInfo query_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   if (d.cooperative_matrix_nv) d.cooperative_matrix_shapes = query_coop_shapes(instance, pd);
   d.cooperative_matrix_flexible = flex_ext && fkhr.cooperativeMatrix && fnv2.flexibleDimensions &&
                                   offers_flexible_f16_subgroup(instance, pd);
+  d.cooperative_matrix_khr = has_extension(pd, kKhrCoopmatExtension);
+  if (d.cooperative_matrix_khr) d.cooperative_matrix_khr_shapes = query_khr_coop_shapes(instance, pd);
   return d;
 }
 

@@ -86,6 +86,10 @@ struct DeviceInfo {
   // and a subgroup-scope f16·f16+f32 flexible-dimension entry whose granularity
   // divides 16×16×16: subgroup matrices of any multiple of 16.
   bool cooperative_matrix_flexible = false;
+  // VK_KHR_cooperative_matrix present: its subgroup-scope shapes
+  // (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), listed by `strata devices`.
+  bool cooperative_matrix_khr = false;
+  std::vector<CoopMatShape> cooperative_matrix_khr_shapes;
   // VK_KHR_pipeline_executable_properties present + pipelineExecutableInfo: the
   // driver reports per-pipeline statistics (registers, local memory, ...).
   bool pipeline_executable_info = false;

@@ -81,6 +81,11 @@ std::string describe(const DeviceInfo& d) {
     shapes += (shapes.empty() ? "" : ", ") + describe(s);
   out += fmt::format("  cooperative matrix (NV): {}{}\n", yes_no(d.cooperative_matrix_nv),
                      shapes.empty() ? "" : " [" + shapes + "]");
+  std::string khr_shapes;
+  for (const CoopMatShape& s : d.cooperative_matrix_khr_shapes)
+    khr_shapes += (khr_shapes.empty() ? "" : ", ") + describe(s);
+  out += fmt::format("  cooperative matrix (KHR): {}{}\n", yes_no(d.cooperative_matrix_khr),
+                     khr_shapes.empty() ? "" : " [" + khr_shapes + "]");
   out += fmt::format("  cooperative matrix (KHR, NV2 flexible dimensions): {}\n",
                      yes_no(d.cooperative_matrix_flexible));
   std::string heaps;

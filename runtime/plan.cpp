@@ -19,13 +19,18 @@ const char* coop_type_name(CoopType t) {
     case CoopType::u16: return "u16";
     case CoopType::u32: return "u32";
     case CoopType::u64: return "u64";
+    case CoopType::bf16: return "bf16";
   }
   return "?";
 }
 
 std::string describe(const CoopMatShape& s) {
-  return fmt::format("{}x{}x{} {}*{}+{}->{}", s.m, s.n, s.k, coop_type_name(s.a),
-                     coop_type_name(s.b), coop_type_name(s.c), coop_type_name(s.d));
+  // Types this enum does not name (fp8 of newer drivers) print as their number.
+  auto name = [](CoopType t) {
+    const std::string n = coop_type_name(t);
+    return n == "?" ? fmt::format("type{}", static_cast<uint32_t>(t)) : n;
+  };
+  return fmt::format("{}x{}x{} {}*{}+{}->{}", s.m, s.n, s.k, name(s.a), name(s.b), name(s.c), name(s.d));
 }
 
 std::string describe_subgroup_ops(uint32_t bits) {

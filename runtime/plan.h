@@ -45,6 +45,7 @@ enum class CoopType : uint32_t {
   f16 = 0, f32 = 1, f64 = 2,
   s8 = 3, s16 = 4, s32 = 5, s64 = 6,
   u8 = 7, u16 = 8, u32 = 9, u64 = 10,
+  bf16 = 1000141000,  // VK_COMPONENT_TYPE_BFLOAT16_KHR
 };
 const char* coop_type_name(CoopType t);
 

@@ -80,6 +80,10 @@ int cmd_decode(const std::vector<std::string>& args, std::ostream& raw_out, std:
   if (!a) return usage_error(err, "decode: " + a.message());
   auto settings = run_settings(*a);
   if (!settings) return usage_error(err, "decode: " + settings.message());
+  if (settings->compiler.quantize != "none")
+    return usage_error(err, fmt::format("decode: --quantize {} is for the transformers (forward, generate, bench, "
+                                        "compile); a VAE decoder has no linears to quantize",
+                                        settings->compiler.quantize));
   // --ranks N: this process is one of N; only rank 0 logs and writes the output. An
   // error on any rank is one line naming the rank, then the whole job stops.
   std::unique_ptr<MpiRanks> mpi;

@@ -3,6 +3,8 @@
 #include "base/timing.h"
 
 #include "ir/interpreter.h"
+#include "models/pipeline.h"
+#include "tools/session_loader.h"
 #include "ir/npy.h"
 #include "ir/verifier.h"
 #include "models/zimage.h"
@@ -95,6 +97,11 @@ Status forward(const ParsedArgs& a, const RunSettings& r, std::ostream& out) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> outputs;
   if (r.backend == "cpu") {
+    SessionLoader loader(r);
+    int64_t quantized = 0;
+    STRATA_RETURN_IF_ERROR(quantize_on_interpreter(g, model.weights, loader.quantize_options(), out, quantized));
+    if (r.compiler.quantize == "w8a8" && quantized == 0)
+      return error("--quantize w8a8: '{}' has no linear with a constant weight to quantize", g.name);
     STRATA_ASSIGN_OR_RETURN(outputs, interpret(g, model.weights, {in.latent, in.caption, in.t}));
   } else {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, load_on_device(g, model.weights, r, out));

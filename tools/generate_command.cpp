@@ -83,14 +83,14 @@ Expected<GenerateArgs> read_args(const ParsedArgs& a) {
       return error("--cfg '{}' is not a finite number", *s);
     g.cfg = v;
   }
-  if (g.cfg > 1.0f && !a.has("negative-features"))
+  if (g.cfg > 0.0f && !a.has("negative-features"))
     return error("--cfg {} enables classifier-free guidance, which needs --negative-features", g.cfg);
   std::error_code ec;  // (the error_code overloads: errors are values here, no exceptions)
   if (!fs::is_directory(g.transformer, ec)) return error("--transformer '{}' is not a directory", g.transformer);
   if (g.out && !fs::is_directory(g.vae, ec)) return error("--vae '{}' is not a directory", g.vae);
   const std::string cap = *a.get("caption-features");
   STRATA_ASSIGN_OR_RETURN(g.captions.positive, read_npy(cap));
-  if (auto neg = a.get("negative-features"); neg && g.cfg > 1.0f) {
+  if (auto neg = a.get("negative-features"); neg && g.cfg > 0.0f) {
     STRATA_ASSIGN_OR_RETURN(Tensor t, read_npy(*neg));
     g.captions.negative = std::move(t);
   }
@@ -132,7 +132,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
                          range.overflow, range.overflowing.size(), range.overflowing.front(), range.max_abs);
   }
   if (a.has("negative-features") && !g.captions.negative)
-    out << fmt::format("note: --negative-features is not used: --cfg {} is not above 1 (no guidance, as diffusers)\n",
+    out << fmt::format("note: --negative-features is not used: --cfg {} is not above 0 (no guidance, as diffusers)\n",
                        g.cfg);
   STRATA_RETURN_IF_ERROR(den->set_captions(g.captions));
   out << fmt::format("transformer: {} plans on the {} backend, ready in {:.0f} ms; hoisted states {:.1f} KiB "
@@ -146,7 +146,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   start = std::chrono::steady_clock::now();
   PipelineObserver observer;
   observer.step = [&](int64_t done, int64_t total) { progress.step(done, total); };
-  STRATA_RETURN_IF_ERROR(zimage_denoise(*den, schedule, g.cfg, latent, observer));
+  STRATA_RETURN_IF_ERROR(zimage_denoise(*den, schedule, ZImageGuidance{.scale = g.cfg}, latent, observer));
   out << fmt::format("denoised {} steps{} in {:.0f} ms\n", g.steps,
                      g.captions.negative ? fmt::format(" with CFG {}", g.cfg) : std::string(), ms_since(start));
   den.reset();  // the transformer's device memory goes before the VAE's
@@ -184,8 +184,8 @@ int cmd_generate(const std::vector<std::string>& args, std::ostream& raw_out, st
       {"transformer", true, "diffusers transformer/ directory (ZImageTransformer2DModel)"},
       {"vae", true, "diffusers vae/ directory (the Flux AutoencoderKL, 16 latent channels)"},
       {"caption-features", true, "the text encoder's hidden states .npy, float32 [L, cap_feat_dim]"},
-      {"negative-features", true, "the negative prompt's hidden states .npy, for --cfg S > 1"},
-      {"cfg", true, "guidance scale S: pos + S·(pos − neg) when S > 1 (default 0: no CFG)"},
+      {"negative-features", true, "the negative prompt's hidden states .npy, for --cfg S > 0"},
+      {"cfg", true, "guidance scale S: pos + S·(pos − neg) when S > 0 (default 0: no CFG)"},
       {"size", true, "image WxH, multiples of 16"},
       {"steps", true, "denoising steps (model calls per branch)"},
       {"seed", true, "seed of the initial latent (default 0)"},

@@ -9,7 +9,7 @@
 // The pipeline is models/zimage_pipeline.h: the caption features set once per prompt on
 // the hoisted transformer (ZImageDenoiser), the initial latent [16, 1, 2·(H/16),
 // 2·(W/16)] from --seed, the scheduler of the transformer directory's sibling
-// scheduler/scheduler_config.json when present (else shift 3, static), and with S > 1
+// scheduler/scheduler_config.json when present (else shift 3, static), and with S > 0
 // and negative features classifier-free guidance, pos + S·(pos − neg). The
 // latent is decoded by the VAE graph, which applies z / scaling_factor + shift_factor
 // itself (the pipeline's de-normalisation), and written as a PNG. --out-latent writes

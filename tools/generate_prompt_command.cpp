@@ -68,6 +68,16 @@ Expected<PromptArgs> read_args(const ParsedArgs& a) {
     if (!std::isfinite(g)) return error("--guidance-scale '{}' is not a finite number", *s);
     p.options.guidance_scale = static_cast<float>(g);
   }
+  if (auto s = a.get("cfg-truncation")) {
+    STRATA_ASSIGN_OR_RETURN(double v, parse_number("cfg-truncation", *s));
+    if (!std::isfinite(v)) return error("--cfg-truncation '{}' is not a finite number", *s);
+    p.options.cfg_truncation = static_cast<float>(v);
+  }
+  if (auto s = a.get("cfg-normalization")) {
+    STRATA_ASSIGN_OR_RETURN(double v, parse_number("cfg-normalization", *s));
+    if (!std::isfinite(v) || v < 0) return error("--cfg-normalization '{}' is not a number ≥ 0", *s);
+    p.options.cfg_normalization = static_cast<float>(v);
+  }
   if (a.has("seed") && a.has("noise")) return error("--seed and --noise both give the noise: pass one");
   const Shape shape{16, p.options.height / 8, p.options.width / 8};
   if (auto n = a.get("noise")) {
@@ -93,7 +103,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   SessionLoader loader(r);
   STRATA_ASSIGN_OR_RETURN(ZImageGenerateResult result, zimage_generate(dir, p.options, loader, observer, out));
   std::string stages;
-  for (const char* s : {"text encoder", "denoiser load", "denoise", "vae"})
+  for (const char* s : {"text encoder load", "text encoder", "denoiser load", "denoise", "vae load", "vae"})
     if (auto it = result.stage_ms.find(s); it != result.stage_ms.end())
       stages += fmt::format("{}{} {:.0f} ms", stages.empty() ? "" : ", ", s, it->second);
   out << "stages: " << stages << "\n";
@@ -120,7 +130,9 @@ int cmd_generate_prompt(const std::vector<std::string>& args, std::ostream& raw_
       {"model", true, "a diffusers ZImagePipeline directory (model_index.json, tokenizer/, text_encoder/, ...)"},
       {"prompt", true, "the prompt (UTF-8; empty is valid)"},
       {"negative-prompt", true, "the negative prompt of classifier-free guidance (default \"\")"},
-      {"guidance-scale", true, "S: pos + S·(pos − neg) when S > 1 (default 5, as diffusers; 0 for the turbo model)"},
+      {"guidance-scale", true, "S: pos + S·(pos − neg) when S > 0 (default 5, as diffusers; 0 for the turbo model)"},
+      {"cfg-truncation", true, "steps with (1000 − t) / 1000 above this run unguided (default 1: never)"},
+      {"cfg-normalization", true, "N > 0: the guided prediction's norm is kept ≤ N·‖pos‖ (default 0: off)"},
       {"size", true, "image WxH, multiples of 16 (default 1024x1024)"},
       {"steps", true, "denoising steps (default 50)"},
       {"seed", true, "K: the noise of torch.Generator(\"cpu\").manual_seed(K) (default 0)"},

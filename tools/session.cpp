@@ -35,6 +35,7 @@ const std::vector<OptionSpec>& run_option_specs() {
        "device memory the decoder may take (weights, inputs, outputs, activations), bytes or KiB/MiB/GiB; "
        "activations beyond it live in host memory (default: the largest device-local heap)"},
       {"explain-bands", false, "print the bands split_bands chose: rows and bytes of every window"},
+      {"explain-quant", false, "with --quantize: print each quantized linear, its shape and its smoothing"},
       {"cache-dir", true, "plan cache directory (default: $XDG_CACHE_HOME/strata, else ~/.cache/strata)"},
       {"no-cache", false, "neither read nor write the plan cache or the kernel cache"},
       {"kernels", true,
@@ -97,6 +98,7 @@ Expected<RunSettings> run_settings(const ParsedArgs& a) {
     (std::string(flag) == "binding-limit" ? r.binding_limit : r.memory_budget) = bytes;
   }
   r.explain_bands = a.has("explain-bands");
+  r.explain_quant = a.has("explain-quant");
   const std::string kernels = a.get_or("kernels", "auto");
   if (kernels != "auto" && kernels != "portable") return error("--kernels '{}' is not auto or portable", kernels);
   r.portable_kernels = kernels == "portable";
@@ -129,6 +131,7 @@ CompilerOptions compiler_options(const RunSettings& r, std::ostream& log) {
     };
   }
   o.explain_bands = r.explain_bands;
+  o.explain_quant = r.explain_quant;
   if (r.ranks.ranks > 1) o.min_bands = r.ranks.ranks;  // every rank gets bands of every large node
   o.codegen.profile = r.profile;
   // Runs that must see the passes (range checks, driver statistics) compile afresh.

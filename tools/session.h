@@ -39,6 +39,7 @@ struct RunSettings {
   std::optional<uint64_t> binding_limit;  // --binding-limit: at most this, the device's range if lower
   std::optional<uint64_t> memory_budget;  // --memory-budget (CompileOptions::memory_budget)
   bool explain_bands = false;          // --explain-bands: print explain_bands() after the passes
+  bool explain_quant = false;  // --explain-quant
   std::string cache_dir;               // --cache-dir, else $XDG_CACHE_HOME/strata or ~/.cache/strata
   bool no_cache = false;               // --no-cache
   bool no_kernel_cache = false;        // --no-cache as given (no_cache is also set by runs that must compile afresh)

@@ -15,6 +15,7 @@ public:
   bool on_device() const override { return settings_.backend != "cpu"; }
   Expected<Precision> precision() override;
   std::optional<uint64_t> memory_budget() const override { return settings_.memory_budget; }
+  CompileOptions quantize_options() const override;
   Expected<std::unique_ptr<LoadedProgram>> load(const Graph& g, WeightStore& weights, std::ostream& log) override;
   Expected<std::unique_ptr<LoadedProgram>> load(const ProgramGraph& p, WeightStore& weights, std::ostream& log,
                                                 const ProgramLoadOptions& o = {}) override;

@@ -67,7 +67,10 @@ Status timed_generate(LoadedProgram& loaded, const ProgramGraph& program, const 
   auto start = std::chrono::steady_clock::now();
   Vae vae = seeded_vae(flux_full_config(), 1);
   STRATA_ASSIGN_OR_RETURN(Graph decoder, build_decoder(vae, {.latent_h = o.latent_h, .latent_w = o.latent_w}));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> vae_loaded, load_on_device(decoder, vae.weights, r, out));
+  RunSettings vae_settings = r;
+  vae_settings.compiler.quantize = "none";  // --quantize is for the transformer
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> vae_loaded,
+                          load_on_device(decoder, vae.weights, vae_settings, out));
   const double vae_load_ms = ms_since(start);
   STRATA_ASSIGN_OR_RETURN(FlowMatchSchedule schedule,
                           flow_match_schedule_from_sigmas(FlowMatchConfig{}, zimage_default_sigmas(steps), (o.latent_h / 2) * (o.latent_w / 2)));

@@ -42,7 +42,8 @@ TEST(Options, EveryRowThatChangesAPlanChangesTheKey) {
                         "level_schedule", "level_schedule_min_saving", "attention_gemms", "fold_softmax",
                         "attention_rows", "kernel_defines", "range_guard_log2", "f16_conv_weights",
                         "write_in_place", "shared_io_slots", "memory_budget_activations_only", "min_bands",
-                        "attention_query_chunk", "attention_dsplit"})
+                        "attention_query_chunk", "attention_dsplit", "quantize", "quantize_exclude",
+                        "smooth_quant"})
     EXPECT_TRUE(fields.count(f)) << f << " has no row";
 }
 

@@ -87,6 +87,28 @@ TEST(LowerPrecisionTest, Golden) {
   EXPECT_LE(testing::max_rel_diff(got, want), 1e-2);
 }
 
+// A conv weight shipped in bf16 (a checkpoint saved in bf16) becomes f16 like an f32
+// one: the tensor-core conv kernels take only f16 weights.
+TEST(LowerPrecisionTest, Bf16ConvWeightsBecomeF16) {
+  constexpr const char* kBf16 = R"(graph @bf(%x: f32[1,4,4,4]) {
+  %w: bf16[8,4,3,3] = weight "w"
+  %c: f32[1,8,4,4] = conv_gemm "c" (%x, %w) {kernel = [3, 3], pad = [1, 1], weight_layout = "oihw"}
+  return %c
+}
+)";
+  auto g = parse_graph(kBf16);
+  ASSERT_TRUE(g) << g.message();
+  WeightStore store;
+  std::vector<uint8_t> bytes(8 * 4 * 3 * 3 * 2);
+  for (size_t i = 0; i < bytes.size(); i += 2) bytes[i + 1] = 0x3f, bytes[i] = static_cast<uint8_t>(i);  // ~0.5..1
+  ASSERT_TRUE(store.add_owned_bytes("w", DType::bf16, {8, 4, 3, 3}, std::move(bytes)).is_ok());
+  CompileOptions options;
+  options.precision = Precision::f16;
+  PassContext ctx = context(options, store);
+  ASSERT_TRUE(run_lower_precision(*g, ctx).is_ok());
+  EXPECT_NE(print_graph(*g).find("%w: f16[8,4,3,3] = weight \"w\""), std::string::npos) << print_graph(*g);
+}
+
 // A cast to f16 of a norm that lower_precision stores f16 anyway (MiniMax-H3's blocks)
 // rounds nothing: it becomes a reshape to its own shape (an alias: no dispatch), and
 // computes the same bits as the cast it replaces. A cast that does round (f32 input to

@@ -68,6 +68,9 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
   d.f16_denorm_preserve = true;
   d.cooperative_matrix_nv = true;
   d.cooperative_matrix_shapes = {CoopMatShape{16, 8, 16}, CoopMatShape{16, 16, 16}};
+  d.cooperative_matrix_khr = true;
+  d.cooperative_matrix_khr_shapes = {
+      CoopMatShape{16, 16, 32, CoopType::s8, CoopType::s8, CoopType::s32, CoopType::s32}};
   std::string s = describe_devices(std::vector<DeviceInfo>{d}, 1u);
   EXPECT_NE(s.find("* device 1: NVIDIA H200 (discrete GPU)"), std::string::npos) << s;
   EXPECT_NE(s.find("maxStorageBufferRange: 4 GiB, shared memory: 48 KiB, subgroup size: 32, multiprocessors: 132"),
@@ -80,6 +83,7 @@ TEST(RuntimeDevice, DescribeListsTheFeaturesThatMatter) {
                    "16x16x16 f16*f16+f32->f32]"),
             std::string::npos)
       << s;
+  EXPECT_NE(s.find("cooperative matrix (KHR): yes [16x16x32 s8*s8+s32->s32]"), std::string::npos) << s;
 }
 
 DeviceInfo fake(uint32_t index, DeviceType type, std::string name) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -55,7 +56,9 @@ struct Generated {
   std::vector<Tensor> steps;
 };
 
-Generated generate(const nlohmann::json& run, const std::string& backend) {
+Generated generate(const nlohmann::json& run, const std::string& backend,
+                   const std::function<void(ZImageGenerateOptions&)>& adjust = {},
+                   const std::string& quantize = "none") {
   const nlohmann::json c = case_json();
   auto dir = open_zimage_pipeline_dir(test_cases::find_case(kCase));
   EXPECT_TRUE(dir) << dir.message();
@@ -67,11 +70,13 @@ Generated generate(const nlohmann::json& run, const std::string& backend) {
   o.width = c["size_wh"][0].get<int64_t>();
   o.height = c["size_wh"][1].get<int64_t>();
   o.noise = npy(c["noise"]["file"].get<std::string>());
+  if (adjust) adjust(o);
   Generated r;
   o.on_latent = [&](int64_t, const Tensor& l) { r.steps.push_back(l); };
   RunSettings settings;
   settings.backend = backend;
   settings.no_cache = true;
+  settings.compiler.quantize = quantize;
   SessionLoader loader(settings);
   std::ostringstream log;
   auto result = zimage_generate(*dir, o, loader, {}, log);
@@ -117,6 +122,41 @@ TEST_P(PromptToImage, F16OnTheDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Runs, PromptToImage, ::testing::Values(0, 1),
                          [](const ::testing::TestParamInfo<int>& i) { return i.param == 0 ? "turbo" : "cfg"; });
+
+// cfg_truncation below every step's t_norm runs every step unguided: the CFG run's
+// latents become the unguided run's (guidance 0), bit for bit; at 0 only the first
+// step (t_norm 0) is guided, so it matches diffusers' guided first step and the run
+// then leaves the guided reference.
+TEST(PromptToImageGuidance, TruncationTurnsGuidanceOff) {
+  STRATA_REQUIRE_CASE(kCase);
+  const nlohmann::json run = case_json()["runs"][1];
+  ASSERT_GT(run["guidance_scale"].get<float>(), 0.0f);
+  const Generated none = generate(run, "cpu", [](ZImageGenerateOptions& o) { o.cfg_truncation = -1.0f; });
+  const Generated unguided = generate(run, "cpu", [](ZImageGenerateOptions& o) { o.guidance_scale = 0.0f; });
+  ASSERT_EQ(none.steps.size(), unguided.steps.size());
+  for (size_t s = 0; s < none.steps.size(); ++s) EXPECT_EQ(none.steps[s].data, unguided.steps[s].data) << s;
+  const Generated first = generate(run, "cpu", [](ZImageGenerateOptions& o) { o.cfg_truncation = 0.0f; });
+  const Tensor per_step = npy(run["tag"].get<std::string>() + "_latents_per_step.npy");
+  const size_t n = first.steps[0].data.size();
+  EXPECT_LE(max_abs(first.steps[0].data, per_step.data.data()), 1e-3);
+  EXPECT_GT(max_abs(first.steps.back().data, per_step.data.data() + (first.steps.size() - 1) * n), 1e-3);
+  EXPECT_NE(first.steps.back().data, unguided.steps.back().data);
+}
+
+// --quantize w8a8 (the text encoder's and the transformer's linears int8, the VAE
+// not) through the interpreter: the turbo and CFG images against diffusers' f32 ones.
+TEST_P(PromptToImage, W8A8ImageWithin30dB) {
+  STRATA_REQUIRE_CASE(kCase);
+  const nlohmann::json run = case_json()["runs"][GetParam()];
+  const std::string tag = run["tag"].get<std::string>();
+  const Generated r = generate(run, "cpu", {}, "w8a8");
+  const Tensor image = npy(tag + "_image.npy");
+  ASSERT_EQ(r.result.image.shape, image.shape);
+  const double db = psnr(r.result.image.data, image.data);
+  EXPECT_GE(db, 30.0) << tag;
+  EXPECT_LT(db, 99.0) << tag << ": the image did not change, so nothing was quantized";
+  std::cout << tag << ", w8a8 on the interpreter: image " << db << " dB\n";
+}
 
 // The pipeline's sigmas (get_default_z_image_sigmas, shifted by the scheduler in f32)
 // are the ones case.json lists, bit for bit.
