@@ -11,7 +11,6 @@
 #include "tools/session.h"
 #include "tools/session_loader.h"
 
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -27,13 +26,6 @@ std::vector<OptionSpec> model_specs() {
   std::vector<OptionSpec> specs = with_model_options({});
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   return specs;
-}
-
-// The first non-finite value of a video latent, as decode names it.
-Status check_finite(const Tensor& latent) {
-  for (size_t i = 0; i < latent.data.size(); ++i)
-    if (!std::isfinite(latent.data[i])) return error("the latent has a non-finite value at flat index {}", i);
-  return Status::ok();
 }
 
 struct VideoOptions {
@@ -124,7 +116,6 @@ private:
   Expected<Tensor> decode_video(Tensor latent, const VideoOptions& o, ProgressBridge& bridge,
                                 const py::object& on_frame) {
     STRATA_ASSIGN_OR_RETURN(VideoLatentShape shape, check_video_latent_shape(vae_->config, latent.shape));
-    STRATA_RETURN_IF_ERROR(check_finite(latent));
     auto decoder = video_decoder_for(*vae_);
     VideoDecodeOptions options;
     if (o.whole) STRATA_RETURN_IF_ERROR(decoder->accepts_whole("frames='whole'"));

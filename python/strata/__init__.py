@@ -183,7 +183,7 @@ class AutoencoderKL(_Owned):
         return self._live().is_video
 
     def decode(self, latents, return_dict=True, callback=None, on_frame=None, frames=None, tile_batch=0,
-               slab_frames=None):
+               slab_frames=None, allow_nonfinite=False):
         """Decodes latents in model scale, as the pipelines hand them to vae.decode (the
         de-normalisation is part of the decoder): [B, C, H, W] (or [C, H, W]) for an
         image VAE, [B, C, T, H, W] (or [C, T, H, W]) for a video VAE; f32 or f16.
@@ -192,7 +192,9 @@ class AutoencoderKL(_Owned):
         float32. callback(stage, done, total) follows the work (default: tqdm when
         installed); an exception it raises, or Ctrl-C, stops the decode between frames.
         on_frame(index, frame [3, H', W']) receives each video frame as soon as it is
-        final. frames="whole", tile_batch and slab_frames are decode's video options.
+        final. frames="whole", tile_batch and slab_frames are decode's video options. A
+        latent holding NaN or inf is refused, as `strata decode` refuses it, unless
+        allow_nonfinite.
         """
         import numpy as np
 
@@ -204,6 +206,10 @@ class AutoencoderKL(_Owned):
         if z.ndim != image_rank + 1:
             want = "[B, C, T, H, W]" if handle.is_video else "[B, C, H, W]"
             raise StrataError(f"the latents are {list(z.shape)}; {handle.class_name} decodes {want}")
+        if not allow_nonfinite and not np.isfinite(z).all():
+            index = int(np.flatnonzero(~np.isfinite(z))[0])
+            raise StrataError(f"the latent holds a non-finite value ({z.flat[index]}) at index {index} "
+                              "(allow_nonfinite=True decodes it anyway)")
         if frames not in (None, "whole"):
             raise StrataError(f"frames='{frames}': decode takes frames='whole' (one decoder call over all frames)")
         progress = _Progress(callback)

@@ -98,3 +98,12 @@ def test_a_closed_model_raises():
     vae.close()
     with pytest.raises(strata.StrataError, match="closed"):
         vae.decode(np.zeros((1, 16, 8, 8), np.float32))
+
+
+def test_a_non_finite_latent_is_refused_unless_allowed():
+    latent = np.ones((1, 16, 1, 1), np.float32)
+    latent[0, 3, 0, 0] = np.nan
+    with strata.AutoencoderKL.from_pretrained(find_case("flux_small") / "vae", precision="f32") as vae:
+        with pytest.raises(strata.StrataError, match=r"non-finite value \(nan\) at index 3"):
+            vae.decode(latent)
+        assert vae.decode(latent, allow_nonfinite=True).sample.shape == (1, 3, 8, 8)
