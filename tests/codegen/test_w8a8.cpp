@@ -271,7 +271,7 @@ TEST(CodegenW8A8, TargetsWithoutInt8MatricesRefuseThePlan) {
 
 TEST(CodegenW8A8, NativeKernelCompiles) {
   // Compiled by shaderc only (lavapipe has no cooperative matrices): the native
-  // variant's GLSL, its requirements and its 128 × 128 tile.
+  // variant's GLSL, its requirements and its 128 × 128 tile (2 × 4 subgroups).
   const Tensor x = random_tensor({200, 96}, 81);
   const Tensor w = random_tensor({136, 96}, 82);
   const Tensor bias = random_tensor({136}, 83);
@@ -285,7 +285,7 @@ TEST(CodegenW8A8, NativeKernelCompiles) {
   ASSERT_TRUE(plan) << plan.message();
   std::string pipelines;
   for (const auto& p : plan->pipelines) pipelines += p.name + "\n";
-  for (const char* define : {"ICOOPMAT=1", "FM=4", "FN=4", "quantize_rows.comp"})
+  for (const char* define : {"ICOOPMAT=1", "WN=4", "FM=4", "FN=2", "quantize_rows.comp"})
     EXPECT_NE(pipelines.find(define), std::string::npos) << define << " in\n" << pipelines;
   const auto& shapes = plan->requirements.cooperative_matrix_shapes;
   EXPECT_NE(std::find(shapes.begin(), shapes.end(), codegen::kCoopShapeS8), shapes.end());
