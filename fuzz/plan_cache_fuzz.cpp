@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   constexpr size_t kWeightsHeader = 36;  // magic, version, count, bytes, checksum
   if (weights.size() >= kWeightsHeader) {
-    const uint64_t sum = hash_bytes(weights.data() + kWeightsHeader, weights.size() - kWeightsHeader);
+    const uint64_t sum = hash_bytes_chunked(weights.data() + kWeightsHeader, weights.size() - kWeightsHeader);
     std::memcpy(weights.data() + 28, &sum, 8);
   }
   constexpr size_t kPipelineHeader = 56;  // magic, version, vendor, device, driver, uuid, bytes, checksum
