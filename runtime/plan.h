@@ -135,7 +135,8 @@ struct WeightTransform {
   bool is_copy() const { return !rounded_through && stored == upload; }
 };
 // The steps joined by "->": "f32" or "f16" (a copy), "f16->f32", "f32->f16",
-// "f32->bf16->f32" (rounded through bf16).
+// "f32->bf16->f32" (rounded through bf16), "f32->f16->u8" (a W8A8 linear's weight:
+// int8 rows and their f32 scales, codegen/w8a8.h).
 std::string describe(const WeightTransform& t);
 
 // One weight: the bytes named `source`, converted as `transform` says, go to
