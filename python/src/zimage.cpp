@@ -30,8 +30,9 @@ public:
   // {"latent": [16, h, w], "image": [H, W, 3] in [0, 1], "decoded": [3, H, W]}
   // (the last two with decode).
   py::dict generate(const std::string& prompt, std::optional<std::string> negative_prompt, int64_t height,
-                    int64_t width, int64_t steps, float guidance_scale, int64_t seed,
-                    std::optional<FloatArray> latents, bool decode, py::object progress) {
+                    int64_t width, int64_t steps, float guidance_scale, float cfg_truncation,
+                    float cfg_normalization, int64_t seed, std::optional<FloatArray> latents, bool decode,
+                    py::object progress) {
     ZImageGenerateOptions o;
     o.prompt = prompt;
     o.negative_prompt = std::move(negative_prompt);
@@ -39,6 +40,8 @@ public:
     o.width = width;
     o.steps = steps;
     o.guidance_scale = guidance_scale;
+    o.cfg_truncation = cfg_truncation;
+    o.cfg_normalization = cfg_normalization;
     o.decode = decode;
     if (latents) {
       o.noise = tensor_from(*latents);
@@ -94,7 +97,8 @@ void bind_zimage(py::module_& m) {
   py::class_<ZImage>(m, "ZImage")
       .def(py::init<const std::string&, const std::vector<std::string>&>(), py::arg("dir"), py::arg("run_args"))
       .def("generate", &ZImage::generate, py::arg("prompt"), py::arg("negative_prompt"), py::arg("height"),
-           py::arg("width"), py::arg("steps"), py::arg("guidance_scale"), py::arg("seed"), py::arg("latents"), py::arg("decode"),
+           py::arg("width"), py::arg("steps"), py::arg("guidance_scale"), py::arg("cfg_truncation"),
+           py::arg("cfg_normalization"), py::arg("seed"), py::arg("latents"), py::arg("decode"),
            py::arg("progress"));
 }
 

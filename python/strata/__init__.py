@@ -256,7 +256,7 @@ class ZImagePipeline(_Owned):
 
     def __call__(self, prompt="", negative_prompt=None, height=1024, width=1024, num_inference_steps=50,
                  guidance_scale=5.0, generator=None, latents=None, output_type="pil", return_dict=True,
-                 callback=None):
+                 cfg_truncation=1.0, cfg_normalization=0.0, callback=None):
         """generator: a seed (int), or a torch.Generator (its initial_seed()): the noise
         torch.randn draws with it; None is seed 0 (as the CLI's default). latents: the
         initial noise [16, H/8, W/8] or [1, 16, H/8, W/8] instead. callback(stage, done,
@@ -278,7 +278,8 @@ class ZImagePipeline(_Owned):
         progress = _Progress(callback)
         try:
             out = self._live().generate(prompt, negative_prompt, int(height), int(width), int(num_inference_steps),
-                                        float(guidance_scale), seed, noise, output_type != "latent", progress.callable())
+                                        float(guidance_scale), float(cfg_truncation), float(cfg_normalization),
+                                        seed, noise, output_type != "latent", progress.callable())
         finally:
             progress.close()
         if output_type == "latent":
