@@ -32,8 +32,9 @@ graph @small(%x: f32[1,4,3,3]) {
 TEST(Pipeline, PassNamesInPipelineOrder) {
   EXPECT_EQ(pass_names(), (std::vector<std::string>{"canonicalize", "fuse_norm_act", "fuse_residual",
                                                     "fuse_frame_taps", "fold_upsample", "pad_channels", "assign_layout",
-                                                    "lower_precision", "fuse_token_norm", "phase_weights", "winograd_convs", "attention_gemms", "fold_transposes", "split_bands", "schedule",
-                                                    "plan_buffers"}));
+                                                    "lower_precision", "fuse_token_norm", "quantize_linears",
+                                                    "phase_weights", "winograd_convs", "attention_gemms",
+                                                    "fold_transposes", "split_bands", "schedule", "plan_buffers"}));
 }
 
 TEST(Pipeline, StopAfterAndOnPass) {
