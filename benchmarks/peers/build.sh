@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the Vulkan peers that docs/PERFORMANCE.md ("Vulkan peers") measures beside
+# strata, from pinned upstream commits, outside the repository:
+#   1. shaderc's glslc (+ glslangValidator) on a current glslang / SPIRV-Tools /
+#      SPIRV-Headers. ggml's Vulkan backend needs a glslc that knows
+#      GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix2; Debian 12's shaderc
+#      2023.2 (glslang 11.13) does not, and ggml then silently builds only its slow
+#      scalar matmul shaders.
+#   2. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) with its pinned ggml submodule,
+#      and ggml's test-backend-ops built in the same tree (one shader compile for both),
+#      with benchmarks/peers/test-backend-ops-shapes.patch adding strata's GEMM shapes.
+#   3. A tarball of stripped, statically linked binaries, xz-compressed, for the
+#      carried tree (benchmarks/peers/run.sh unpacks it on the GPU machine).
+#
+# Sources: no network is used. PEERS_SRC (or $1) is a directory holding the upstream
+# git repositories (bare or not), each found as OWNER+NAME/repo, OWNER+NAME, NAME.git
+# or NAME under it, e.g. made with
+#   git clone --mirror https://github.com/KhronosGroup/glslang $PEERS_SRC/glslang.git
+# for glslang, SPIRV-Tools, SPIRV-Headers, shaderc, Vulkan-Headers, ggml
+# (ggml-org/ggml holds the sd.cpp submodule commit) and stable-diffusion.cpp.
+# PEERS_GLSLC=path uses that glslc instead of building shaderc (it must compile
+# GL_NV_cooperative_matrix2 shaders; the build prints which extensions ggml found).
+# PEERS_WORK (default /work/peers) is where sources are unpacked and built;
+# PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
+# receives peers.tar.xz. Build steps run niced with PEERS_JOBS (default 2) jobs.
+# Each step is skipped when its output exists; delete PEERS_WORK to start over.
+#
+#   benchmarks/peers/build.sh /work/.mirror
+set -euo pipefail
+
+# Pinned commits: shaderc's DEPS fixes the glslang / SPIRV-Tools / SPIRV-Headers set.
+SHADERC_COMMIT=e68868016406f1b53a0fbf09402b79b846e8bca4        # google/shaderc, 2026-07-16
+GLSLANG_COMMIT=168d452a4f460d24b588fed08477a81c44ee27a1        # KhronosGroup/glslang (shaderc DEPS)
+SPIRV_TOOLS_COMMIT=b707790a898e44038547df54580022fc1cf89c3d    # KhronosGroup/SPIRV-Tools (shaderc DEPS)
+SPIRV_HEADERS_COMMIT=29981f65241605e08b0ede4cfeb999fe3b723c6a  # KhronosGroup/SPIRV-Headers (shaderc DEPS)
+VULKAN_HEADERS_COMMIT=952f776f6573aafbb62ea717d871cd1d6816c387 # KhronosGroup/Vulkan-Headers v1.4.309
+# The same headers as Debian 13 ships them, for a source snapshot that lacks the large
+# generated vulkan_structs.hpp: PEERS_VULKAN_DEB=path/to/this .deb (apt-get download).
+VULKAN_DEB=libvulkan-dev_1.4.309.0-1_amd64.deb
+VULKAN_DEB_SHA256=8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a
+SDCPP_COMMIT=97d2990807fe6d558e395f8764198d7c7e7b411c          # leejet/stable-diffusion.cpp, 2026-08-19
+GGML_COMMIT=8e800cef2948046cc47f9db6090491c6128ca42c           # its ggml submodule (in ggml-org/ggml)
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=${1:-${PEERS_SRC:-}}
+[[ -n $SRC && -d $SRC ]] || { echo "build.sh: give the directory of upstream git repos as \$1 or PEERS_SRC" >&2; exit 2; }
+WORK=${PEERS_WORK:-/work/peers}
+PACK=${PEERS_PACK:-$HERE/pack}
+JOBS=${PEERS_JOBS:-2}
+NICE="nice -n 10"
+mkdir -p "$WORK" "$PACK"
+PREFIX=$WORK/prefix
+
+find_repo() { # OWNER NAME -> path of a git dir holding it
+    local c
+    for c in "$SRC/$1+$2/repo" "$SRC/$1+$2" "$SRC/$2.git" "$SRC/$2"; do
+        if [[ -d $c ]] && git -C "$c" rev-parse --git-dir >/dev/null 2>&1; then echo "$c"; return; fi
+    done
+    echo "build.sh: no git repository for $1/$2 under $SRC" >&2; exit 2
+}
+unpack() { # OWNER NAME COMMIT DEST [PATHSPEC...]
+    [[ -e $4/.unpacked ]] && return
+    rm -rf "$4"; mkdir -p "$4"
+    git -C "$(find_repo "$1" "$2")" archive --format=tar "$3" -- "${@:5}" | tar -x -C "$4"
+    echo "$1/$2 $3" > "$4/.unpacked"
+}
+
+# 1. glslc + glslangValidator, SPIRV-Headers and Vulkan-Headers installed under PREFIX.
+S=$WORK/src/shaderc
+unpack google shaderc $SHADERC_COMMIT "$S"
+unpack KhronosGroup glslang $GLSLANG_COMMIT "$S/third_party/glslang"
+unpack KhronosGroup SPIRV-Tools $SPIRV_TOOLS_COMMIT "$S/third_party/spirv-tools"
+unpack KhronosGroup SPIRV-Headers $SPIRV_HEADERS_COMMIT "$S/third_party/spirv-headers"
+if [[ -n ${PEERS_GLSLC:-} ]]; then
+    # A prebuilt glslc instead of step 1's (faster on a slow machine); it must know
+    # GL_NV_cooperative_matrix2, or ggml falls back to its scalar shaders.
+    mkdir -p "$PREFIX/bin"; ln -sf "$(readlink -f "$PEERS_GLSLC")" "$PREFIX/bin/glslc"
+elif [[ ! -x $PREFIX/bin/glslc ]]; then
+    cmake -S "$S" -B "$WORK/build/shaderc" -DCMAKE_BUILD_TYPE=Release \
+        -DSHADERC_SKIP_TESTS=ON -DSHADERC_SKIP_EXAMPLES=ON -DSHADERC_SKIP_COPYRIGHT_CHECK=ON \
+        -DSHADERC_ENABLE_WERROR_COMPILE=OFF -DSPIRV_SKIP_TESTS=ON -DSPIRV_SKIP_EXECUTABLES=ON \
+        -DENABLE_GLSLANG_BINARIES=ON -DGLSLANG_TESTS=OFF -DSPIRV_WERROR=OFF
+    $NICE cmake --build "$WORK/build/shaderc" --target glslc_exe glslang-standalone -j"$JOBS"
+    mkdir -p "$PREFIX/bin"
+    cp "$WORK/build/shaderc/glslc/glslc" "$PREFIX/bin/glslc"
+    cp "$(find "$WORK/build/shaderc" -name glslang -type f -perm -u+x | head -1)" "$PREFIX/bin/glslangValidator"
+fi
+if [[ ! -e $PREFIX/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake && ! -e $PREFIX/lib/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake ]]; then
+    cmake -S "$S/third_party/spirv-headers" -B "$WORK/build/spirv-headers" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DSPIRV_HEADERS_ENABLE_TESTS=OFF
+    cmake --install "$WORK/build/spirv-headers"
+fi
+if [[ ! -e $PREFIX/include/vulkan/vulkan_core.h ]]; then
+    mkdir -p "$PREFIX/include"
+    if [[ -n ${PEERS_VULKAN_DEB:-} ]]; then
+        echo "$VULKAN_DEB_SHA256  $PEERS_VULKAN_DEB" | sha256sum -c -
+        rm -rf "$WORK/src/vulkan-deb"; dpkg-deb -x "$PEERS_VULKAN_DEB" "$WORK/src/vulkan-deb"
+        cp -r "$WORK/src/vulkan-deb/usr/include/vulkan" "$PREFIX/include/"
+    else
+        unpack KhronosGroup Vulkan-Headers $VULKAN_HEADERS_COMMIT "$WORK/src/vulkan-headers"
+        cp -r "$WORK/src/vulkan-headers/include/." "$PREFIX/include/"
+    fi
+fi
+"$PREFIX/bin/glslc" --version | head -3
+
+# 2. stable-diffusion.cpp + ggml (submodule commit) + test-backend-ops, one tree.
+D=$WORK/src/sdcpp
+# (not its sample media under assets/: snapshots of the repository may lack them)
+unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . ':(exclude)assets'
+unpack ggml-org ggml $GGML_COMMIT "$D/ggml"
+if [[ ! -e $D/ggml/.patched ]]; then
+    patch -d "$D/ggml" -p1 < "$HERE/test-backend-ops-shapes.patch"
+    touch "$D/ggml/.patched"
+fi
+B=$WORK/build/sdcpp
+cmake -S "$D" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+    -DSD_VULKAN=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
+    -DGGML_BUILD_TESTS=ON -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
+    -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
+$NICE cmake --build "$B" --target test-backend-ops sd-cli -j"$JOBS"
+
+# 3. Stripped binaries, xz-compressed, for the carried tree.
+T=$WORK/pack-stage; rm -rf "$T"; mkdir -p "$T/bin"
+cp "$(find "$B" -name test-backend-ops -type f -perm -u+x | head -1)" "$T/bin/"
+cp "$(find "$B" -name sd-cli -type f -perm -u+x | head -1)" "$T/bin/"
+strip "$T"/bin/*
+{ echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
+  echo "glslc: $("$PREFIX/bin/glslc" --version | head -1) (glslang $GLSLANG_COMMIT)"; } > "$T/VERSIONS"
+tar -C "$T" -cf - . | xz -9e -T1 > "$PACK/peers.tar.xz"
+ls -l "$PACK/peers.tar.xz"
