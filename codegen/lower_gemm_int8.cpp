@@ -12,11 +12,16 @@
 // emulated target (lavapipe, the tests). Any other target refuses the node with one
 // line: it never runs a quantized linear some other way.
 //
-// Tiles: natively WM × WN = 2 × 4 subgroups of FM × FN = 4 × 2 fragments (128 × 128 of
-// y per workgroup: on the H100 at 4096³ 275 TOPS, against 260 for 2 × 2 of 4 × 4 and
-// 243 for 256 × 128; steps of 64 or 128 codes were slower); emulated 2 × 2 of 1 × 1 (32 × 32); K in steps of 32 codes (KS = 1).
-// CodegenOptions::kernel_defines for "gemm_int8.comp" (`--kernel-define`) may name
-// others (WM, WN, FM, FN, KS); the grid and the shared-memory check follow them.
+// Tiles: natively WM × WN = 2 × 2 subgroups of FM × FN = 4 × 4 fragments (128 × 128
+// of y per workgroup) stepping 64 codes of K (KS = 2): the f16 core's tile and staging
+// (20 KiB of shared memory, two workgroups per multiprocessor); emulated 2 × 2 of
+// 1 × 1 (32 × 32), KS 2. CodegenOptions::kernel_defines for "gemm_int8.comp"
+// (`--kernel-define`) may name others (WM, WN, FM, FN, KS); the grid and the
+// shared-memory check follow them. EDGE = 0 (no bounds checks) where R, N and KP are
+// multiples of the tile and the step; VEC_Y (16-byte stores of y) where N is a multiple
+// of 8 and y is f16 or f32 at a 16-byte aligned offset.
+// The row quantizer reads x 16 bytes at a time (VEC) where x is f16, K a multiple of 8
+// and x 16-byte aligned, holding up to 16 vectors per invocation.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 #include "codegen/w8a8.h"
@@ -30,14 +35,14 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 struct Int8Tile {
-  uint32_t wm = 2, wn = 2, fm = 1, fn = 1, ks = 1;  // ks: 32-code chunks of K per step
+  uint32_t wm = 2, wn = 2, fm = 1, fn = 1, ks = 2;  // ks: 32-code chunks of K per step
   uint32_t rows() const { return wm * fm * 16; }
   uint32_t cols() const { return wn * fn * 16; }
 };
 
 Expected<Int8Tile> int8_tile(const Lowering& l) {
   Int8Tile t;
-  if (l.target().tensor_cores == TensorCores::nv_coopmat) t.wn = 4, t.fm = 4, t.fn = 2;
+  if (l.target().tensor_cores == TensorCores::nv_coopmat) t.fm = 4, t.fn = 4;
   const auto asked = l.options().kernel_defines.find("gemm_int8.comp");
   if (asked == l.options().kernel_defines.end()) return t;
   for (auto [name, field] : {std::pair{"WM", &t.wm}, {"WN", &t.wn}, {"FM", &t.fm}, {"FN", &t.fn}, {"KS", &t.ks}}) {
@@ -87,7 +92,11 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
     return l.fail(node, fmt::format("the int8 GEMM tiles by subgroups of {} lanes{}", sg,
                                     native ? " (native: 32)" : " (a divisor of 256)"));
   const uint32_t invocations = tile.wm * tile.wn * sg;
-  const uint64_t shared = (tile.rows() + tile.cols()) * 32ull * tile.ks + (native ? tile.wm * tile.wn * 1024ull : 0);
+  // gemm_int8.comp's one shared array: the staged rows (2·KS + 1 uvec4s each) or, after
+  // the main loop, a 16 × FN·16 int32 strip per subgroup.
+  const uint64_t staged = (tile.rows() + tile.cols()) * (2ull * tile.ks + 1) * 16;
+  const uint64_t strips = uint64_t(tile.wm) * tile.wn * tile.fn * 1024ull;
+  const uint64_t shared = std::max(staged, strips);
   if (shared > target.max_shared_memory_bytes)
     return l.fail(node, fmt::format("the int8 GEMM tile {}x{} needs {} bytes of shared memory; the target has {}",
                                     tile.rows(), tile.cols(), shared, target.max_shared_memory_bytes));
@@ -116,6 +125,12 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
   qkey.file = "quantize_rows.comp";
   qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
   add_type_define(qkey.defines, "X_T", l.storage(x));
+  const uint64_t vpt = ceil_div(static_cast<uint64_t>(kp / 8), kQuantizeInvocations);
+  if (l.storage(x) == DType::f16 && k % 8 == 0 && vpt <= 16 && l.offset_alignment() % 16 == 0 &&
+      l.location(x).offset % 16 == 0) {
+    qkey.defines["VEC"] = "1";
+    qkey.defines["VPT"] = std::to_string(vpt);
+  }
   qkey.bindings = 2;
   qkey.workgroup_size = {kQuantizeInvocations, 1, 1};
   PushConstants qpush;
@@ -128,6 +143,10 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
   l.dispatch(quantize, {l.bind(x, runtime::Access::read), Lowering::bind_scratch(a, runtime::Access::write)}, qpush,
              {u(static_cast<int64_t>(qx)), u(static_cast<int64_t>(qy)), 1}, node, "quantize");
 
+  const bool edge = rows % tile.rows() != 0 || n % tile.cols() != 0 || kp % (32 * tile.ks) != 0;
+  const DType ys = l.storage(y);
+  const bool vec_y = n % 8 == 0 && (ys == DType::f16 || ys == DType::f32) && l.offset_alignment() % 16 == 0 &&
+                     l.location(y).offset % 16 == 0;
   KernelKey key;
   key.file = "gemm_int8.comp";
   key.defines = {{"ICOOPMAT", native ? "1" : "2"},
@@ -137,10 +156,13 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
                  {"FM", std::to_string(tile.fm)},
                  {"FN", std::to_string(tile.fn)},
                  {"KS", std::to_string(tile.ks)},
+                 {"EDGE", edge ? "1" : "0"},
+                 {"VEC_Y", vec_y ? "1" : "0"},
                  {"HAS_BIAS", bias == kNoValue ? "0" : "1"},
                  {"ROUND", round_define(l.type(y).dtype)}};
   if (bias != kNoValue) add_type_define(key.defines, "BIAS_T", l.storage(bias));
-  add_type_define(key.defines, "Y_T", l.storage(y));
+  add_type_define(key.defines, "Y_T", ys);
+  if (vec_y && ys == DType::f16) key.defines["Y_IS_F16"] = "1";
   key.bindings = 3 + (bias != kNoValue);
   key.workgroup_size = {invocations, 1, 1};
   PushConstants push;

@@ -11,12 +11,20 @@
 // WG invocations, a shared-memory tree for the maximum (max is exact: any order gives
 // the same value).
 //
-// Vulkan lets a / b be off by 2.5 ULP, so div_rn() rounds the quotient itself (a code
-// decided by a quotient one ULP off, x / sx = 63.4999962 against 63.5, moves a whole
-// row of y by sx·sw·|wq|): of five neighbouring floats, the one whose remainder
-// a − q·b is the smallest.
+// VEC = 1 (f16 x, K a multiple of 8, x 16-byte aligned; the lowering checks): each
+// invocation reads VPT 16-byte vectors of 8 halves once, into registers, takes the
+// maximum over them and writes their 8 codes as one 8-byte store; VPT·WG·8 ≥ KP. The
+// element path reads x twice, 2 or 4 bytes at a time.
 //
-// Defines: X_T, WG (a power of two ≤ 1024).
+// Vulkan lets a / b be off by 2.5 ULP, so the code of a quotient near a half-integer
+// is decided by div_rn(), which rounds the quotient itself (a code decided by a
+// quotient one ULP off, x / sx = 63.4999962 against 63.5, moves a whole row of y by
+// sx·sw·|wq|): of five neighbouring floats, the one whose remainder a − q·b is the
+// smallest. Every other quotient is x · (1 / sx), a few ULP from the correctly
+// rounded one and more than 2⁻¹⁴ (8 ULP of any |q| < 128) from a half-integer, so
+// both round to the same code.
+//
+// Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT.
 #extension GL_EXT_control_flow_attributes : enable
 
 #ifndef X_T
@@ -25,10 +33,17 @@
 #ifndef WG
 #define WG 128
 #endif
+#ifndef VEC
+#define VEC 0
+#endif
 
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer QBuf { uint q[]; };
+#if VEC
+layout(std430, binding = 0) readonly buffer XBufV { uvec4 xv[]; };
+layout(std430, binding = 1) writeonly buffer QBufV { uvec2 qv[]; };
+#endif
 layout(push_constant) uniform Push {
   uint rows, k, kp;  // kp: the row stride of q in codes (a multiple of 4)
 } pc;
@@ -74,36 +89,86 @@ float div_rn(float a, float b) {
   return best;
 }
 
-int code(float v, float s) { return int(clamp(roundEven(div_rn(v, s)), -127.0, 127.0)); }
+// The code of v at scale s (> 0); inv = 1 / s, exact = whether every code takes div_rn
+// (a scale so small or large that 1 / s may leave the normal range).
+int code(float v, float s, float inv, bool exact) {
+  const float q = v * inv;
+  const float f = abs(q - floor(q) - 0.5);
+  const float r = exact || f < 6.103515625e-05 ? div_rn(v, s) : q;  // 2^-14
+  return int(clamp(roundEven(r), -127.0, 127.0));
+}
 
-void main() {
-  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  if (row >= pc.rows) return;  // whole workgroups: the barrier below stays uniform
-  const uint tid = gl_LocalInvocationID.x;
-  const uint base = row * pc.k;
-  float m = 0.0;
-  for (uint c = tid; c < pc.k; c += WG) m = max(m, abs(float(x[base + c])));
+// 4 codes in a word, byte j = column j.
+uint pack4(ivec4 c) { return (uint(c.x) & 0xffu) | (uint(c.y) & 0xffu) << 8 | (uint(c.z) & 0xffu) << 16 | uint(c.w) << 24; }
+
+float row_max(float m, uint tid) {
   sh_max[tid] = m;
   barrier();
   [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
     if (tid < s) sh_max[tid] = max(sh_max[tid], sh_max[tid + s]);
     barrier();
   }
-  const float amax = sh_max[0];
-  const bool zero = !(amax > 0.0);
-  const float scale = zero ? 0.0 : div_rn(amax, 127.0);
+  return sh_max[0];
+}
+
+void main() {
+  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (row >= pc.rows) return;  // whole workgroups: the barriers below stay uniform
+  const uint tid = gl_LocalInvocationID.x;
   const uint words = pc.kp / 4;
   const uint qbase = row * words;
+#if VEC
+  // Vector j of this invocation: columns 8·(tid + j·WG) ..; past K it reads as zeros.
+  const uint kv = pc.k / 8, base = row * kv;
+  f16vec4 h[VPT][2];
+  float m = 0.0;
+  [[unroll]] for (uint j = 0; j < VPT; ++j) {
+    const uint c = tid + j * WG;
+    const uvec4 u = c < kv ? xv[base + c] : uvec4(0u);
+    h[j][0] = f16vec4(unpackFloat2x16(u.x), unpackFloat2x16(u.y));
+    h[j][1] = f16vec4(unpackFloat2x16(u.z), unpackFloat2x16(u.w));
+    const vec4 a = abs(vec4(h[j][0])), b = abs(vec4(h[j][1]));
+    m = max(m, max(max(max(a.x, a.y), max(a.z, a.w)), max(max(b.x, b.y), max(b.z, b.w))));
+  }
+  const float amax = row_max(m, tid);
+  const bool zero = !(amax > 0.0);
+  const float scale = zero ? 0.0 : div_rn(amax, 127.0);
+  const float inv = zero ? 0.0 : 1.0 / scale;
+  const bool exact = scale < 1e-30 || scale > 1e30;
+  [[unroll]] for (uint j = 0; j < VPT; ++j) {
+    const uint c = tid + j * WG;
+    if (c >= words / 2) break;
+    uvec2 packed = uvec2(0u);
+    if (!zero) {
+      const vec4 a = vec4(h[j][0]), b = vec4(h[j][1]);
+      packed.x = pack4(ivec4(code(a.x, scale, inv, exact), code(a.y, scale, inv, exact), code(a.z, scale, inv, exact),
+                             code(a.w, scale, inv, exact)));
+      packed.y = pack4(ivec4(code(b.x, scale, inv, exact), code(b.y, scale, inv, exact), code(b.z, scale, inv, exact),
+                             code(b.w, scale, inv, exact)));
+    }
+    qv[qbase / 2 + c] = packed;
+  }
+#else
+  const uint base = row * pc.k;
+  float m = 0.0;
+  for (uint c = tid; c < pc.k; c += WG) m = max(m, abs(float(x[base + c])));
+  const float amax = row_max(m, tid);
+  const bool zero = !(amax > 0.0);
+  const float scale = zero ? 0.0 : div_rn(amax, 127.0);
+  const float inv = zero ? 0.0 : 1.0 / scale;
+  const bool exact = scale < 1e-30 || scale > 1e30;
   for (uint w = tid; w < words; w += WG) {
     uint packed = 0u;
     if (!zero) {
+      ivec4 cs;
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         const uint c = 4 * w + j;
-        const int v = c < pc.k ? code(float(x[base + c]), scale) : 0;
-        packed |= (uint(v) & 0xffu) << (8 * j);
+        cs[j] = c < pc.k ? code(float(x[base + c]), scale, inv, exact) : 0;
       }
+      packed = pack4(cs);
     }
     q[qbase + w] = packed;
   }
+#endif
   if (tid == 0) q[pc.rows * words + row] = floatBitsToUint(scale);
 }

@@ -7,8 +7,9 @@
 //   - the int8 GEMM is exact: with integer operands whose row maxima are 127 (every
 //     scale is then 1, so the codes are the values and y = float(Σ x·w) exactly, the
 //     sums below 2²⁴) y equals an integer reference bit for bit; tails in every dim
-//     (R, N not multiples of the 32 × 32 emulated tile, K not a multiple of the 32-code
-//     step), and with steps of 64 codes and another tile (kernel_defines);
+//     (R, N not multiples of the 32 × 32 emulated tile, K not a multiple of the 64-code
+//     step), one exact tile (no bounds checks), and with steps of 32 and 128 codes on
+//     another tile (kernel_defines);
 //   - the quantizer rounds x / sx half to even and keeps zero rows zero: x with
 //     fractional parts of exactly ½ (and scale 1) gives Σ roundEven(x)·w bit for bit;
 //   - a whole quantized linear (f16 x, f16 weights stored f32, f32 bias, f16 or f32
@@ -156,9 +157,10 @@ Tensor host_w8a8(const Tensor& x, const Tensor& w, const Tensor& bias, DType out
 struct Dims {
   int64_t r, n, k;
 };
-// Partial row and column tiles (32 × 32 emulated), K off the 32-code step, and one
-// exact tile.
-const std::vector<Dims> kDims = {{45, 72, 200}, {33, 40, 40}, {32, 32, 64}};
+// Partial row and column tiles (32 × 32 emulated), K off the 64-code step.
+// The last is one exact tile and step (EDGE = 0); N = 38 takes y's element stores
+// (VEC_Y = 0), the others its 16-byte stores.
+const std::vector<Dims> kDims = {{45, 72, 200}, {33, 38, 40}, {32, 32, 64}};
 
 TEST(CodegenW8A8, Int8GemmMatchesTheIntegerReferenceBitForBit) {
   const codegen::Target target = emulated_target();
@@ -172,25 +174,34 @@ TEST(CodegenW8A8, Int8GemmMatchesTheIntegerReferenceBitForBit) {
     EXPECT_NE(got.pipelines.find("ICOOPMAT=2"), std::string::npos) << got.pipelines;
     testing::expect_identical(got.y, integer_reference(x, w));
   }
-  // Steps of 64 codes (KS = 2) over K = 200 (KP = 224: the last step half past KP, read
-  // as zeros), on a 2 × 1 tile of subgroups.
-  codegen::CodegenOptions options;
-  options.kernel_defines["gemm_int8.comp"] = {{"KS", "2"}, {"WN", "1"}};
-  const Tensor x = integer_rows(45, 200, 33), w = integer_rows(72, 200, 34);
-  const Ran got = run(build(x, DType::f32, w, DType::f32, nullptr, DType::f32), target, options);
-  EXPECT_NE(got.pipelines.find("KS=2"), std::string::npos) << got.pipelines;
-  testing::expect_identical(got.y, integer_reference(x, w));
+  // Steps of 32 codes (KS = 1: rows of 3 uvec4s, no swizzle) and of 128 (KS = 4) over
+  // K = 200 (KP = 224: the last step partly past KP, read as zeros), on a 2 × 1 tile of
+  // subgroups.
+  for (const char* ks : {"1", "4"}) {
+    codegen::CodegenOptions options;
+    options.kernel_defines["gemm_int8.comp"] = {{"KS", ks}, {"WN", "1"}};
+    const Tensor x = integer_rows(45, 200, 33), w = integer_rows(72, 200, 34);
+    const Ran got = run(build(x, DType::f32, w, DType::f32, nullptr, DType::f32), target, options);
+    EXPECT_NE(got.pipelines.find(std::string("KS=") + ks), std::string::npos) << got.pipelines;
+    testing::expect_identical(got.y, integer_reference(x, w));
+  }
 }
 
 TEST(CodegenW8A8, QuantizerRoundsHalvesToEvenAndKeepsZeroRowsZero) {
+  // f32 x takes the element path, f16 x (the halves are exact in f16; K % 8 == 0) the
+  // 16-byte path (VEC); both decide every exact half by the correctly rounded quotient.
   const Dims d{37, 48, 72};
   Tensor x = integer_rows(d.r, d.k, 41, 0.5f);
   for (int64_t i = 0; i < d.k; ++i) x.data[static_cast<size_t>(5 * d.k + i)] = 0.0f;  // a zero row
   const Tensor w = integer_rows(d.n, d.k, 42);
-  const Ran got = run(build(x, DType::f32, w, DType::f32, nullptr, DType::f32), emulated_target());
   const Tensor want = integer_reference(x, w);
   for (int64_t j = 0; j < d.n; ++j) ASSERT_EQ(want.data[static_cast<size_t>(5 * d.n + j)], 0.0f);
-  testing::expect_identical(got.y, want);
+  for (DType xt : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(dtype_name(xt));
+    const Ran got = run(build(x, xt, w, DType::f32, nullptr, DType::f32), emulated_target());
+    EXPECT_EQ(got.pipelines.find("VEC=1") != std::string::npos, xt == DType::f16) << got.pipelines;
+    testing::expect_identical(got.y, want);
+  }
 }
 
 TEST(CodegenW8A8, QuantizedLinearIsWithinF16RoundingOfTheInterpreter) {
@@ -271,7 +282,8 @@ TEST(CodegenW8A8, TargetsWithoutInt8MatricesRefuseThePlan) {
 
 TEST(CodegenW8A8, NativeKernelCompiles) {
   // Compiled by shaderc only (lavapipe has no cooperative matrices): the native
-  // variant's GLSL, its requirements and its 128 × 128 tile (2 × 4 subgroups).
+  // variant's GLSL, its requirements and its 128 × 128 tile (2 × 2 subgroups of 4 × 4
+  // fragments, 64 codes a step).
   const Tensor x = random_tensor({200, 96}, 81);
   const Tensor w = random_tensor({136, 96}, 82);
   const Tensor bias = random_tensor({136}, 83);
@@ -285,7 +297,7 @@ TEST(CodegenW8A8, NativeKernelCompiles) {
   ASSERT_TRUE(plan) << plan.message();
   std::string pipelines;
   for (const auto& p : plan->pipelines) pipelines += p.name + "\n";
-  for (const char* define : {"ICOOPMAT=1", "WN=4", "FM=4", "FN=2", "quantize_rows.comp"})
+  for (const char* define : {"ICOOPMAT=1", "WN=2", "FM=4", "FN=4", "KS=2", "quantize_rows.comp"})
     EXPECT_NE(pipelines.find(define), std::string::npos) << define << " in\n" << pipelines;
   const auto& shapes = plan->requirements.cooperative_matrix_shapes;
   EXPECT_NE(std::find(shapes.begin(), shapes.end(), codegen::kCoopShapeS8), shapes.end());
