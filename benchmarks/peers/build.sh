@@ -6,10 +6,11 @@
 #      GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix2; Debian 12's shaderc
 #      2023.2 (glslang 11.13) does not, and ggml then silently builds only its slow
 #      scalar matmul shaders.
-#   2. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) with its pinned ggml submodule,
-#      and ggml's test-backend-ops built in the same tree (one shader compile for both),
-#      with benchmarks/peers/test-backend-ops-shapes.patch adding strata's GEMM shapes.
-#   3. A tarball of stripped, statically linked binaries, xz-compressed, for the
+#   2. ggml at stable-diffusion.cpp's pinned submodule commit (GGML_VULKAN=ON) and its
+#      test-backend-ops, with benchmarks/peers/test-backend-ops-shapes.patch adding
+#      strata's GEMM shapes; installed so that
+#   3. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) links the same ggml.
+#   4. A tarball of stripped, statically linked binaries, xz-compressed, for the
 #      carried tree (benchmarks/peers/run.sh unpacks it on the GPU machine).
 #
 # Sources: no network is used. PEERS_SRC (or $1) is a directory holding the upstream
@@ -61,7 +62,7 @@ find_repo() { # OWNER NAME -> path of a git dir holding it
 unpack() { # OWNER NAME COMMIT DEST [PATHSPEC...]
     [[ -e $4/.unpacked ]] && return
     rm -rf "$4"; mkdir -p "$4"
-    git -C "$(find_repo "$1" "$2")" archive --format=tar "$3" -- "${@:5}" | tar -x -C "$4"
+    git -C "$(find_repo "$1" "$2")" archive --format=tar "$3" -- "${@:5}" | tar -x -C "$4" || { rm -rf "$4"; return 1; }
     echo "$1/$2 $3" > "$4/.unpacked"
 }
 
@@ -100,31 +101,50 @@ if [[ ! -e $PREFIX/include/vulkan/vulkan_core.h ]]; then
         cp -r "$WORK/src/vulkan-headers/include/." "$PREFIX/include/"
     fi
 fi
-"$PREFIX/bin/glslc" --version | head -3
+"$PREFIX/bin/glslc" --version
 
-# 2. stable-diffusion.cpp + ggml (submodule commit) + test-backend-ops, one tree.
-D=$WORK/src/sdcpp
-# (not its sample media under assets/: snapshots of the repository may lack them)
-unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . ':(exclude)assets'
-unpack ggml-org ggml $GGML_COMMIT "$D/ggml"
-if [[ ! -e $D/ggml/.patched ]]; then
-    patch -d "$D/ggml" -p1 < "$HERE/test-backend-ops-shapes.patch"
-    touch "$D/ggml/.patched"
+# 2. ggml at sd.cpp's submodule commit, standalone, with test-backend-ops; installed
+#    under PREFIX so that sd.cpp links the same library (one shader compile for both).
+G=$WORK/src/ggml
+unpack ggml-org ggml $GGML_COMMIT "$G"
+if [[ ! -e $G/.patched ]]; then
+    patch -d "$G" -p1 < "$HERE/test-backend-ops-shapes.patch"
+    touch "$G/.patched"
 fi
-B=$WORK/build/sdcpp
-cmake -S "$D" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
-    -DSD_VULKAN=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
-    -DGGML_BUILD_TESTS=ON -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
-    -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
-$NICE cmake --build "$B" --target test-backend-ops sd-cli -j"$JOBS"
+B=$WORK/build/ggml
+if [[ ! -e $PREFIX/lib/cmake/ggml/ggml-config.cmake || ! -x $B/bin/test-backend-ops ]]; then
+    cmake -S "$G" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+        -DGGML_VULKAN=ON -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+        -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF \
+        -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
+        -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" 2>&1 | tee "$WORK/ggml-configure.log"
+    grep -q "GL_NV_cooperative_matrix2 supported by glslc" "$WORK/ggml-configure.log" ||
+        { echo "build.sh: this glslc lacks GL_NV_cooperative_matrix2; ggml would run its slow shaders" >&2; exit 1; }
+    $NICE cmake --build "$B" --target test-backend-ops -j"$JOBS"
+    cmake --install "$B"
+fi
 
-# 3. Stripped binaries, xz-compressed, for the carried tree.
+# 3. stable-diffusion.cpp's sd-cli on that ggml. Snapshots that lack its large generated
+#    tokenizer vocabularies (src/tokenizers/vocab/*.hpp) cannot build it: skipped then.
+D=$WORK/src/sdcpp
+SD=
+if unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . ':(exclude)assets' 2>/dev/null; then
+    cmake -S "$D" -B "$WORK/build/sdcpp" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+        -DSD_VULKAN=ON -DSD_USE_SYSTEM_GGML=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
+        -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
+        -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
+    $NICE cmake --build "$WORK/build/sdcpp" --target sd-cli -j"$JOBS"
+    SD=$(find "$WORK/build/sdcpp" -name sd-cli -type f -perm -u+x | head -1)
+else
+    rm -rf "$D"; echo "build.sh: stable-diffusion.cpp's sources are incomplete here; sd-cli not built" >&2
+fi
+
+# 4. Stripped binaries, xz-compressed, for the carried tree.
 T=$WORK/pack-stage; rm -rf "$T"; mkdir -p "$T/bin"
-cp "$(find "$B" -name test-backend-ops -type f -perm -u+x | head -1)" "$T/bin/"
-cp "$(find "$B" -name sd-cli -type f -perm -u+x | head -1)" "$T/bin/"
+cp "$B/bin/test-backend-ops" "$T/bin/"
+[[ -z $SD ]] || cp "$SD" "$T/bin/"
 strip "$T"/bin/*
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
-  echo "glslc: $("$PREFIX/bin/glslc" --version | head -1) (glslang $GLSLANG_COMMIT)"; } > "$T/VERSIONS"
+  echo "glslc: $("$PREFIX/bin/glslc" --version | sed -n 1p) (glslang $GLSLANG_COMMIT)"; } > "$T/VERSIONS"
 tar -C "$T" -cf - . | xz -9e -T1 > "$PACK/peers.tar.xz"
 ls -l "$PACK/peers.tar.xz"
