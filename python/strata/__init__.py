@@ -49,10 +49,28 @@ def _run_flags(device, precision, options):
     return flags
 
 
+def _numpy():
+    """numpy, imported where the binding will look for its C API: pybind11 before 2.12
+    (Debian 12 has 2.10) takes it from numpy.core.multiarray, a name NumPy 2 keeps only
+    as a deprecated alias of numpy._core.multiarray. Where the alias is gone, the module
+    is registered under the old name."""
+    import importlib
+    import sys
+
+    import numpy as np
+
+    if "numpy.core.multiarray" not in sys.modules:
+        try:
+            importlib.import_module("numpy.core.multiarray")
+        except ImportError:
+            sys.modules["numpy.core.multiarray"] = importlib.import_module("numpy._core.multiarray")
+    return np
+
+
 def _as_float32(array):
     """A C-contiguous float32 numpy array of a numpy array, anything with __array__, or a
     CPU tensor with __dlpack__; f16 inputs are widened (the decoders read f32)."""
-    import numpy as np
+    np = _numpy()
 
     if not hasattr(array, "__array__") and hasattr(array, "__dlpack__"):
         array = np.from_dlpack(array)
@@ -196,8 +214,7 @@ class AutoencoderKL(_Owned):
         latent holding NaN or inf is refused, as `strata decode` refuses it, unless
         allow_nonfinite.
         """
-        import numpy as np
-
+        np = _numpy()
         handle = self._live()
         z = _as_float32(latents)
         image_rank = 4 if handle.is_video else 3
@@ -261,8 +278,7 @@ class ZImagePipeline(_Owned):
         torch.randn draws with it; None is seed 0 (as the CLI's default). latents: the
         initial noise [16, H/8, W/8] or [1, 16, H/8, W/8] instead. callback(stage, done,
         total) as in AutoencoderKL.decode."""
-        import numpy as np
-
+        np = _numpy()
         if output_type not in ("np", "pil", "latent"):
             raise StrataError(f"output_type '{output_type}' is not np, pil or latent")
         if isinstance(prompt, (list, tuple)):

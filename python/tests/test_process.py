@@ -1,10 +1,12 @@
 """strata inside a Python process: Ctrl-C and exceptions from callbacks stop a long
 decode and leave the process usable; device memory is freed on close, on `with` and on
-collection; the device list."""
+collection; the device list; a NumPy without numpy.core.multiarray."""
 
 import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -105,3 +107,28 @@ def test_collection_and_with_free_device_memory(tiny_vae):
         vae.decode(latent)
         assert strata.device_memory_stats()["current"] > before
     assert strata.device_memory_stats()["current"] == before
+
+
+def test_a_numpy_without_numpy_core_multiarray_decodes(tiny_vae):
+    # NumPy 2 keeps numpy.core.multiarray, where pybind11 2.10 looks for numpy's C API,
+    # only as a deprecated alias of numpy._core.multiarray. Here NumPy 1 is made to look
+    # like a NumPy without the alias, in a fresh process (the binding looks once).
+    script = f"""
+import importlib.abc, sys
+import numpy
+sys.modules["numpy._core.multiarray"] = sys.modules.pop("numpy.core.multiarray")
+
+class NoAlias(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "numpy.core.multiarray":
+            raise ImportError("no module named " + name)
+
+sys.meta_path.insert(0, NoAlias())
+import strata
+with strata.AutoencoderKL.from_pretrained({str(tiny_vae)!r}, precision="f32") as vae:
+    print(vae.decode(numpy.ones((4, 1, 1), numpy.float32)).sample.shape)
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "(1, 3, 1, 1)"
