@@ -11,8 +11,8 @@
 #     bash .gpu/run bash benchmarks/python_overhead.sh measure     # writes $OUT/python_overhead.{json,txt}
 #
 # build: the Python 3.12 headers are found with PY312_INCLUDE (a directory holding
-# Python.h and pyconfig.h for x86_64 Linux), else from the interpreter $PY312 (default
-# python3.12) here; with that interpreter the module is also checked against its
+# Python.h and pyconfig.h for x86_64 Linux), else from a Python 3.12 here ($PY312,
+# python3.12, or pyenv's); with that interpreter the module is also checked against its
 # symbols and imported. The module's
 # objects are compiled with the flags CMake gave strata_python in build-gpu, against
 # those headers, and linked with its link line.
@@ -26,9 +26,19 @@ build=${STRATA_GPU_BUILD:-build-gpu}
 abi=cpython-312-x86_64-linux-gnu
 out_dir=$build/python-cp312/strata
 module=$out_dir/_strata.$abi.so
-py312=${PY312:-python3.12}
 
-have_py312() { "$py312" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; }
+# A Python 3.12 here: $PY312, python3.12 on PATH, else one pyenv installed.
+find_py312() {
+  local p
+  for p in ${PY312:-} python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
+    if "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then
+      echo "$p"
+      return
+    fi
+  done
+}
+py312=$(find_py312)
+have_py312() { [ -n "$py312" ]; }
 
 # The headers of Python 3.12: $PY312_INCLUDE, else those of a python3.12 here.
 py312_include() {
