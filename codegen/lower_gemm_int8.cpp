@@ -21,7 +21,8 @@
 // multiples of the tile and the step; VEC_Y (16-byte stores of y) where N is a multiple
 // of 8 and y is f16 or f32 at a 16-byte aligned offset.
 // The row quantizer reads x 16 bytes at a time (VEC) where x is f16, K a multiple of 8
-// and x 16-byte aligned, holding up to 16 vectors per invocation.
+// and x 16-byte aligned, holding up to 16 vectors per invocation; its row maximum takes
+// subgroup arithmetic.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
 #include "codegen/w8a8.h"
@@ -119,11 +120,13 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
   const Location a = l.scratch(node, a_bytes);
   const auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
 
-  // The row quantizer: a workgroup per row.
-  constexpr uint32_t kQuantizeInvocations = 128;
+  // The row quantizer: a workgroup per row, 256 invocations for rows of more than 4096
+  // codes (at most 8 vectors each up to 16 384).
+  const uint32_t kQuantizeInvocations = kp > 4096 ? 256 : 128;
   KernelKey qkey;
   qkey.file = "quantize_rows.comp";
   qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
+  qkey.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
   add_type_define(qkey.defines, "X_T", l.storage(x));
   const uint64_t vpt = ceil_div(static_cast<uint64_t>(kp / 8), kQuantizeInvocations);
   if (l.storage(x) == DType::f16 && k % 8 == 0 && vpt <= 16 && l.offset_alignment() % 16 == 0 &&

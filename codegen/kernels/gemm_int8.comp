@@ -38,7 +38,10 @@
 //                 emulation does.
 //
 // Defines: ICOOPMAT, CM_SG, WM, WN, FM, FN, KS (default 2), EDGE (default 1), VEC_Y
-// (default 0), HAS_BIAS, BIAS_T, Y_T, ROUND (common.glsl).
+// (default 0), HAS_BIAS, BIAS_T, Y_T, ROUND (common.glsl). For measuring (both off by
+// default): CO_FAST = 1 launches the column tiles of a row tile consecutively (the grid
+// stays gx × gy); FETCH_EARLY = 1 issues the next step's loads before the barrier that
+// follows the staging stores instead of after it.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 
@@ -62,6 +65,12 @@
 #endif
 #ifndef VEC_Y
 #define VEC_Y 0
+#endif
+#ifndef CO_FAST
+#define CO_FAST 0
+#endif
+#ifndef FETCH_EARLY
+#define FETCH_EARLY 0
 #endif
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
@@ -167,7 +176,13 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint sg_m = sg / WN, sg_n = sg % WN;
+#if CO_FAST
+  // Consecutive workgroups take the column tiles of one row tile (they share A).
+  const uint tiles_n = (pc.n + BN - 1) / BN, id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  const uint row0 = (id / tiles_n) * BM, col0 = (id % tiles_n) * BN;
+#else
   const uint row0 = gl_WorkGroupID.x * BM, col0 = gl_WorkGroupID.y * BN;
+#endif
   const uint steps = (pc.kw + 8 * KS - 1) / (8 * KS);
 
 #if ICOOPMAT == 1
@@ -198,7 +213,9 @@ void main() {
       const uint i = tid + p * INV;
       if (B_LOADS % INV == 0 || i < B_LOADS) sh[B_AT + row_of(i) * RV + i % QR] = ahead_b[p];
     }
+#if !FETCH_EARLY
     barrier();
+#endif
     if (s + 1 < steps) {
       const uint q0 = (s + 1) * QR;
       [[unroll]] for (uint p = 0; p < PA; ++p) {
@@ -210,6 +227,9 @@ void main() {
         if (B_LOADS % INV == 0 || i < B_LOADS) ahead_b[p] = fetch_b(i, col0, q0);
       }
     }
+#if FETCH_EARLY
+    barrier();
+#endif
 #if ICOOPMAT == 1
     [[unroll]] for (uint kk = 0; kk < KS; ++kk) {
       MAT_A a[FM];

@@ -8,8 +8,8 @@
 // word (byte j of word w is column 4w + j, two's complement), rows of KP columns (KP =
 // K rounded up to the GEMM's step; the columns past K are 0), then the R scales as f32
 // bits from word R·KP/4 on. One workgroup per row (grid_1d-style rows over x and y),
-// WG invocations, a shared-memory tree for the maximum (max is exact: any order gives
-// the same value).
+// WG invocations; the maximum by subgroupMax, then over the subgroups (max is exact:
+// any order gives the same value).
 //
 // VEC = 1 (f16 x, K a multiple of 8, x 16-byte aligned; the lowering checks): each
 // invocation reads VPT 16-byte vectors of 8 halves once, into registers, takes the
@@ -22,10 +22,14 @@
 // sx·sw·|wq|): of five neighbouring floats, the one whose remainder a − q·b is the
 // smallest. Every other quotient is x · (1 / sx), a few ULP from the correctly
 // rounded one and more than 2⁻¹⁴ (8 ULP of any |q| < 128) from a half-integer, so
-// both round to the same code.
+// both round to the same code. The correctly rounded path is a branch
+// ([[dont_flatten]], taken for about one value in 8000): computed for every value, as
+// a select, it made the quantizer arithmetic-bound.
 //
 // Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT.
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 #ifndef X_T
 #define X_T float
@@ -47,8 +51,6 @@ layout(std430, binding = 1) writeonly buffer QBufV { uvec2 qv[]; };
 layout(push_constant) uniform Push {
   uint rows, k, kp;  // kp: the row stride of q in codes (a multiple of 4)
 } pc;
-
-shared float sh_max[WG];
 
 float next_up(float v) { return uintBitsToFloat(floatBitsToUint(v) + (v >= 0.0 ? 1u : 0xffffffffu)); }
 float next_down(float v) { return uintBitsToFloat(floatBitsToUint(v) + (v > 0.0 ? 0xffffffffu : 1u)); }
@@ -89,26 +91,31 @@ float div_rn(float a, float b) {
   return best;
 }
 
-// The code of v at scale s (> 0); inv = 1 / s, exact = whether every code takes div_rn
-// (a scale so small or large that 1 / s may leave the normal range).
+// The code of v at scale s (> 0) from q = v · (1 / s), and whether q lies within 2⁻¹⁴
+// of a half-integer (or `exact`: a scale so small or large that 1 / s may leave the
+// normal range), where only the correctly rounded quotient decides.
+bool near_half(float q) { return abs(q - floor(q) - 0.5) < 6.103515625e-05; }  // 2^-14
+int code_exact(float v, float s) { return int(clamp(roundEven(div_rn(v, s)), -127.0, 127.0)); }
 int code(float v, float s, float inv, bool exact) {
   const float q = v * inv;
-  const float f = abs(q - floor(q) - 0.5);
-  const float r = exact || f < 6.103515625e-05 ? div_rn(v, s) : q;  // 2^-14
-  return int(clamp(roundEven(r), -127.0, 127.0));
+  int c = int(clamp(roundEven(q), -127.0, 127.0));
+  [[dont_flatten]] if (exact || near_half(q)) c = code_exact(v, s);
+  return c;
 }
 
 // 4 codes in a word, byte j = column j.
 uint pack4(ivec4 c) { return (uint(c.x) & 0xffu) | (uint(c.y) & 0xffu) << 8 | (uint(c.z) & 0xffu) << 16 | uint(c.w) << 24; }
 
-float row_max(float m, uint tid) {
-  sh_max[tid] = m;
+// The row's maximum: each subgroup's by subgroupMax, then over the subgroups (max is
+// exact: any order gives the same value).
+shared float sh_max[WG];
+float row_max(float m) {
+  const float sm = subgroupMax(m);
+  if (subgroupElect()) sh_max[gl_SubgroupID] = sm;
   barrier();
-  [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) sh_max[tid] = max(sh_max[tid], sh_max[tid + s]);
-    barrier();
-  }
-  return sh_max[0];
+  float r = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) r = max(r, sh_max[i]);
+  return r;
 }
 
 void main() {
@@ -130,7 +137,7 @@ void main() {
     const vec4 a = abs(vec4(h[j][0])), b = abs(vec4(h[j][1]));
     m = max(m, max(max(max(a.x, a.y), max(a.z, a.w)), max(max(b.x, b.y), max(b.z, b.w))));
   }
-  const float amax = row_max(m, tid);
+  const float amax = row_max(m);
   const bool zero = !(amax > 0.0);
   const float scale = zero ? 0.0 : div_rn(amax, 127.0);
   const float inv = zero ? 0.0 : 1.0 / scale;
@@ -140,11 +147,16 @@ void main() {
     if (c >= words / 2) break;
     uvec2 packed = uvec2(0u);
     if (!zero) {
-      const vec4 a = vec4(h[j][0]), b = vec4(h[j][1]);
-      packed.x = pack4(ivec4(code(a.x, scale, inv, exact), code(a.y, scale, inv, exact), code(a.z, scale, inv, exact),
-                             code(a.w, scale, inv, exact)));
-      packed.y = pack4(ivec4(code(b.x, scale, inv, exact), code(b.y, scale, inv, exact), code(b.z, scale, inv, exact),
-                             code(b.w, scale, inv, exact)));
+      const vec4 a = vec4(h[j][0]) * inv, b = vec4(h[j][1]) * inv;
+      ivec4 ca = ivec4(roundEven(a)), cb = ivec4(roundEven(b));  // |q| ≤ 127 (1 + 2⁻²¹)
+      const bool near = near_half(a.x) || near_half(a.y) || near_half(a.z) || near_half(a.w) || near_half(b.x) ||
+                        near_half(b.y) || near_half(b.z) || near_half(b.w);
+      [[dont_flatten]] if (exact || near) {
+        const vec4 va = vec4(h[j][0]), vb = vec4(h[j][1]);
+        ca = ivec4(code_exact(va.x, scale), code_exact(va.y, scale), code_exact(va.z, scale), code_exact(va.w, scale));
+        cb = ivec4(code_exact(vb.x, scale), code_exact(vb.y, scale), code_exact(vb.z, scale), code_exact(vb.w, scale));
+      }
+      packed = uvec2(pack4(ca), pack4(cb));
     }
     qv[qbase / 2 + c] = packed;
   }
@@ -152,7 +164,7 @@ void main() {
   const uint base = row * pc.k;
   float m = 0.0;
   for (uint c = tid; c < pc.k; c += WG) m = max(m, abs(float(x[base + c])));
-  const float amax = row_max(m, tid);
+  const float amax = row_max(m);
   const bool zero = !(amax > 0.0);
   const float scale = zero ? 0.0 : div_rn(amax, 127.0);
   const float inv = zero ? 0.0 : 1.0 / scale;
