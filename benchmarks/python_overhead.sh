@@ -13,9 +13,10 @@
 # build: the Python 3.12 headers are found with PY312_INCLUDE (a directory holding
 # Python.h and pyconfig.h for x86_64 Linux), else from a Python 3.12 here ($PY312,
 # python3.12, or pyenv's); with that interpreter the module is also checked against its
-# symbols and imported. The module's
-# objects are compiled with the flags CMake gave strata_python in build-gpu, against
-# those headers, and linked with its link line.
+# symbols and imported. The module's objects are compiled with the flags CMake gave
+# strata_python in build-gpu, against those headers, and linked with its link line.
+# Without a 3.12 here: CPython's Include/ of a 3.12 tag, plus the pyconfig.h that its
+# ./configure writes on x86_64 Linux, in one directory named by PY312_INCLUDE.
 # stage: extra arguments go to stage.sh (more programs or data to carry in the same call).
 # measure [ARGS...]: arguments go to examples/python_bench.py (default --arch flux
 # --size 1024 --reps 20); STRATA (default: `strata` on PATH, else build/strata) and
