@@ -2,6 +2,7 @@
 // Selection, requirement checks and printing live in device_select.cpp.
 #include "runtime/device.h"
 
+#include "runtime/fault.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -317,7 +318,7 @@ Expected<std::shared_ptr<Instance>> Instance::create(const InstanceOptions& opti
   info.ppEnabledLayerNames = layers.data();
   info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   info.ppEnabledExtensionNames = extensions.data();
-  VkResult r = vkCreateInstance(&info, nullptr, &inst->instance_);
+  VkResult r = guarded(FaultSite::create_instance, [&] { return vkCreateInstance(&info, nullptr, &inst->instance_); });
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     return error("no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); "
                  "install one, e.g. mesa-vulkan-drivers for lavapipe");
@@ -449,10 +450,11 @@ Expected<std::shared_ptr<Device>> Device::create(std::shared_ptr<Instance> insta
   create.pQueueCreateInfos = &queue;
   create.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   create.ppEnabledExtensionNames = extensions.data();
-  STRATA_RETURN_IF_ERROR(vk_check(
-      vkCreateDevice(dev->physical_, &create, nullptr, &dev->device_), "vkCreateDevice",
-      fmt::format("opening device {} '{}' with features: {}", index, info.name,
-                  describe(dev->enabled_))));
+  STRATA_RETURN_IF_ERROR(
+      vk_check(guarded(FaultSite::create_device,
+                       [&] { return vkCreateDevice(dev->physical_, &create, nullptr, &dev->device_); }),
+               "vkCreateDevice",
+               fmt::format("opening device {} '{}' with features: {}", index, info.name, describe(dev->enabled_))));
   vkGetDeviceQueue(dev->device_, info.compute_queue_family, 0, &dev->queue_);
   return dev;
 }

@@ -5,6 +5,7 @@
 
 #include "runtime/executor_impl.h"
 #include "runtime/host_copy.h"
+#include "runtime/fault.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -162,8 +163,9 @@ Status Executor::Impl::submit_and_wait(VkCommandBuffer cb, const std::string& wh
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cb;
-  VkResult r = vkQueueSubmit(device->queue(), 1, &submit, fence);
-  if (r == VK_SUCCESS) r = vkWaitForFences(vk(), 1, &fence, VK_TRUE, UINT64_MAX);
+  VkResult r = guarded(FaultSite::queue_submit, [&] { return vkQueueSubmit(device->queue(), 1, &submit, fence); });
+  if (r == VK_SUCCESS)
+    r = guarded(FaultSite::wait_for_fence, [&] { return vkWaitForFences(vk(), 1, &fence, VK_TRUE, UINT64_MAX); });
   if (r == VK_ERROR_DEVICE_LOST) {
     device->mark_lost();
     return error("device '{}' lost while {} (VK_ERROR_DEVICE_LOST); the device must be reopened",

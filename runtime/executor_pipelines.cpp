@@ -1,6 +1,7 @@
 // Executor: the pipeline cache, compute pipelines (built on several threads), and
 // per-dispatch descriptor sets.
 #include "runtime/executor_impl.h"
+#include "runtime/fault.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -39,7 +40,8 @@ Status Executor::Impl::create_pipeline_cache() {
     ci.initialDataSize = data.size();
     ci.pInitialData = data.data();
   }
-  return vk_check(vkCreatePipelineCache(vk(), &ci, nullptr, &pipeline_cache),
+  return vk_check(guarded(FaultSite::create_pipeline_cache,
+                          [&] { return vkCreatePipelineCache(vk(), &ci, nullptr, &pipeline_cache); }),
                   "vkCreatePipelineCache", "creating the pipeline cache");
 }
 
@@ -184,8 +186,10 @@ Status Executor::Impl::create_pipeline(size_t i) {
   VkDescriptorSetLayoutCreateInfo sl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   sl.bindingCount = p.binding_count;
   sl.pBindings = bindings.data();
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreateDescriptorSetLayout(vk(), &sl, nullptr, &o.set_layout),
-                                  "vkCreateDescriptorSetLayout", what));
+  STRATA_RETURN_IF_ERROR(
+      vk_check(guarded(FaultSite::create_set_layout,
+                       [&] { return vkCreateDescriptorSetLayout(vk(), &sl, nullptr, &o.set_layout); }),
+               "vkCreateDescriptorSetLayout", what));
 
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_constant_bytes};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -193,15 +197,17 @@ Status Executor::Impl::create_pipeline(size_t i) {
   pl.pSetLayouts = &o.set_layout;
   pl.pushConstantRangeCount = p.push_constant_bytes ? 1 : 0;
   pl.pPushConstantRanges = &push;
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreatePipelineLayout(vk(), &pl, nullptr, &o.layout),
-                                  "vkCreatePipelineLayout", what));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::create_pipeline_layout, [&] { return vkCreatePipelineLayout(vk(), &pl, nullptr, &o.layout); }),
+      "vkCreatePipelineLayout", what));
 
   VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   sm.codeSize = p.spirv.size() * sizeof(uint32_t);
   sm.pCode = p.spirv.data();
   VkShaderModule module = VK_NULL_HANDLE;
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreateShaderModule(vk(), &sm, nullptr, &module),
-                                  "vkCreateShaderModule", what));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::create_shader_module, [&] { return vkCreateShaderModule(vk(), &sm, nullptr, &module); }),
+      "vkCreateShaderModule", what));
 
   std::vector<VkSpecializationMapEntry> entries;
   std::vector<uint32_t> values;
@@ -220,7 +226,8 @@ Status Executor::Impl::create_pipeline(size_t i) {
   cp.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
   cp.layout = o.layout;
   if (options.pipeline_statistics) cp.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-  VkResult r = vkCreateComputePipelines(vk(), pipeline_cache, 1, &cp, nullptr, &o.pipeline);
+  VkResult r = guarded(FaultSite::create_pipeline,
+                       [&] { return vkCreateComputePipelines(vk(), pipeline_cache, 1, &cp, nullptr, &o.pipeline); });
   vkDestroyShaderModule(vk(), module, nullptr);
   return vk_check(r, "vkCreateComputePipelines", what);
 }
@@ -240,9 +247,9 @@ Status Executor::Impl::create_descriptors() {
   pi.maxSets = set_count;
   pi.poolSizeCount = 1;
   pi.pPoolSizes = &size;
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreateDescriptorPool(vk(), &pi, nullptr, &descriptor_pool),
-                                  "vkCreateDescriptorPool",
-                                  fmt::format("creating {} descriptor sets", set_count)));
+  STRATA_RETURN_IF_ERROR(vk_check(guarded(FaultSite::create_descriptor_pool,
+                                          [&] { return vkCreateDescriptorPool(vk(), &pi, nullptr, &descriptor_pool); }),
+                                  "vkCreateDescriptorPool", fmt::format("creating {} descriptor sets", set_count)));
 
   std::vector<VkDescriptorSetLayout> layouts;
   for (const DispatchDesc& d : plan.dispatches) layouts.push_back(pipelines[d.pipeline].set_layout);
@@ -250,9 +257,9 @@ Status Executor::Impl::create_descriptors() {
   ai.descriptorPool = descriptor_pool;
   ai.descriptorSetCount = set_count;
   ai.pSetLayouts = layouts.data();
-  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateDescriptorSets(vk(), &ai, sets.data()),
-                                  "vkAllocateDescriptorSets",
-                                  fmt::format("allocating {} descriptor sets", set_count)));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::allocate_descriptor_sets, [&] { return vkAllocateDescriptorSets(vk(), &ai, sets.data()); }),
+      "vkAllocateDescriptorSets", fmt::format("allocating {} descriptor sets", set_count)));
 
   std::vector<VkDescriptorBufferInfo> infos;
   infos.reserve(descriptor_count);  // stable addresses for the writes below

@@ -1,6 +1,7 @@
 // Executor: command pool, fence, query pool; the one recorded command buffer; and
 // the one-time submissions at load (zero fill, weight upload).
 #include "runtime/executor_impl.h"
+#include "runtime/fault.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -40,24 +41,28 @@ constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
 Status Executor::Impl::create_commands() {
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.queueFamilyIndex = device->queue_family();
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreateCommandPool(vk(), &pi, nullptr, &command_pool),
-                                  "vkCreateCommandPool", "creating the command pool"));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::create_command_pool, [&] { return vkCreateCommandPool(vk(), &pi, nullptr, &command_pool); }),
+      "vkCreateCommandPool", "creating the command pool"));
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = command_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = static_cast<uint32_t>(entries.size());
   command_buffers.assign(entries.size(), VK_NULL_HANDLE);
-  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(vk(), &ai, command_buffers.data()),
+  STRATA_RETURN_IF_ERROR(vk_check(guarded(FaultSite::allocate_command_buffers,
+                                          [&] { return vkAllocateCommandBuffers(vk(), &ai, command_buffers.data()); }),
                                   "vkAllocateCommandBuffers", "allocating the command buffers"));
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   STRATA_RETURN_IF_ERROR(
-      vk_check(vkCreateFence(vk(), &fi, nullptr, &fence), "vkCreateFence", "creating the fence"));
+      vk_check(guarded(FaultSite::create_fence, [&] { return vkCreateFence(vk(), &fi, nullptr, &fence); }),
+               "vkCreateFence", "creating the fence"));
   if (options.profile) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = static_cast<uint32_t>(plan.dispatches.size() + entries.size());
-    STRATA_RETURN_IF_ERROR(vk_check(vkCreateQueryPool(vk(), &qi, nullptr, &query_pool),
-                                    "vkCreateQueryPool", "creating the profiling query pool"));
+    STRATA_RETURN_IF_ERROR(vk_check(
+        guarded(FaultSite::create_query_pool, [&] { return vkCreateQueryPool(vk(), &qi, nullptr, &query_pool); }),
+        "vkCreateQueryPool", "creating the profiling query pool"));
   }
   return Status::ok();
 }
@@ -175,8 +180,9 @@ Status Executor::Impl::submit_once(const std::function<void(VkCommandBuffer)>& b
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   VkCommandBuffer cb = VK_NULL_HANDLE;
-  STRATA_RETURN_IF_ERROR(
-      vk_check(vkAllocateCommandBuffers(vk(), &ai, &cb), "vkAllocateCommandBuffers", what));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::allocate_one_shot_command_buffer, [&] { return vkAllocateCommandBuffers(vk(), &ai, &cb); }),
+      "vkAllocateCommandBuffers", what));
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   Status s = vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what);

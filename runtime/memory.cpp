@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "runtime/fault.h"
 #include "runtime/vk_util.h"
 
 #include <fmt/format.h>
@@ -63,8 +64,9 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
   ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   ci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  STRATA_RETURN_IF_ERROR(vk_check(vkCreateBuffer(b.device_, &ci, nullptr, &b.buffer_),
-                                  "vkCreateBuffer", what));
+  STRATA_RETURN_IF_ERROR(
+      vk_check(guarded(FaultSite::create_buffer, [&] { return vkCreateBuffer(b.device_, &ci, nullptr, &b.buffer_); }),
+               "vkCreateBuffer", what));
   VkMemoryRequirements req{};
   vkGetBufferMemoryRequirements(b.device_, b.buffer_, &req);
 
@@ -98,8 +100,9 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = *type;
-  STRATA_RETURN_IF_ERROR(vk_check(vkAllocateMemory(b.device_, &ai, nullptr, &b.memory_),
-                                  "vkAllocateMemory", what));
+  STRATA_RETURN_IF_ERROR(vk_check(
+      guarded(FaultSite::allocate_memory, [&] { return vkAllocateMemory(b.device_, &ai, nullptr, &b.memory_); }),
+      "vkAllocateMemory", what));
   if (use == MemoryUse::device) {
     b.counted_bytes_ = req.size;
     const uint64_t now = g_device_bytes.fetch_add(req.size) + req.size;
@@ -112,8 +115,9 @@ Expected<DeviceBuffer> DeviceBuffer::create(const Device& device, uint64_t size,
   // Only coherent memory is mapped: the runtime never flushes or invalidates.
   if ((mem.memoryTypes[*type].propertyFlags & kHostIo) == kHostIo) {
     void* p = nullptr;
-    STRATA_RETURN_IF_ERROR(vk_check(vkMapMemory(b.device_, b.memory_, 0, VK_WHOLE_SIZE, 0, &p),
-                                    "vkMapMemory", what));
+    STRATA_RETURN_IF_ERROR(vk_check(
+        guarded(FaultSite::map_memory, [&] { return vkMapMemory(b.device_, b.memory_, 0, VK_WHOLE_SIZE, 0, &p); }),
+        "vkMapMemory", what));
     b.mapped_ = static_cast<uint8_t*>(p);
   }
   return b;

@@ -151,6 +151,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << kUsage;
     return 0;
   }
+  if (Status s = arm_fault_from_environment(); !s.is_ok()) return fail(err, s);
   if (cmd == "decode") return cmd_decode(rest, out, err);
   if (cmd == "forward") return cmd_forward(rest, out, err);
   if (cmd == "generate") return cmd_generate(rest, out, err);

@@ -5,6 +5,8 @@
 //                   them); --device overrides it.
 //   XDG_CACHE_HOME  the plan cache lives in $XDG_CACHE_HOME/strata ...
 //   HOME            ... or else in $HOME/.cache/strata; --cache-dir overrides both.
+//   STRATA_FAULT    SITE[:N]: the Nth reach of one Vulkan call site fails as a real
+//                   device would (runtime/fault.h; tests walk every site with it).
 //
 // Also here, the one other fact about the process's surroundings the tools use:
 // whether standard error is a terminal.
@@ -24,6 +26,10 @@ struct Environment {
 
 // Reads the variables; a malformed value is an error naming the variable.
 Expected<Environment> read_environment();
+
+// Arms runtime/fault.h's hook when STRATA_FAULT is set, disarms it otherwise; a
+// malformed value is an error naming the variable and the sites.
+Status arm_fault_from_environment();
 
 // Whether the process's standard error is a terminal (isatty): progress lines
 // (tools/progress.h) are drawn only then.
