@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -149,10 +150,17 @@ std::vector<uint8_t> check_pipeline_cache(const std::vector<uint8_t>& file, cons
   return data;
 }
 
-// The binary's own bytes (its identity as a compiler), hashed once per process.
+// The bytes of the file that holds this code (its identity as a compiler), hashed once
+// per process: the strata executable, or the Python module (python/), whose process's
+// /proc/self/exe is the Python interpreter and would not change when the module does.
 uint64_t executable_hash() {
   static const uint64_t h = [] {
-    auto bytes = read_file("/proc/self/exe");
+    std::string path = "/proc/self/exe";
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<const void*>(&executable_hash), &info) != 0 && info.dli_fname &&
+        info.dli_fname[0] == '/')
+      path = info.dli_fname;
+    auto bytes = read_file(path);
     return bytes ? hash_bytes(bytes->data(), bytes->size()) : 0;
   }();
   return h;
