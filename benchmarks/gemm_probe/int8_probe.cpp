@@ -2,7 +2,8 @@
 // linear {quant = "w8a8"} and the same f16 linear, on the device strata picks.
 //   int8_probe [M N K [REPS]] [NAME=VALUE ...]
 // M rows of x, N output features, K input features (default 4096³, 10 replays).
-// NAME=VALUE pairs are gemm_int8.comp defines (WM, WN, FM, FN: the tile).
+// NAME=VALUE pairs are gemm_int8.comp defines (WM, WN, FM, FN, KS: the tile and the
+// step; CO_FAST, FETCH_EARLY: measuring switches).
 // Prints, per plan, the best device time of each kernel over the replays and the
 // GEMM's rate (2·M·N·K operations), then a check of the int8 plan against ir/quant.h
 // on the host (every element for small problems, 4096 samples otherwise) and a

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs int8_probe.cpp against strata's libraries (configure and build
 # strata first; BUILD= names the build dir, default ./build). Arguments go to the
-# probe: [M N K [REPS]] [WM=2 WN=2 FM=4 FN=4].
+# probe: [M N K [REPS]] [WM=2 WN=2 FM=4 FN=4 KS=2 ...].
+# For the lent GPU machine, which has no compiler: BUILD=build-gpu BUILD_ONLY=1
+# WORK=DIR builds DIR/int8_probe here; stage it (../shared/gpu/stage.sh DIR/int8_probe)
+# and run `bash .gpu/run int8_probe 4096 4096 4096 20` there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -11,4 +14,4 @@ libs=(codegen/libstrata_codegen.a passes/libstrata_passes.a runtime/libstrata_ru
 g++ -O2 -std=c++20 -I"$root" -I"$build" "$here/int8_probe.cpp" "${libs[@]/#/$build/}" \
   $(pkg-config --libs shaderc_combined glslang spirv 2>/dev/null || echo -lshaderc_combined) \
   -lvulkan -lfmt -lpthread -o "$work/int8_probe"
-"$work/int8_probe" "$@"
+[ "${BUILD_ONLY:-0}" = 1 ] || "$work/int8_probe" "$@"

@@ -23,8 +23,9 @@
 // smallest. Every other quotient is x · (1 / sx), a few ULP from the correctly
 // rounded one and more than 2⁻¹⁴ (8 ULP of any |q| < 128) from a half-integer, so
 // both round to the same code. The correctly rounded path is a branch
-// ([[dont_flatten]], taken for about one value in 8000): computed for every value, as
-// a select, it made the quantizer arithmetic-bound.
+// ([[dont_flatten]]: the fast codes of a group of 8 are kept unless one of them lies
+// that near, about one group in 1000), not a select that would compute it for every
+// value.
 //
 // Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT.
 #extension GL_EXT_control_flow_attributes : enable
