@@ -95,7 +95,7 @@ if [[ ! -e $PREFIX/include/vulkan/vulkan_core.h ]]; then
     if [[ -n ${PEERS_VULKAN_DEB:-} ]]; then
         echo "$VULKAN_DEB_SHA256  $PEERS_VULKAN_DEB" | sha256sum -c -
         rm -rf "$WORK/src/vulkan-deb"; dpkg-deb -x "$PEERS_VULKAN_DEB" "$WORK/src/vulkan-deb"
-        cp -r "$WORK/src/vulkan-deb/usr/include/vulkan" "$PREFIX/include/"
+        cp -r "$WORK/src/vulkan-deb/usr/include/." "$PREFIX/include/"
     else
         unpack KhronosGroup Vulkan-Headers $VULKAN_HEADERS_COMMIT "$WORK/src/vulkan-headers"
         cp -r "$WORK/src/vulkan-headers/include/." "$PREFIX/include/"
@@ -146,5 +146,5 @@ cp "$B/bin/test-backend-ops" "$T/bin/"
 strip "$T"/bin/*
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
   echo "glslc: $("$PREFIX/bin/glslc" --version | sed -n 1p) (glslang $GLSLANG_COMMIT)"; } > "$T/VERSIONS"
-tar -C "$T" -cf - . | xz -9e -T1 > "$PACK/peers.tar.xz"
+tar -C "$T" -cf - . | $NICE xz -6 -T"$JOBS" > "$PACK/peers.tar.xz"
 ls -l "$PACK/peers.tar.xz"
