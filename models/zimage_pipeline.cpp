@@ -27,12 +27,13 @@ Status check_tensor_finite(const Tensor& t, const std::string& what) {
   return Status::ok();
 }
 
-Status check_caption_features(const ZImageConfig& c, const Tensor& cap, const std::string& what) {
+Status check_caption_features(const ZImageConfig& c, const Tensor& cap, const std::string& what,
+                              bool allow_nonfinite) {
   const Shape& s = cap.shape;
   if (s.size() != 2 || s[1] != c.cap_feat_dim || s[0] < 1)
     return error("{} have shape {}; the transformer takes [L, {}] (cap_feat_dim {})", what, shape_str(s), c.cap_feat_dim,
                  c.cap_feat_dim);
-  return check_tensor_finite(cap, what);
+  return allow_nonfinite ? Status::ok() : check_tensor_finite(cap, what);
 }
 
 Expected<Graph> rename_states(const Graph& g, const std::map<std::string, std::string>& renames) {
@@ -114,8 +115,9 @@ Expected<std::unique_ptr<ZImageDenoiser::Entry>> ZImageDenoiser::build(int64_t p
 
 Status ZImageDenoiser::set_captions(const Tensor& positive, const Tensor* negative) {
   const ZImageConfig& c = model_.config;
-  STRATA_RETURN_IF_ERROR(check_caption_features(c, positive, "caption features"));
-  if (negative) STRATA_RETURN_IF_ERROR(check_caption_features(c, *negative, "negative caption features"));
+  STRATA_RETURN_IF_ERROR(check_caption_features(c, positive, "caption features", allow_nonfinite_));
+  if (negative)
+    STRATA_RETURN_IF_ERROR(check_caption_features(c, *negative, "negative caption features", allow_nonfinite_));
   const std::pair<int64_t, int64_t> key{padded_tokens(positive.shape[0]),
                                         negative ? padded_tokens(negative->shape[0]) : 0};
   auto it = programs_.find(key);
@@ -215,7 +217,7 @@ Status zimage_denoise(ZImageDenoiser& denoiser, const FlowMatchSchedule& schedul
                           schedule.sigmas[static_cast<size_t>(i + 1)]);
     if (observer.latent) observer.latent(i + 1, latent);
   }
-  return check_tensor_finite(latent, "the denoised latent");
+  return denoiser.allows_nonfinite() ? Status::ok() : check_tensor_finite(latent, "the denoised latent");
 }
 
 }  // namespace strata

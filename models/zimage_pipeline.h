@@ -42,9 +42,10 @@ struct CaptionFeatures {
   std::optional<Tensor> negative;
 };
 
-// Caption features `cap` checked against the transformer: [L >= 1, cap_feat_dim], every
-// value finite; the error names `what`.
-Status check_caption_features(const ZImageConfig& c, const Tensor& cap, const std::string& what);
+// Caption features `cap` checked against the transformer: [L >= 1, cap_feat_dim], and
+// every value finite unless `allow_nonfinite`; the error names `what`.
+Status check_caption_features(const ZImageConfig& c, const Tensor& cap, const std::string& what,
+                              bool allow_nonfinite = false);
 
 // Every value finite, else an error naming `what` and the first bad index.
 Status check_tensor_finite(const Tensor& t, const std::string& what);
@@ -68,6 +69,11 @@ public:
   // `model` and `loader` must outlive the denoiser.
   static Expected<std::unique_ptr<ZImageDenoiser>> create(ZImageTransformer& model, int64_t latent_h,
                                                           int64_t latent_w, ProgramLoader& loader, std::ostream& log);
+
+  // NaN or inf in the caption features and the denoised latent are refused (naming the
+  // first) unless allowed: --allow-nonfinite, to see what a model makes of them.
+  void allow_nonfinite(bool allow) { allow_nonfinite_ = allow; }
+  bool allows_nonfinite() const { return allow_nonfinite_; }
 
   // Chooses (building if needed) the program for these captions ([L, cap_feat_dim],
   // checked) and runs its per-prompt plans: once per prompt.
@@ -108,6 +114,7 @@ private:
   ProgramLoader& loader_;
   std::ostream& log_;
   bool f16_weights_ = false;
+  bool allow_nonfinite_ = false;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Entry>> programs_;
   Entry* current_ = nullptr;
   bool negative_ = false;

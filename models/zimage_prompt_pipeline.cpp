@@ -146,7 +146,7 @@ Status check_generate_options(const ZImageGenerateOptions& o, int64_t latent_cha
   if (o.noise.shape != want)
     return error("the noise is {}, the latent of a {}x{} image is {}", shape_str(o.noise.shape), o.width, o.height,
                  shape_str(want));
-  return check_tensor_finite(o.noise, "the noise");
+  return o.allow_nonfinite ? Status::ok() : check_tensor_finite(o.noise, "the noise");
 }
 
 Tensor vae_output_to_image(const Tensor& decoded) {
@@ -217,6 +217,7 @@ Expected<ZImageGenerateResult> zimage_generate(const ZImagePipelineDir& dir, con
   latent.shape = {c.in_channels, 1, lh, lw};
   {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZImageDenoiser> den, ZImageDenoiser::create(model, lh, lw, loader, log));
+    den->allow_nonfinite(options.allow_nonfinite);
     STRATA_RETURN_IF_ERROR(den->set_captions(captions));
     result.stage_ms["denoiser load"] = ms_since(start);
     observer.on_stage("denoising");

@@ -89,6 +89,9 @@ struct ZImageGenerateOptions {
   int64_t steps = 50;
   Tensor noise;            // the initial latent [16, H/8, W/8] (torch_noise.h for a seed)
   bool decode = true;      // false: stop at the latent
+  // NaN or inf in the noise (and so in the latent) are refused, naming the first,
+  // unless allowed.
+  bool allow_nonfinite = false;
   // Called with each step's latent after the step (tests compare them with diffusers').
   std::function<void(int64_t step, const Tensor& latent)> on_latent;
 };

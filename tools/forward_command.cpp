@@ -52,13 +52,14 @@ Expected<ForwardInputs> read_inputs(const ZImageConfig& c, const ParsedArgs& a) 
     return error("latent '{}' has shape {}; the transformer takes [{}, 1, H, W] (one frame)", latent_path,
                  shape_str(in.latent.shape), c.in_channels);
   STRATA_RETURN_IF_ERROR(zimage_layout(c, ls[2], ls[3], 1).status().with_context(fmt::format("latent '{}'", latent_path)));
-  STRATA_RETURN_IF_ERROR(check_finite(in.latent, fmt::format("latent '{}'", latent_path)));
+  const bool allow_nonfinite = a.has("allow-nonfinite");
+  if (!allow_nonfinite) STRATA_RETURN_IF_ERROR(check_finite(in.latent, fmt::format("latent '{}'", latent_path)));
   STRATA_ASSIGN_OR_RETURN(in.caption, read_npy(cap_path));
   const Shape& cs = in.caption.shape;
   if (cs.size() != 2 || cs[1] != c.cap_feat_dim || cs[0] < 1)
     return error("caption features '{}' have shape {}; the transformer takes [L, {}] (cap_feat_dim {})", cap_path,
                  shape_str(cs), c.cap_feat_dim, c.cap_feat_dim);
-  STRATA_RETURN_IF_ERROR(check_finite(in.caption, fmt::format("caption features '{}'", cap_path)));
+  if (!allow_nonfinite) STRATA_RETURN_IF_ERROR(check_finite(in.caption, fmt::format("caption features '{}'", cap_path)));
   STRATA_ASSIGN_OR_RETURN(float t, parse_t(*a.get("t")));
   in.t = Tensor({1}, {t});
   return in;
@@ -115,7 +116,7 @@ Status forward(const ParsedArgs& a, const RunSettings& r, std::ostream& out) {
     }
   }
   const double ms = ms_since(start);
-  for (size_t i = 0; i < outputs.size(); ++i)
+  for (size_t i = 0; i < outputs.size() && !a.has("allow-nonfinite"); ++i)
     STRATA_RETURN_IF_ERROR(check_finite(outputs[i], i == 0 ? "the output" : zimage_intermediate_names()[i - 1]));
   STRATA_RETURN_IF_ERROR(write_npy(out_path, outputs[0]));
   out << fmt::format("forward of {} latent {} with {} caption tokens at t = {} on the {} backend{} in {:.1f} ms\n",
@@ -146,6 +147,9 @@ int cmd_forward(const std::vector<std::string>& args, std::ostream& out, std::os
       {"t", true, "the model's t = (1000 - timestep) / 1000"},
       {"out", true, "output .npy: the raw output, float32 [C, 1, H, W]"},
       {"dump-intermediates", true, "also write intermediate_<name>.npy for the four intermediates to DIR"},
+      {"allow-nonfinite", false,
+       "let NaN or inf in the latent, the caption features and the output through (refused by default, naming the "
+       "first)"},
   };
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   auto a = parse_args(args, specs);

@@ -102,11 +102,13 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   progress.stage("loading");
   STRATA_ASSIGN_OR_RETURN(ZImageTransformer model, load_zimage_dir(g.transformer));
   const ZImageConfig& c = model.config;
-  STRATA_RETURN_IF_ERROR(
-      check_caption_features(c, g.captions.positive, fmt::format("caption features '{}'", *a.get("caption-features"))));
+  const bool allow_nonfinite = a.has("allow-nonfinite");
+  STRATA_RETURN_IF_ERROR(check_caption_features(
+      c, g.captions.positive, fmt::format("caption features '{}'", *a.get("caption-features")), allow_nonfinite));
   if (g.captions.negative)
-    STRATA_RETURN_IF_ERROR(
-        check_caption_features(c, *g.captions.negative, fmt::format("negative caption features '{}'", *a.get("negative-features"))));
+    STRATA_RETURN_IF_ERROR(check_caption_features(
+        c, *g.captions.negative, fmt::format("negative caption features '{}'", *a.get("negative-features")),
+        allow_nonfinite));
   const int64_t lh = 2 * (g.height / 16), lw = 2 * (g.width / 16);
   std::optional<Vae> vae;
   Graph decoder;
@@ -124,6 +126,7 @@ Status generate(const ParsedArgs& a, const RunSettings& r, std::ostream& out, Pr
   auto start = std::chrono::steady_clock::now();
   SessionLoader loader(r);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZImageDenoiser> den, ZImageDenoiser::create(model, lh, lw, loader, out));
+  den->allow_nonfinite(allow_nonfinite);
   if (den->f16_weights()) {
     const F16RangeReport range = zimage_f16_range(model);
     if (range.overflow > 0)
@@ -191,6 +194,8 @@ int cmd_generate(const std::vector<std::string>& args, std::ostream& raw_out, st
       {"seed", true, "seed of the initial latent (default 0)"},
       {"out", true, "output image .png (decoded by --vae)"},
       {"out-latent", true, "write the denoised latent .npy, float32 [16, 1, h, w] (alone: no --vae, no decode)"},
+      {"allow-nonfinite", false,
+       "let NaN or inf in the caption features through (refused by default, naming the first)"},
   };
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   auto a = parse_args(args, specs);

@@ -78,6 +78,7 @@ Expected<PromptArgs> read_args(const ParsedArgs& a) {
     if (!std::isfinite(v) || v < 0) return error("--cfg-normalization '{}' is not a number ≥ 0", *s);
     p.options.cfg_normalization = static_cast<float>(v);
   }
+  p.options.allow_nonfinite = a.has("allow-nonfinite");
   if (a.has("seed") && a.has("noise")) return error("--seed and --noise both give the noise: pass one");
   const Shape shape{16, p.options.height / 8, p.options.width / 8};
   if (auto n = a.get("noise")) {
@@ -139,6 +140,7 @@ int cmd_generate_prompt(const std::vector<std::string>& args, std::ostream& raw_
       {"noise", true, "the initial noise .npy, [16, H/8, W/8] (instead of --seed)"},
       {"out", true, "output image .png, or .npy ([H, W, 3] float32 in [0, 1], as output_type=\"np\")"},
       {"out-latent", true, "also write the denoised latent .npy [16, H/8, W/8]"},
+      {"allow-nonfinite", false, "let NaN or inf in --noise through (refused by default, naming the first)"},
   };
   specs.insert(specs.end(), run_option_specs().begin(), run_option_specs().end());
   auto a = parse_args(args, specs);

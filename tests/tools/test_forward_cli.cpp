@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -151,6 +152,15 @@ TEST(ForwardCli, NonFiniteCaptionFeature) {
   const std::string path = temp_path("nan.npy"), out = temp_path("o3.npy");
   ASSERT_TRUE(write_npy(path, *cap).is_ok());
   expect_bad_input(forward_args(out, case_file(kCase, "latent.npy"), path), out, "non-finite value (nan) at element 100");
+  // --allow-nonfinite: it runs, and the NaN reaches the output through the attention.
+  auto allowed = forward_args(out, case_file(kCase, "latent.npy"), path);
+  allowed.insert(allowed.end(), {"--backend", "cpu", "--allow-nonfinite"});
+  Result r = run(allowed);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto got = read_npy(out);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_TRUE(std::any_of(got->data.begin(), got->data.end(), [](float v) { return std::isnan(v); }));
+  fs::remove(out);
   fs::remove(path);
 }
 

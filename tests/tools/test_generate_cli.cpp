@@ -171,7 +171,7 @@ TEST(GenerateCli, BadInputFailsInOneLineWithoutOutput) {
   ASSERT_TRUE(write_npy(nan, bad));
 
   expect_rejected(generate_args(out, narrow), out, "[L, 32]");
-  expect_rejected(generate_args(out, nan), out, "non-finite");
+  expect_rejected(generate_args(out, nan), out, "non-finite value (nan) at element 7");
   auto size = generate_args(out, cap);
   size[std::find(size.begin(), size.end(), "--size") - size.begin() + 1] = "72x64";
   expect_rejected(size, out, "multiples of 16");
@@ -186,6 +186,23 @@ TEST(GenerateCli, BadInputFailsInOneLineWithoutOutput) {
   expect_rejected(cfg, out, "--negative-features");
   fs::remove(narrow);
   fs::remove(nan);
+}
+
+// --allow-nonfinite lets NaN caption features through to a latent that holds NaN.
+TEST(GenerateCli, AllowNonfiniteLetsNanCaptionFeaturesThrough) {
+  STRATA_REQUIRE_CASE(kCase);
+  const std::string nan = temp_path("nan_allowed.npy"), latent = temp_path("nan_latent.npy");
+  Tensor bad = caption_rows(5);
+  bad.data[7] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(write_npy(nan, bad));
+  Result r = run({"generate", "--transformer", case_file(kCase, "transformer"), "--caption-features", nan, "--size",
+                  "64x48", "--steps", "2", "--backend", "cpu", "--out-latent", latent, "--allow-nonfinite"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto got = read_npy(latent);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_TRUE(std::any_of(got->data.begin(), got->data.end(), [](float v) { return std::isnan(v); }));
+  fs::remove(nan);
+  fs::remove(latent);
 }
 
 // Captions of 45 and 40 tokens pad to 64 and share a program; 20 pads to 32 and gets

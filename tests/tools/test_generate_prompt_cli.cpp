@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <unistd.h>
@@ -142,6 +143,26 @@ TEST_F(GeneratePromptCli, BadInputIsOneLineAndNoFile) {
   std::vector<std::string> steps = args(model, "a cat", out);
   steps[8] = "0";
   expect_refused(steps, "at least 1 step", out);
+}
+
+// Noise holding NaN is refused, naming the first bad element; --allow-nonfinite lets it
+// through, and the latent it denoises to holds NaN.
+TEST_F(GeneratePromptCli, NonFiniteNoiseIsRefusedUnlessAllowed) {
+  const std::string model = test_cases::find_case(kCase), out = path("nan.png"), latent = path("nan_latent.npy");
+  Tensor noise({16, 8, 12}, std::vector<float>(16 * 8 * 12, 0.5f));
+  noise.data[41] = std::numeric_limits<float>::quiet_NaN();
+  noise.data[90] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(write_npy(path("noise.npy"), noise).is_ok());
+  std::vector<std::string> a = args(model, "a cat", out);
+  a.insert(a.end(), {"--noise", path("noise.npy"), "--out-latent", latent});
+  expect_refused(a, "the noise holds a non-finite value (nan) at element 41", out);
+  EXPECT_FALSE(fs::exists(latent));
+  a.push_back("--allow-nonfinite");
+  const Result r = run(a);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto got = read_npy(latent);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_TRUE(std::any_of(got->data.begin(), got->data.end(), [](float v) { return std::isnan(v); }));
 }
 
 }  // namespace
