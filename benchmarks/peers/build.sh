@@ -20,7 +20,9 @@
 # for glslang, SPIRV-Tools, SPIRV-Headers, shaderc, Vulkan-Headers, ggml
 # (ggml-org/ggml holds the sd.cpp submodule commit) and stable-diffusion.cpp.
 # PEERS_GLSLC=path uses that glslc instead of building shaderc (it must compile
-# GL_NV_cooperative_matrix2 shaders; the build prints which extensions ggml found).
+# GL_NV_cooperative_matrix2 shaders; the build prints which extensions ggml found);
+# PEERS_GLSLC=debian13 fetches Debian 13's (what docs/PERFORMANCE.md's figures used:
+# building shaderc takes ~45 min on 2 shared cores).
 # PEERS_WORK (default /work/peers) is where sources are unpacked and built;
 # PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
 # receives peers.tar.xz. Build steps run niced with PEERS_JOBS (default 2) jobs.
@@ -72,7 +74,23 @@ unpack google shaderc $SHADERC_COMMIT "$S"
 unpack KhronosGroup glslang $GLSLANG_COMMIT "$S/third_party/glslang"
 unpack KhronosGroup SPIRV-Tools $SPIRV_TOOLS_COMMIT "$S/third_party/spirv-tools"
 unpack KhronosGroup SPIRV-Headers $SPIRV_HEADERS_COMMIT "$S/third_party/spirv-headers"
-if [[ -n ${PEERS_GLSLC:-} ]]; then
+if [[ ${PEERS_GLSLC:-} == debian13 ]]; then
+    # Debian 13's glslc (shaderc 2025.2, glslang 15.1: KHR coopmat and coopmat2) with
+    # its own libc, fetched with apt-get from private lists (the system's are untouched).
+    R=$WORK/debian13
+    if [[ ! -x $R/glslc ]]; then
+        mkdir -p "$R/lists/partial" "$R/cache/archives/partial" "$R/debs"
+        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" > "$R/sources.list"
+        O=(-o Dir::Etc::sourcelist="$R/sources.list" -o Dir::Etc::sourceparts=/dev/null
+           -o Dir::State::Lists="$R/lists" -o Dir::Cache="$R/cache")
+        apt-get "${O[@]}" update >/dev/null
+        (cd "$R/debs" && apt-get "${O[@]}" download glslc=2025.2-1 libshaderc1=2025.2-1 libc6 libstdc++6 libgcc-s1)
+        for f in "$R"/debs/*.deb; do dpkg-deb -x "$f" "$R/root"; done
+        printf '#!/bin/sh\nr=%s/root/usr\nexec "$r/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --library-path "$r/lib/x86_64-linux-gnu" "$r/bin/glslc" "$@"\n' "$R" > "$R/glslc"
+        chmod +x "$R/glslc"
+    fi
+    mkdir -p "$PREFIX/bin"; ln -sf "$R/glslc" "$PREFIX/bin/glslc"
+elif [[ -n ${PEERS_GLSLC:-} ]]; then
     # A prebuilt glslc instead of step 1's (faster on a slow machine); it must know
     # GL_NV_cooperative_matrix2, or ggml falls back to its scalar shaders.
     mkdir -p "$PREFIX/bin"; ln -sf "$(readlink -f "$PEERS_GLSLC")" "$PREFIX/bin/glslc"
@@ -145,6 +163,6 @@ cp "$B/bin/test-backend-ops" "$T/bin/"
 [[ -z $SD ]] || cp "$SD" "$T/bin/"
 strip "$T"/bin/*
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
-  echo "glslc: $("$PREFIX/bin/glslc" --version | sed -n 1p) (glslang $GLSLANG_COMMIT)"; } > "$T/VERSIONS"
+  echo "glslc: $("$PREFIX/bin/glslc" --version | tr '\n' ' ')"; } > "$T/VERSIONS"
 tar -C "$T" -cf - . | $NICE xz -6 -T"$JOBS" > "$PACK/peers.tar.xz"
 ls -l "$PACK/peers.tar.xz"
