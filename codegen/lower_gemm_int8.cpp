@@ -3,6 +3,8 @@
 //                               per-row scales, in the node's scratch memory
 //   kernels/gemm_int8.comp      int8 · int8 → int32, then scales, bias and the
 //                               rounding to y's dtype
+// Linears reading one x in a row (q, k, v; w1, w3) quantize it once: the first keeps its
+// rows in scratch memory (Lowering::keep_scratch), the others bind them.
 // The weight is the constant placement uploaded quantized (codegen/w8a8.h: it is read
 // by W8A8 linears only); its bytes come from the weight source at load, so the plan
 // cache keeps them and a warm start does not quantize again.
@@ -117,34 +119,41 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
   if (gx > target.max_workgroup_count_x || gy > kMaxGroups)
     return l.fail(node, fmt::format("int8 GEMM grid {}x{} exceeds the workgroup-count limit", gx, gy));
 
-  const Location a = l.scratch(node, a_bytes);
   const auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
-
-  // The row quantizer: a workgroup per row, 256 invocations for rows of more than 4096
-  // codes (at most 8 vectors each up to 16 384).
-  const uint32_t kQuantizeInvocations = kp > 4096 ? 256 : 128;
-  KernelKey qkey;
-  qkey.file = "quantize_rows.comp";
-  qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
-  qkey.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
-  add_type_define(qkey.defines, "X_T", l.storage(x));
-  const uint64_t vpt = ceil_div(static_cast<uint64_t>(kp / 8), kQuantizeInvocations);
-  if (l.storage(x) == DType::f16 && k % 8 == 0 && vpt <= 16 && l.offset_alignment() % 16 == 0 &&
-      l.location(x).offset % 16 == 0) {
-    qkey.defines["VEC"] = "1";
-    qkey.defines["VPT"] = std::to_string(vpt);
+  // Linears reading one x (q, k and v; the FFN's w1 and w3) share its int8 rows: the
+  // first quantizes them into scratch memory and keeps it, the others bind it while
+  // no node between them has taken scratch memory.
+  const std::string rows_of_x = fmt::format("w8a8 rows of value {}", x);
+  std::optional<Location> kept = l.kept_scratch(rows_of_x);
+  const Location a = kept ? *kept : l.scratch(node, a_bytes);
+  if (!kept) {
+    // The row quantizer: a workgroup per row, 256 invocations for rows of more than 4096
+    // codes (at most 8 vectors each up to 16 384).
+    const uint32_t kQuantizeInvocations = kp > 4096 ? 256 : 128;
+    KernelKey qkey;
+    qkey.file = "quantize_rows.comp";
+    qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
+    qkey.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
+    add_type_define(qkey.defines, "X_T", l.storage(x));
+    const uint64_t vpt = ceil_div(static_cast<uint64_t>(kp / 8), kQuantizeInvocations);
+    if (l.storage(x) == DType::f16 && k % 8 == 0 && vpt <= 16 && l.offset_alignment() % 16 == 0 &&
+        l.location(x).offset % 16 == 0) {
+      qkey.defines["VEC"] = "1";
+      qkey.defines["VPT"] = std::to_string(vpt);
+    }
+    qkey.bindings = 2;
+    qkey.workgroup_size = {kQuantizeInvocations, 1, 1};
+    PushConstants qpush;
+    qpush.u32(u(rows)).u32(u(k)).u32(u(kp));
+    qkey.push_constant_bytes = static_cast<uint32_t>(qpush.bytes().size());
+    STRATA_ASSIGN_OR_RETURN(uint32_t quantize, l.pipeline(qkey));
+    const uint64_t qx = std::min<uint64_t>(static_cast<uint64_t>(rows), target.max_workgroup_count_x);
+    const uint64_t qy = ceil_div(static_cast<uint64_t>(rows), qx);
+    if (qy > kMaxGroups) return l.fail(node, fmt::format("{} rows exceed the row quantizer's grid", rows));
+    l.dispatch(quantize, {l.bind(x, runtime::Access::read), Lowering::bind_scratch(a, runtime::Access::write)}, qpush,
+               {u(static_cast<int64_t>(qx)), u(static_cast<int64_t>(qy)), 1}, node, "quantize");
+    l.keep_scratch(rows_of_x, a);
   }
-  qkey.bindings = 2;
-  qkey.workgroup_size = {kQuantizeInvocations, 1, 1};
-  PushConstants qpush;
-  qpush.u32(u(rows)).u32(u(k)).u32(u(kp));
-  qkey.push_constant_bytes = static_cast<uint32_t>(qpush.bytes().size());
-  STRATA_ASSIGN_OR_RETURN(uint32_t quantize, l.pipeline(qkey));
-  const uint64_t qx = std::min<uint64_t>(static_cast<uint64_t>(rows), target.max_workgroup_count_x);
-  const uint64_t qy = ceil_div(static_cast<uint64_t>(rows), qx);
-  if (qy > kMaxGroups) return l.fail(node, fmt::format("{} rows exceed the row quantizer's grid", rows));
-  l.dispatch(quantize, {l.bind(x, runtime::Access::read), Lowering::bind_scratch(a, runtime::Access::write)}, qpush,
-             {u(static_cast<int64_t>(qx)), u(static_cast<int64_t>(qy)), 1}, node, "quantize");
 
   const bool edge = rows % tile.rows() != 0 || n % tile.cols() != 0 || kp % (32 * tile.ks) != 0;
   const DType ys = l.storage(y);

@@ -44,6 +44,7 @@ Location Lowering::scratch(const Node& node, uint64_t bytes) {
   if (scratch_node_ != &node) {
     scratch_node_ = &node;
     scratch_used_ = 0;
+    kept_scratch_.clear();
   }
   if (!scratch_buffer_) {
     scratch_buffer_ = static_cast<uint32_t>(plan_.buffers.size());
@@ -55,6 +56,16 @@ Location Lowering::scratch(const Node& node, uint64_t bytes) {
   runtime::BufferDesc& buffer = plan_.buffers[*scratch_buffer_];
   buffer.size_bytes = std::max(buffer.size_bytes, (scratch_used_ + align - 1) / align * align);
   return Location{*scratch_buffer_, offset, bytes};
+}
+
+void Lowering::keep_scratch(std::string what, const Location& region) {
+  kept_scratch_[std::move(what)] = region;
+}
+
+std::optional<Location> Lowering::kept_scratch(const std::string& what) const {
+  auto it = kept_scratch_.find(what);
+  if (it == kept_scratch_.end()) return std::nullopt;
+  return it->second;
 }
 
 Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {

@@ -145,6 +145,11 @@ public:
   static runtime::BindingDesc bind_scratch(const Location& region, runtime::Access access) {
     return runtime::BindingDesc{region.buffer, region.offset, region.bytes, access};
   }
+  // A scratch region a node's dispatches filled, left for the nodes after it under a
+  // name for what it holds (e.g. the int8 rows of a value several linears read). It
+  // stays valid until another node takes scratch memory, which may write over it.
+  void keep_scratch(std::string what, const Location& region);
+  std::optional<Location> kept_scratch(const std::string& what) const;
 
   // The pipeline for `key` (one per distinct key). A key with the F16 define makes
   // the plan require shaderFloat16 and storageBuffer16BitAccess. Its SPIR-V is filled
@@ -183,6 +188,7 @@ private:
   std::optional<uint32_t> scratch_buffer_;  // index in plan_.buffers, once created
   const Node* scratch_node_ = nullptr;      // the node the scratch cursor belongs to
   uint64_t scratch_used_ = 0;
+  std::map<std::string, Location> kept_scratch_;  // keep_scratch(); cleared by another node's scratch()
 };
 
 Status lower_conv(Lowering& l, const Node& node);

@@ -18,6 +18,7 @@
 //     against the interpreter's f64, and y's one f16 rounding;
 //   - the weight is uploaded quantized: one u8 upload of N·KP codes and N scales,
 //     whose bytes are codegen::pack_w8a8_rows of the f16-rounded weights;
+//   - linears reading one x quantize it once, and each still gives its output;
 //   - a target without int8 matrices (none, or NV cooperative matrices without the
 //     s8 shape) refuses the plan with one line naming the node; the native kernel
 //     (ICOOPMAT = 1) compiles.
@@ -303,6 +304,46 @@ TEST(CodegenW8A8, NativeKernelCompiles) {
   EXPECT_NE(std::find(shapes.begin(), shapes.end(), codegen::kCoopShapeS8), shapes.end());
   EXPECT_TRUE(plan->requirements.cooperative_matrix_nv);
   EXPECT_EQ(plan->requirements.min_subgroup_size, 32u);
+}
+
+// Two W8A8 linears reading one x (as q, k and v do) quantize it once: one quantizer
+// dispatch, and both outputs within f16 rounding of the interpreter's.
+TEST(CodegenW8A8, LinearsReadingOneXQuantizeItOnce) {
+  const int64_t r = 37, k = 72, n1 = 40, n2 = 24;
+  Built t;
+  Builder b(t.graph, &t.weights);
+  t.inputs.push_back(random_tensor({r, k}, 101, -2.0f, 2.0f));
+  const ValueId xv = b.input("x", {r, k}, DType::f16);
+  const Tensor w1 = random_tensor({n1, k}, 102, -0.2f, 0.2f), w2 = random_tensor({n2, k}, 103, -0.2f, 0.2f);
+  ASSERT_TRUE(t.weights.add_owned("w1", {n1, k}, std::vector<float>(w1.data)));
+  ASSERT_TRUE(t.weights.add_owned("w2", {n2, k}, std::vector<float>(w2.data)));
+  const Attrs attrs{{"dtype", std::string("f32")}, {"quant", std::string("w8a8")}};
+  const ValueId y1 = b.op(Op::linear, {xv, b.constant("w1", TensorType{{n1, k}, DType::f16, {}})}, attrs);
+  const ValueId y2 = b.op(Op::linear, {xv, b.constant("w2", TensorType{{n2, k}, DType::f16, {}})}, attrs);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  b.output(y1);
+  b.output(y2);
+  auto plan = codegen::compile_plan(t.graph, t.weights, emulated_target(), {});
+  ASSERT_TRUE(plan) << plan.message();
+  int quantizers = 0, gemms = 0;
+  for (const runtime::DispatchDesc& d : plan->dispatches) {
+    const std::string& name = plan->pipelines[d.pipeline].name;
+    quantizers += name.find("quantize_rows.comp") != std::string::npos;
+    gemms += name.find("gemm_int8.comp") != std::string::npos;
+  }
+  EXPECT_EQ(quantizers, 1);
+  EXPECT_EQ(gemms, 2);
+  auto device = testing::test_device_for(plan->requirements);
+  ASSERT_TRUE(device) << device.message();
+  auto exec = runtime::Executor::create(*device, std::move(*plan), codegen::weight_source(t.weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor got1({r, n1}), got2({r, n2});
+  ASSERT_TRUE((*exec)->run({std::as_bytes(std::span(t.inputs[0].data))},
+                           {std::as_writable_bytes(std::span(got1.data)), std::as_writable_bytes(std::span(got2.data))}));
+  auto want = interpret(t.graph, t.weights, t.inputs);
+  ASSERT_TRUE(want) << want.message();
+  testing::expect_close(got1, (*want)[0], 1e-6, 1e-6);
+  testing::expect_close(got2, (*want)[1], 1e-6, 1e-6);
 }
 
 TEST(CodegenW8A8, ValidationLayerIsSilent) {

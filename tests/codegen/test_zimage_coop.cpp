@@ -103,5 +103,65 @@ TEST(ZImageCoop, F16PlanOnTensorCoresMatchesDiffusers) {
   }
 }
 
+// The same plan at --quantize w8a8 on the emulated int8 kernels: ≥ 30 dB against
+// diffusers (the bound for zimage_small), and q, k, v (and w1, w3) sharing one
+// row quantizer, so fewer quantizers run than int8 GEMMs. (Against the interpreter's
+// W8A8 on the same graph it is not within f16 rounding: the device quantizes f16
+// activations, the interpreter f32 ones, and a code that flips by one is 1/127 of its
+// row's largest value.)
+TEST(ZImageCoop, W8A8PlanOnEmulatedInt8Within30dBWithSharedQuantizers) {
+  STRATA_REQUIRE_CASE(kCase);
+  auto model = load_zimage_dir(e2e::case_file(kCase, "transformer"));
+  ASSERT_TRUE(model) << model.message();
+  auto latent = read_npy(e2e::case_file(kCase, "latent.npy"));
+  auto cap = read_npy(e2e::case_file(kCase, "cap_feats.npy"));
+  auto t = read_npy(e2e::case_file(kCase, "timestep.npy"));
+  auto expected = read_npy(e2e::case_file(kCase, "expected.npy"));
+  ASSERT_TRUE(latent && cap && t && expected);
+  ZImageOptions o;
+  o.latent_h = latent->shape[2];
+  o.latent_w = latent->shape[3];
+  o.caption_length = cap->shape[0];
+  o.weight_dtype = DType::f16;
+  auto g = build_zimage(*model, o);
+  ASSERT_TRUE(g) << g.message();
+  CompileOptions options;
+  options.precision = Precision::f16;
+  options.quantize = "w8a8";
+  PassContext ctx{options, model->weights, {}};
+  ASSERT_TRUE(run_pipeline(*g, ctx).is_ok());
+  ASSERT_GT(ctx.quantized_linears, 20);
+
+  auto device = testing::test_device_f16();
+  ASSERT_TRUE(device) << device.message();
+  codegen::Target target = codegen::target_for((*device)->info());
+  target.tensor_cores = codegen::TensorCores::emulated;
+  auto plan = codegen::compile_plan(*g, model->weights, target, {});
+  ASSERT_TRUE(plan) << plan.message();
+  int quantizers = 0, gemms = 0;
+  for (const runtime::DispatchDesc& d : plan->dispatches) {
+    const std::string& name = plan->pipelines[d.pipeline].name;
+    quantizers += name.find("quantize_rows.comp") != std::string::npos;
+    gemms += name.find("gemm_int8.comp") != std::string::npos;
+  }
+  EXPECT_EQ(gemms, ctx.quantized_linears);
+  EXPECT_LT(quantizers, gemms);
+  auto exec = runtime::Executor::create(*device, std::move(*plan), codegen::weight_source(model->weights));
+  ASSERT_TRUE(exec) << exec.message();
+  Tensor got(g->value(g->outputs()[0]).type.shape);
+  std::vector<std::span<const std::byte>> in;
+  for (const Tensor* x : {&*latent, &*cap, &*t}) in.push_back(std::as_bytes(std::span(x->data)));
+  ASSERT_TRUE((*exec)->run(in, {std::as_writable_bytes(std::span(got.data))}));
+  auto reference = interpret(*g, model->weights, {*latent, *cap, *t});
+  ASSERT_TRUE(reference) << reference.message();
+  Tensor want = (*reference)[0];
+  got.shape = want.shape = expected->shape;
+  for (float v : got.data) ASSERT_TRUE(std::isfinite(v));
+  const double vs_interpreter = e2e::psnr_range2(got, want), vs_diffusers = e2e::psnr_range2(got, *expected);
+  std::printf("[ zimage   ] w8a8 (emulated int8): %d quantizers for %d GEMMs, PSNR %.1f dB against the "
+              "interpreter's W8A8, %.1f dB against diffusers\n", quantizers, gemms, vs_interpreter, vs_diffusers);
+  EXPECT_GE(vs_diffusers, 30.0);
+}
+
 }  // namespace
 }  // namespace strata
