@@ -52,6 +52,9 @@ PACK=${PEERS_PACK:-$HERE/pack}
 JOBS=${PEERS_JOBS:-2}
 NICE="nice -n 10"
 mkdir -p "$WORK" "$PACK"
+ROOT=$(cd "$HERE/../.." && pwd)
+[[ $PACK != "$HERE/pack" ]] || grep -qxF 'benchmarks/peers/pack/' "$ROOT/.git/info/exclude" 2>/dev/null ||
+    echo 'benchmarks/peers/pack/' >> "$ROOT/.git/info/exclude"
 PREFIX=$WORK/prefix
 
 find_repo() { # OWNER NAME -> path of a git dir holding it
