@@ -133,10 +133,13 @@ if [[ ! -e $G/.patched ]]; then
     touch "$G/.patched"
 fi
 B=$WORK/build/ggml
+# sd.cpp's tensor names need 128 bytes (it asserts so); the define changes struct
+# ggml_tensor, so the library and every user of its headers take it.
+MAX_NAME=(-DCMAKE_C_FLAGS=-DGGML_MAX_NAME=128 -DCMAKE_CXX_FLAGS=-DGGML_MAX_NAME=128)
 if [[ ! -e $PREFIX/lib/cmake/ggml/ggml-config.cmake || ! -x $B/bin/test-backend-ops ]]; then
     cmake -S "$G" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
         -DGGML_VULKAN=ON -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-        -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF \
+        -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF "${MAX_NAME[@]}" \
         -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
         -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" 2>&1 | tee "$WORK/ggml-configure.log"
     grep -q "GL_NV_cooperative_matrix2 supported by glslc" "$WORK/ggml-configure.log" ||
@@ -150,7 +153,10 @@ fi
 D=$WORK/src/sdcpp
 SD=
 if unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . ':(exclude)assets' 2>/dev/null; then
-    cmake -S "$D" -B "$WORK/build/sdcpp" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+    # sd.cpp also includes ggml's internal headers (ggml/src/ggml-impl.h) from its
+    # submodule's place: the same sources, linked there.
+    rm -rf "$D/ggml"; ln -s "$G" "$D/ggml"
+    cmake -S "$D" -B "$WORK/build/sdcpp" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" "${MAX_NAME[@]}" \
         -DSD_VULKAN=ON -DSD_USE_SYSTEM_GGML=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
         -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
         -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
