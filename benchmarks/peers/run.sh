@@ -3,7 +3,8 @@
 # GEMM shapes, beside strata's GEMM core probe and strata's own profile of the same
 # work, in one call on one card (docs/PERFORMANCE.md, "Vulkan peers").
 #
-# Here, first:  benchmarks/peers/build.sh SRC      (peers -> benchmarks/peers/pack/peers.tar.xz)
+# Here, first:  benchmarks/peers/build.sh SRC      (peers -> benchmarks/peers/pack/peers.tar.xz;
+#                   the measured build: PEERS_GLSLC=debian13 PEERS_VULKAN_DEB=... build.sh SRC)
 #               benchmarks/peers/stage-probe.sh     (strata's probe -> benchmarks/peers/pack/probe)
 #               ../shared/gpu/stage.sh build-gpu/strata, then
 #               tar -cf - .gpu | xz > benchmarks/peers/pack/strata-gpu.tar.xz
