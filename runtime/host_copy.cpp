@@ -9,7 +9,7 @@ namespace strata::runtime {
 
 void host_copy(void* dst, const void* src, size_t bytes) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = bytes < kParallelCopyBytes ? 1 : std::min<size_t>({cores, kMaxCopyThreads, bytes >> 24});
+  const size_t threads = bytes < kParallelCopyBytes ? 1 : std::min<size_t>({cores, kMaxCopyThreads, bytes / kBytesPerCopyThread});
   if (threads <= 1) {
     if (bytes) std::memcpy(dst, src, bytes);
     return;
