@@ -35,8 +35,10 @@ Expected<std::string> template_from_config(const fs::path& config) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array())
     for (const nlohmann::json& entry : t)
-      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
-          entry["template"].is_string())
+      // Every member's type is checked before it is read: json::value() throws when
+      // "name" holds a number.
+      if (entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
+          entry["name"].get<std::string>() == "default" && entry.contains("template") && entry["template"].is_string())
         return entry["template"].get<std::string>();
   return error("'{}': chat_template is neither a string nor a list holding a \"default\" template", config.string());
 }
