@@ -1,7 +1,6 @@
 // See bridge.h.
 #include "python/src/bridge.h"
 
-#include <cstring>
 #include <utility>
 
 namespace strata::python {
@@ -12,8 +11,8 @@ ParsedArgs parse_or_raise(const std::vector<std::string>& args, const std::vecto
 
 Tensor tensor_from(const FloatArray& a) {
   Shape shape(a.shape(), a.shape() + a.ndim());
-  std::vector<float> data(static_cast<size_t>(a.size()));
-  if (!data.empty()) std::memcpy(data.data(), a.data(), data.size() * sizeof(float));
+  // Constructed from the range: one pass over the values, no zero fill first.
+  std::vector<float> data(a.data(), a.data() + a.size());
   return Tensor(std::move(shape), std::move(data));
 }
 
