@@ -4,7 +4,10 @@
 //   kernels/gemm_int8.comp      int8 · int8 → int32, then scales, bias and the
 //                               rounding to y's dtype
 // Linears reading one x in a row (q, k, v; w1, w3) quantize it once: the first keeps its
-// rows in scratch memory (Lowering::keep_scratch), the others bind them.
+// rows in scratch memory (Lowering::keep_scratch), the others bind them. Where x's
+// producer wrote the rows itself (a token RMS norm, lower_norm.cpp: held in scratch
+// memory until its last W8A8 reader, Lowering::hold_scratch), every linear binds them
+// and no quantizer runs.
 // The weight is the constant placement uploaded quantized (codegen/w8a8.h: it is read
 // by W8A8 linears only); its bytes come from the weight source at load, so the plan
 // cache keeps them and a warm start does not quantize again.
@@ -123,8 +126,10 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
   // Linears reading one x (q, k and v; the FFN's w1 and w3) share its int8 rows: the
   // first quantizes them into scratch memory and keeps it, the others bind it while
   // no node between them has taken scratch memory.
-  const std::string rows_of_x = fmt::format("w8a8 rows of value {}", x);
-  std::optional<Location> kept = l.kept_scratch(rows_of_x);
+  const std::string rows_of_x = w8a8_rows_name(x);
+  std::optional<Location> kept = l.kept_scratch(node, rows_of_x);
+  if (kept && kept->bytes != a_bytes)
+    return l.fail(node, fmt::format("the int8 rows of x in scratch memory are {} bytes, not {}", kept->bytes, a_bytes));
   const Location a = kept ? *kept : l.scratch(node, a_bytes);
   if (!kept) {
     // The row quantizer: a workgroup per row, 256 invocations for rows of more than 4096
@@ -132,7 +137,7 @@ Status lower_linear_w8a8(Lowering& l, const Node& node) {
     const uint32_t kQuantizeInvocations = kp > 4096 ? 256 : 128;
     KernelKey qkey;
     qkey.file = "quantize_rows.comp";
-    qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}};
+    qkey.defines = {{"WG", std::to_string(kQuantizeInvocations)}, {"W8A8_CODES", "1"}};
     qkey.subgroup_ops = runtime::subgroup_ops::basic | runtime::subgroup_ops::arithmetic;
     add_type_define(qkey.defines, "X_T", l.storage(x));
     const uint64_t vpt = ceil_div(static_cast<uint64_t>(kp / 8), kQuantizeInvocations);

@@ -13,6 +13,13 @@
 //               exact two-pass (layer_norm.comp).
 //   token_rms_norm  layer_norm.comp with RMS = 1: the same row kernel without the mean,
 //               and with its fused mul and residual (passes/fuse_token_norm.cpp).
+//               Where its result is read by W8A8 linears (the transformers' q, k, v
+//               after attention_norm1, w1 and w3 after ffn_norm1), it also writes their
+//               int8 rows (QUANT: the values y holds, quantized as quantize_rows.comp
+//               does), held in scratch memory until the last of them is lowered
+//               (Lowering::hold_scratch), so that none runs a quantizer
+//               (lower_gemm_int8.cpp); y itself only where something else reads it.
+//               CodegenOptions::w8a8_norm_rows = false leaves the rows to the linears.
 //   Both read rows as 4-vectors where C and the windows allow (VEC 4).
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
@@ -22,6 +29,7 @@
 // rms_norm sample, a layer_norm row) is an error naming the node.
 #include "codegen/lowering.h"
 #include "codegen/storage.h"
+#include "codegen/w8a8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -270,6 +278,15 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   }
   for (ValueId v : {gamma, beta, mul_row ? mul : kNoValue})
     if (v != kNoValue) vec = vec && aligned(l.bind(v, Access::read));
+  // The int8 rows of y's W8A8 readers: one dispatch of whole rows as 4-vectors,
+  // binding the rows whole as the linears do.
+  const W8A8RowReaders readers =
+      rms && l.options().w8a8_norm_rows ? w8a8_row_readers(l.graph(), y) : W8A8RowReaders{};
+  const uint64_t q_bytes = w8a8_rows_bytes(static_cast<int64_t>(rows), static_cast<int64_t>(cols));
+  const bool quant = readers.last != nullptr && vec && runs.size() == 1 &&
+                     (l.storage(y) == DType::f16 || l.storage(y) == DType::f32) &&
+                     q_bytes <= l.target().max_storage_buffer_range;
+  const bool write_y = !quant || readers.others;
   // Lanes per row: about 4 elements (or 4-vectors) each for short rows, at least 8
   // lanes (rows of 128 as vectors: 8 lanes, 16 rows per workgroup), all 128 for rows
   // of more than 512 elements (more than 1024 as vectors): one row per workgroup.
@@ -304,18 +321,25 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
     if (has_mul) add_vec4_type_define(key.defines, "M_V", l.storage(mul));
     if (has_res) add_vec4_type_define(key.defines, "R_V", l.storage(res));
   }
-  key.bindings = 2 + has_gamma + has_beta + has_mul + has_res;
-  key.push_constant_bytes = 4 * 4;
+  if (quant) {
+    key.defines["QUANT"] = "1";
+    key.defines["W8A8_CODES"] = "1";
+    if (!write_y) key.defines["WRITE_Y"] = "0";
+  }
+  key.bindings = 1 + has_gamma + has_beta + has_mul + has_res + write_y + quant;
+  key.push_constant_bytes = (quant ? 5 : 4) * 4;
   key.workgroup_size = {kLayerNormWg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-5));
+  const Location q_rows = quant ? l.hold_scratch(node, q_bytes, w8a8_rows_name(y), *readers.last) : Location{};
   for (const Run& run : runs) {
     const Lowering::ElementWindow xw = l.element_window(x, run.first * cols, run.count * cols, Access::read);
     const Lowering::ElementWindow yw = l.element_window(y, run.first * cols, run.count * cols, Access::write);
     STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, yw));
     PushConstants push;
     push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(run.count)).u32(xw.base).f32(eps);
+    if (quant) push.u32(static_cast<uint32_t>(w8a8_padded_k(static_cast<int64_t>(cols)) / 4));
     std::vector<runtime::BindingDesc> bindings = {xw.binding};
     if (has_gamma) bindings.push_back(l.bind(gamma, Access::read));
     if (has_beta) bindings.push_back(l.bind(beta, Access::read));
@@ -329,7 +353,8 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
       STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, w));
       bindings.push_back(w.binding);
     }
-    bindings.push_back(yw.binding);
+    if (write_y) bindings.push_back(yw.binding);
+    if (quant) bindings.push_back(Lowering::bind_scratch(q_rows, Access::write));
     l.dispatch(pipe, std::move(bindings), push, l.grid_1d(ceil_div(run.count, rows_per_group) * kLayerNormWg, kLayerNormWg),
                node);
   }

@@ -40,10 +40,20 @@ runtime::BindingDesc Lowering::bind_window(ValueId v, uint64_t offset, uint64_t 
   return runtime::BindingDesc{loc.buffer, loc.offset + offset, bytes, access};
 }
 
+size_t Lowering::node_index(const Node& node) const {
+  return static_cast<size_t>(&node - graph_.nodes().data());
+}
+
 Location Lowering::scratch(const Node& node, uint64_t bytes) {
   if (scratch_node_ != &node) {
+    // Held regions whose last reader is lowered are free again; the others stay below
+    // every region a new node takes.
+    const size_t at = node_index(node);
+    std::erase_if(held_scratch_, [&](const auto& h) { return h.second.until < at; });
+    held_end_ = 0;
+    for (const auto& [what, h] : held_scratch_) held_end_ = std::max(held_end_, h.region.offset + h.region.bytes);
     scratch_node_ = &node;
-    scratch_used_ = 0;
+    scratch_used_ = held_end_;
     kept_scratch_.clear();
   }
   if (!scratch_buffer_) {
@@ -62,10 +72,18 @@ void Lowering::keep_scratch(std::string what, const Location& region) {
   kept_scratch_[std::move(what)] = region;
 }
 
-std::optional<Location> Lowering::kept_scratch(const std::string& what) const {
-  auto it = kept_scratch_.find(what);
-  if (it == kept_scratch_.end()) return std::nullopt;
-  return it->second;
+Location Lowering::hold_scratch(const Node& node, uint64_t bytes, std::string what, const Node& until) {
+  const Location region = scratch(node, bytes);
+  held_scratch_[std::move(what)] = Held{region, node_index(until)};
+  held_end_ = std::max(held_end_, region.offset + region.bytes);
+  return region;
+}
+
+std::optional<Location> Lowering::kept_scratch(const Node& node, const std::string& what) const {
+  if (auto it = kept_scratch_.find(what); it != kept_scratch_.end()) return it->second;
+  if (auto it = held_scratch_.find(what); it != held_scratch_.end() && node_index(node) <= it->second.until)
+    return it->second.region;
+  return std::nullopt;
 }
 
 Expected<uint32_t> Lowering::pipeline(const KernelKey& chosen) {

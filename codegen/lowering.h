@@ -149,7 +149,14 @@ public:
   // name for what it holds (e.g. the int8 rows of a value several linears read). It
   // stays valid until another node takes scratch memory, which may write over it.
   void keep_scratch(std::string what, const Location& region);
-  std::optional<Location> kept_scratch(const std::string& what) const;
+  // Scratch memory that outlives `node`: `bytes` bytes that no other node's scratch()
+  // overlaps until the node `until` (later in graph order) has been lowered, found by
+  // kept_scratch(what) until then. For a producer that writes what its readers would
+  // otherwise compute each for itself (a norm writing the int8 rows of its W8A8 readers)
+  // with any nodes between them.
+  Location hold_scratch(const Node& node, uint64_t bytes, std::string what, const Node& until);
+  // The region kept or held under `what`, as `node` (the one being lowered) sees it.
+  std::optional<Location> kept_scratch(const Node& node, const std::string& what) const;
 
   // The pipeline for `key` (one per distinct key). A key with the F16 define makes
   // the plan require shaderFloat16 and storageBuffer16BitAccess. Its SPIR-V is filled
@@ -189,6 +196,14 @@ private:
   const Node* scratch_node_ = nullptr;      // the node the scratch cursor belongs to
   uint64_t scratch_used_ = 0;
   std::map<std::string, Location> kept_scratch_;  // keep_scratch(); cleared by another node's scratch()
+  struct Held {
+    Location region;
+    size_t until = 0;  // index of the last node that may read it
+  };
+  std::map<std::string, Held> held_scratch_;  // hold_scratch(); dropped once `until` is past
+  uint64_t held_end_ = 0;                     // scratch() of other nodes starts here
+  // The index of `node` in graph order (nodes lowered are the graph's own).
+  size_t node_index(const Node& node) const;
 };
 
 Status lower_conv(Lowering& l, const Node& node);

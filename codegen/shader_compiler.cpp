@@ -20,6 +20,9 @@ constexpr std::string_view kCommon = "common.glsl";
 // Put after common.glsl in kernels compiled with the COOPMAT define (the
 // tensor-core kernels and their emulation).
 constexpr std::string_view kCoopmat = "coopmat.glsl";
+// Put after those in kernels compiled with the W8A8_CODES define (the kernels that
+// write W8A8 activation codes).
+constexpr std::string_view kW8A8Codes = "w8a8_codes.glsl";
 
 // Compiled modules by (file, defines); compile_plan calls come from any thread.
 struct Memo {
@@ -60,6 +63,12 @@ Expected<std::string> kernel_source_with_prelude(std::string_view file, const De
     if (coopmat.empty()) return error("kernel '{}': codegen/kernels/{} is not embedded", file, kCoopmat);
     src += "\n#line 1 \"" + std::string(kCoopmat) + "\"\n";
     src += coopmat;
+  }
+  if (defines.count("W8A8_CODES")) {
+    const std::string_view codes = kernel_source(kW8A8Codes);
+    if (codes.empty()) return error("kernel '{}': codegen/kernels/{} is not embedded", file, kW8A8Codes);
+    src += "\n#line 1 \"" + std::string(kW8A8Codes) + "\"\n";
+    src += codes;
   }
   src += "\n#line 1 \"" + std::string(file) + "\"\n";
   src += body;

@@ -7,6 +7,8 @@
 //   #extension GL_GOOGLE_cpp_style_line_directive : enable
 //   #define NAME VALUE          one line per define of the KernelKey, in key order
 //   <kernels/common.glsl>       helpers every kernel may use (linear_index(), ...)
+//   <kernels/coopmat.glsl>      with the COOPMAT define: the cooperative-matrix layer
+//   <kernels/w8a8_codes.glsl>   with the W8A8_CODES define: the int8 activation codes
 //   #line 1 "<file>"            so compiler messages point into the template
 //
 // Compilation: libshaderc, compute stage, target environment Vulkan 1.2, performance

@@ -3,6 +3,8 @@
 #include "codegen/weight_transform.h"
 #include "ir/quant.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <vector>
 
@@ -28,6 +30,20 @@ bool only_w8a8_weight(const Graph& g, ValueId v) {
       read = true;
     }
   return read;
+}
+
+std::string w8a8_rows_name(ValueId x) { return fmt::format("w8a8 rows of value {}", x); }
+
+W8A8RowReaders w8a8_row_readers(const Graph& g, ValueId x) {
+  W8A8RowReaders r;
+  for (ValueId out : g.outputs()) r.others = r.others || out == x;
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] != x) continue;
+      if (n.op == Op::linear && i == 0 && n.attrs.get_string("quant", "") == "w8a8") r.last = &n;
+      else r.others = true;
+    }
+  return r;
 }
 
 runtime::WeightTransform w8a8_weight_transform(DType stored, DType value) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace strata::codegen {
 
@@ -36,6 +37,19 @@ void pack_w8a8_rows(const float* values, int64_t rows, int64_t k, std::span<std:
 // "w8a8"} nodes: placement then uploads it quantized, and only then can such a
 // linear be lowered.
 bool only_w8a8_weight(const Graph& g, ValueId v);
+
+// The name under which the quantized rows of value `x` are kept or held in scratch
+// memory (Lowering::keep_scratch, hold_scratch) for the W8A8 linears that read it.
+std::string w8a8_rows_name(ValueId x);
+
+// The readers of `x` as the x (operand 0) of linear {quant = "w8a8"} nodes: the last
+// of them in graph order (none: nullptr), and whether anything else reads x (another
+// operand slot, another node, a graph output), which then needs x itself.
+struct W8A8RowReaders {
+  const Node* last = nullptr;
+  bool others = false;
+};
+W8A8RowReaders w8a8_row_readers(const Graph& g, ValueId x);
 
 // The transform that uploads a `stored` tensor, read as dtype `value`, quantized:
 // rounded through `value` first where the interpreter reads it so (ir/interpreter:

@@ -24,15 +24,24 @@
 // x-shaped value (MUL_ROW = 0, windowed like x); HAS_RES adds the x-shaped residual.
 // Everything is computed in f32 and rounded once to Y_T.
 //
+// QUANT = 1 (VEC 4 only; passes the W8A8_CODES define): the norm also writes the
+// rows its W8A8 readers would quantize (codegen/lower_norm.cpp): each row's values as
+// stored in y (rounded to Y_T), quantized as kernels/quantize_rows.comp does, with the
+// same functions (w8a8_codes.glsl), into its output form: q_words words of codes a row
+// (the columns past C zero), then a scale per row from word rows · q_words on. So the
+// GEMM reads the same bytes as after quantize_rows, and y need not be read back.
+// WRITE_Y = 0 leaves y unwritten (the W8A8 linears are its only readers).
+//
 // A dispatch covers `rows` whole rows through windows of x, y (and an x-shaped mul
 // and the residual) whose element x_base is the first row's first element.
 //
 // Defines: WG (a power of two), LANES, HAS_GAMMA, HAS_BETA, HAS_MUL, MUL_ROW, HAS_RES,
-// RMS (0 / 1; default 0), VEC (1 | 4; default 1) with NV (vectors per lane).
+// RMS (0 / 1; default 0), VEC (1 | 4; default 1) with NV (vectors per lane), QUANT
+// (0 / 1) and WRITE_Y (0 / 1; default 1).
 // X_T G_T BE_T M_T R_T Y_T: float | float16_t (default float); with VEC 4 also their
 // 4-vector types X_V G_V BE_V M_V R_V Y_V (vec4 | f16vec4); ROUND (common.glsl).
 // Bindings: x (read), [gamma (read)], [beta (read)], [mul (read)], [residual (read)],
-// y (write).
+// [y (write)], [q (write): QUANT].
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -50,6 +59,21 @@
 #endif
 #ifndef VEC
 #define VEC 1
+#endif
+#ifndef QUANT
+#define QUANT 0
+#endif
+#ifndef WRITE_Y
+#define WRITE_Y 1
+#endif
+#if QUANT && VEC != 4
+#error "layer_norm.comp: QUANT needs VEC 4"
+#endif
+#if QUANT && !defined(W8A8_CODES)
+#error "layer_norm.comp: QUANT needs the W8A8_CODES define (w8a8_codes.glsl in front)"
+#endif
+#if !QUANT && !WRITE_Y
+#error "layer_norm.comp: nothing to write"
 #endif
 #ifndef LANES
 #define LANES WG
@@ -99,6 +123,7 @@
 #define B_MUL (B_BETA + HAS_BETA)
 #define B_RES (B_MUL + HAS_MUL)
 #define B_Y (B_RES + HAS_RES)
+#define B_Q (B_Y + WRITE_Y)
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -115,13 +140,21 @@ layout(std430, binding = B_MUL) readonly buffer MulBuf { MB mulv[]; };
 #if HAS_RES
 layout(std430, binding = B_RES) readonly buffer ResBuf { RB res[]; };
 #endif
+#if WRITE_Y
 layout(std430, binding = B_Y) writeonly buffer YBuf { YB y[]; };
+#endif
+#if QUANT
+layout(std430, binding = B_Q) writeonly buffer QBuf { uint qrows[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint cols;
   uint rows;
   uint x_base;
   float eps;
+#if QUANT
+  uint q_words;  // words of codes a row (KP / 4)
+#endif
 } pc;
 
 shared float s_sum[WG];
@@ -140,6 +173,23 @@ float row_sum(float v) {
   barrier();  // s_sum is reused by the next call
   return total;
 }
+
+#if QUANT
+// The largest of each invocation's `v` over the row's lanes, by the same tree (max is
+// exact: any order gives the same value).
+float row_max(float v) {
+  const uint tid = gl_LocalInvocationID.x, lane = tid % LANES;
+  s_sum[tid] = v;
+  barrier();
+  for (uint stride = LANES / 2; stride > 0; stride >>= 1) {
+    if (lane < stride) s_sum[tid] = max(s_sum[tid], s_sum[tid + stride]);
+    barrier();
+  }
+  const float m = s_sum[tid - lane];
+  barrier();
+  return m;
+}
+#endif
 
 void main() {
   const uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -172,6 +222,9 @@ void main() {
       q += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
     }
   const float rstd = 1.0 / sqrt(row_sum(q) / float(pc.cols) + pc.eps);
+#if QUANT
+  float amax_lane = 0.0;
+#endif
   [[unroll]] for (uint k = 0; k < NV; ++k) {
     const uint i = lane + k * LANES;
     if (i >= nvec) continue;
@@ -188,8 +241,44 @@ void main() {
 #if HAS_RES
     v += vec4(res[vfirst + i]);
 #endif
-    y[vfirst + i] = YB(vec4(store_round(v.x), store_round(v.y), store_round(v.z), store_round(v.w)));
+    const YB stored = YB(vec4(store_round(v.x), store_round(v.y), store_round(v.z), store_round(v.w)));
+#if WRITE_Y
+    y[vfirst + i] = stored;
+#endif
+#if QUANT
+    xs[k] = vec4(stored);  // what y holds is what the codes quantize
+    const vec4 a = abs(xs[k]);
+    amax_lane = max(amax_lane, max(max(a.x, a.y), max(a.z, a.w)));
+#endif
   }
+#if QUANT
+  const float amax = row_max(amax_lane);
+  const bool zero = !(amax > 0.0);
+  const float scale = zero ? 0.0 : div_rn(amax, 127.0);
+  const float inv = zero ? 0.0 : 1.0 / scale;
+  const bool exact = scale < 1e-30 || scale > 1e30;
+  const uint qbase = row * pc.q_words;
+  [[unroll]] for (uint k = 0; k < NV; ++k) {
+    const uint i = lane + k * LANES;
+    if (i >= nvec) continue;
+    uint packed = 0u;
+    if (!zero) {
+      const vec4 a = xs[k] * inv;
+      ivec4 c = ivec4(roundEven(a));  // |a| ≤ 127 (1 + 2⁻²¹)
+      const bool near = near_half(a.x) || near_half(a.y) || near_half(a.z) || near_half(a.w);
+      [[dont_flatten]] if (exact || near) {
+        c = ivec4(code_exact(xs[k].x, scale), code_exact(xs[k].y, scale), code_exact(xs[k].z, scale),
+                  code_exact(xs[k].w, scale));
+      }
+      packed = pack4(c);
+    }
+    qrows[qbase + i] = packed;
+  }
+  if (cols > 0u) {
+    for (uint w = nvec + lane; w < pc.q_words; w += LANES) qrows[qbase + w] = 0u;
+    if (lane == 0u) qrows[pc.rows * pc.q_words + row] = floatBitsToUint(scale);
+  }
+#endif
 #else
 #if RMS
   const float mean = 0.0;

@@ -27,11 +27,18 @@
 // that near, about one group in 1000), not a select that would compute it for every
 // value.
 //
-// Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT.
+// The codes' arithmetic (div_rn, code, near_half, pack4) is w8a8_codes.glsl's, which the
+// lowering puts in front (the W8A8_CODES define): a producer that writes the rows itself
+// (layer_norm.comp QUANT) rounds with the same functions.
+//
+// Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT, W8A8_CODES.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
+#ifndef W8A8_CODES
+#error "quantize_rows.comp: compile with the W8A8_CODES define (w8a8_codes.glsl in front)"
+#endif
 #ifndef X_T
 #define X_T float
 #endif
@@ -52,60 +59,6 @@ layout(std430, binding = 1) writeonly buffer QBufV { uvec2 qv[]; };
 layout(push_constant) uniform Push {
   uint rows, k, kp;  // kp: the row stride of q in codes (a multiple of 4)
 } pc;
-
-float next_up(float v) { return uintBitsToFloat(floatBitsToUint(v) + (v >= 0.0 ? 1u : 0xffffffffu)); }
-float next_down(float v) { return uintBitsToFloat(floatBitsToUint(v) + (v > 0.0 ? 0xffffffffu : 1u)); }
-
-// a − c·b with c·b exact (Dekker's product: Veltkamp halves, correctly rounded + and *
-// only, `precise` so that no compiler contracts them), rounded once at the end: the
-// order of the remainders of neighbouring candidates is kept.
-float remainder_of(float a, float b, float c) {
-  precise float p = c * b;
-  precise float tc = 4097.0 * c;
-  precise float ch = tc - (tc - c);
-  precise float cl = c - ch;
-  precise float tb = 4097.0 * b;
-  precise float bh = tb - (tb - b);
-  precise float bl = b - bh;
-  precise float err = ((ch * bh - p) + ch * bl + cl * bh) + cl * bl;
-  precise float r = (a - p) - err;
-  return r;
-}
-
-// a / b correctly rounded to f32 (b > 0, the quotient normal): of the device's quotient
-// and its two neighbours on each side, the one with the smallest remainder, ties to
-// the even one.
-float div_rn(float a, float b) {
-  precise float q = a / b;
-  float lo = next_down(next_down(q));
-  float best = lo;
-  float best_r = abs(remainder_of(a, b, lo));
-  float c = lo;
-  [[unroll]] for (int i = 0; i < 4; ++i) {
-    c = next_up(c);
-    const float cr = abs(remainder_of(a, b, c));
-    if (cr < best_r || (cr == best_r && (floatBitsToUint(c) & 1u) == 0u)) {
-      best = c;
-      best_r = cr;
-    }
-  }
-  return best;
-}
-
-// The code of v at scale s (> 0) from q = v · (1 / s), and whether q lies within 2⁻¹⁴
-// of a half-integer (or `exact`: a scale so small or large that 1 / s may leave the
-// normal range), where only the correctly rounded quotient decides.
-bool near_half(float q) { return abs(q - floor(q) - 0.5) < 6.103515625e-05; }  // 2^-14
-int code_exact(float v, float s) { return int(clamp(roundEven(div_rn(v, s)), -127.0, 127.0)); }
-int code(float v, float s, float inv, bool exact) {
-  const float q = v * inv;
-  int c = int(clamp(roundEven(q), -127.0, 127.0));
-  [[dont_flatten]] if (exact || near_half(q)) c = code_exact(v, s);
-  return c;
-}
-
-// 4 codes in a word, byte j = column j.
-uint pack4(ivec4 c) { return (uint(c.x) & 0xffu) | (uint(c.y) & 0xffu) << 8 | (uint(c.z) & 0xffu) << 16 | uint(c.w) << 24; }
 
 // The row's maximum: each subgroup's by subgroupMax, then over the subgroups (max is
 // exact: any order gives the same value).
