@@ -25,7 +25,7 @@ for s in llvm-symbolizer-16 /usr/lib/llvm-16/bin/llvm-symbolizer llvm-symbolizer
   if command -v "$s" >/dev/null; then export ASAN_SYMBOLIZER_PATH=$(command -v "$s"); break; fi
 done
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-printf '%-14s %12s %8s %10s  %s\n' target executions seconds exec/s result
+printf '%-14s %12s %8s %8s %10s  %s\n' target executions seconds cpu-s exec/s result
 for name in "${names[@]}"; do
   bin=$fuzz_dir/fuzz/${name}_fuzz
   work=$fuzz_dir/corpus/$name artifacts=$fuzz_dir/artifacts/$name
@@ -35,9 +35,12 @@ for name in "${names[@]}"; do
   fork=()
   [ "${FUZZ_FORK:-1}" -gt 1 ] && fork=(-fork="$FUZZ_FORK")
   # -rss_limit_mb: a parser that allocates without bound is a finding, not an OOM kill.
-  nice -n 10 "$bin" "${fork[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "fuzz/corpus/$name" >"$log" 2>&1
+  # CPU seconds of the target and its workers (bash's `time` counts waited-for children).
+  TIMEFORMAT='%U %S'
+  { time nice -n 10 "$bin" "${fork[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "fuzz/corpus/$name" >"$log" 2>&1; } 2>"$log.cpu"
   rc=$?
+  cpu=$(awk '{printf "%d", $1 + $2}' "$log.cpu")
   elapsed=$(( $(date +%s) - start ))
   if [ ${#fork[@]} -gt 0 ]; then  # the parent's last status line: "#EXECS: cov: ..."
     execs=$(grep -oE '^#[0-9]+: cov' "$log" | grep -oE '[0-9]+' | tail -1)
@@ -46,5 +49,5 @@ for name in "${names[@]}"; do
   fi
   rate=$(( ${execs:-0} / (elapsed > 0 ? elapsed : 1) ))
   if [ $rc -eq 0 ]; then result="nothing found"; else result="FOUND (rc $rc): $(ls "$artifacts" | head -3 | tr '\n' ' ') see $log"; fi
-  printf '%-14s %12s %8s %10s  %s\n' "$name" "${execs:-?}" "$elapsed" "$rate" "$result"
+  printf '%-14s %12s %8s %8s %10s  %s\n' "$name" "${execs:-?}" "$elapsed" "$cpu" "$rate" "$result"
 done
