@@ -10,7 +10,10 @@
 #include <fmt/format.h>
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <chrono>
@@ -37,6 +40,46 @@ constexpr size_t kWeightsHeaderBytes = 8 + 4 + 8 + 8 + 8;
 
 // The kernel cache's folder in the plan cache's directory.
 constexpr const char* kKernelsDir = "kernels";
+
+// A temporary or trash directory (".KEY.tmp.PID.N", ".KEY.trash.PID.N") left by a
+// process that died mid-write holds up to a whole entry's weights. It is removed once
+// its process is gone from this host and it has not changed for this long: the age
+// keeps the directory of a live writer on another host sharing the cache (whose PID
+// means nothing here) out of reach.
+constexpr auto kStaleTemporaryAge = std::chrono::hours(1);
+
+// The PID in a temporary's name, or 0 when the name is not one of ours.
+pid_t temporary_owner(const std::string& name) {
+  if (name.empty() || name[0] != '.') return 0;
+  for (const char* marker : {".tmp.", ".trash."}) {
+    const size_t at = name.rfind(marker);
+    if (at == std::string::npos || at == 0) continue;
+    const size_t pid_at = at + std::strlen(marker), dot = name.find('.', pid_at);
+    if (dot == std::string::npos || dot == pid_at) return 0;
+    pid_t pid = 0;
+    for (size_t i = pid_at; i < dot; ++i) {
+      if (name[i] < '0' || name[i] > '9' || pid > 1'000'000'000) return 0;
+      pid = pid * 10 + (name[i] - '0');
+    }
+    return pid;
+  }
+  return 0;
+}
+
+// Removes the stale temporaries of `dir` (above). Best effort: what cannot be read
+// or removed stays, and is tried again by the next store.
+void remove_stale_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const pid_t pid = temporary_owner(e.path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || !e.is_directory(ec)) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive here, or not ours to ask
+    const auto changed = fs::last_write_time(e.path(), ec);
+    if (ec || now - changed < kStaleTemporaryAge) continue;
+    fs::remove_all(e.path(), ec);
+  }
+}
 
 
 // Little-endian fixed-width fields of the blob headers.
@@ -318,6 +361,7 @@ Status PlanCache::store(const std::string& key, const runtime::Plan& plan, const
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) return error("plan cache: cannot create '{}': {}", dir_, ec.message());
+  remove_stale_temporaries(dir_);
   const fs::path final_dir = fs::path(dir_) / key;
   const fs::path tmp = fs::path(dir_) / fmt::format(".{}.tmp.{}.{}", key, ::getpid(), counter++);
   fs::create_directories(tmp, ec);
@@ -407,6 +451,7 @@ Expected<std::vector<CacheEntryInfo>> PlanCache::list() const {
 Expected<size_t> PlanCache::clear() const {
   STRATA_ASSIGN_OR_RETURN(std::vector<CacheEntryInfo> entries, list());
   for (const CacheEntryInfo& e : entries) STRATA_RETURN_IF_ERROR(remove(e.key));
+  remove_stale_temporaries(dir_);
   return entries.size();
 }
 

@@ -15,7 +15,9 @@
 // The key (plan_cache_key) hashes everything the entry depends on, so an entry is
 // never updated in place: it is written whole into a temporary directory beside it and
 // renamed into place (when another process published the same key first, its entry is
-// kept and ours dropped). Only pipeline_cache.bin is ever replaced, by temp file +
+// kept and ours dropped). A temporary left by a writer that died (killed, out of
+// disk) is removed by a later store or clear() once its process is gone from this host
+// and it is an hour old. Only pipeline_cache.bin is ever replaced, by temp file +
 // rename. Every file is checked before use (magic, version, sizes, checksums, the
 // plan's own validation, the pipeline cache's device); a bad entry is reported in one
 // line by the caller and rebuilt, never trusted.
@@ -104,7 +106,7 @@ public:
   // Removes one entry (absent: ok).
   Status remove(const std::string& key) const;
   Expected<std::vector<CacheEntryInfo>> list() const;
-  // Removes every entry; returns how many.
+  // Removes every entry, and stale temporaries as store() does; returns how many entries.
   Expected<size_t> clear() const;
 
 private:

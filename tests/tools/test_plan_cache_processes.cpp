@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -134,12 +136,27 @@ TEST(PlanCacheProcesses, AnEntryTornByAKilledWriterIsRebuilt) {
   const fs::path entry = f.cache / keys[0];
 
   // What a writer killed half way leaves: its temporary directory with half a plan,
-  // and (had it written in place) a half-written file in the entry itself.
-  const fs::path tmp = f.cache / ("." + keys[0] + ".tmp.99999.0");
+  // and (had it written in place) a half-written file in the entry itself. The writer
+  // is a process that has exited (its PID is free), and the directory is two hours old.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const auto temporary = [&](pid_t pid) { return f.cache / fmt::format(".{}.tmp.{}.0", keys[0], pid); };
+  const fs::path tmp = temporary(dead);
   fs::create_directories(tmp);
   const std::string plan = read_text(entry / "plan.strata");
   std::ofstream(tmp / "plan.strata", std::ios::binary).write(plan.data(), std::streamsize(plan.size() / 2));
   fs::resize_file(entry / "plan.strata", plan.size() / 2);
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(tmp, two_hours_ago);
+  // Kept: an old temporary of a live process (this one), which may still be writing,
+  // and a recent one of the dead writer, which may belong to another host's process.
+  const fs::path live = temporary(getpid());
+  fs::create_directories(live);
+  fs::last_write_time(live, two_hours_ago);
+  const fs::path recent = f.cache / fmt::format(".{}.trash.{}.1", keys[0], dead);
+  fs::create_directories(recent);
 
   const Child next = start(f.decode_args((f.dir / "next.npy").string()), f.dir / "next.txt");
   ASSERT_EQ(finish(next), 0) << read_text(next.log);
@@ -149,6 +166,9 @@ TEST(PlanCacheProcesses, AnEntryTornByAKilledWriterIsRebuilt) {
   EXPECT_EQ(read_text(f.dir / "next.npy"), read_text(f.dir / "cold.npy"));
   EXPECT_EQ(f.entries(), keys);
   EXPECT_EQ(read_text(entry / "plan.strata").size(), plan.size());
+  EXPECT_FALSE(fs::exists(tmp)) << "the dead writer's old temporary was left behind";
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(recent));
 
   const Child warm = start(f.decode_args((f.dir / "warm.npy").string()), f.dir / "warm.txt");
   ASSERT_EQ(finish(warm), 0) << read_text(warm.log);
