@@ -54,7 +54,10 @@ Status check_supported(const Graph& g) {
 
 Status lower_node(Lowering& l, const Node& node) {
   Status s;
-  switch (node.op) {
+  Expected<bool> rows_written = lower_w8a8_rows(l, node);
+  if (!rows_written) s = rows_written.status();
+  else if (*rows_written) return Status::ok();
+  else switch (node.op) {
     case Op::conv2d: case Op::conv3d: s = lower_conv(l, node); break;
     case Op::linear: case Op::matmul: s = lower_gemm(l, node); break;
     case Op::group_norm: case Op::rms_norm: case Op::layer_norm: case Op::token_rms_norm:

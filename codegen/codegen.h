@@ -108,10 +108,11 @@ struct CodegenOptions {
   // header, for measuring them (`strata bench --kernel-define`). A define the
   // kernel does not know is passed on and ignored by it.
   std::map<std::string, std::map<std::string, std::string>> kernel_defines;
-  // A token RMS norm whose result W8A8 linears read writes their int8 rows itself
-  // (lower_norm.cpp), and they run no row quantizer; false leaves the quantizing to the
-  // linears (lower_gemm_int8.cpp), for tests and for measuring the two.
-  bool w8a8_norm_rows = true;
+  // A producer whose result W8A8 linears read writes their int8 rows itself: a token
+  // RMS norm (lower_norm.cpp), silu_mul and the attention output's permute
+  // (lower_w8a8_rows.cpp), and the linears run no row quantizer; false leaves the
+  // quantizing to the linears (lower_gemm_int8.cpp), for tests and for measuring.
+  bool w8a8_producer_rows = true;
   // The kernel cache's directory (kernel_cache.h): SPIR-V compiled by earlier processes
   // is read from there. "" takes default_kernel_cache_dir() (none unless the program
   // set one). compile() (compile/compile.h) fills it from its plan cache directory.

@@ -5,9 +5,10 @@
 //                               rounding to y's dtype
 // Linears reading one x in a row (q, k, v; w1, w3) quantize it once: the first keeps its
 // rows in scratch memory (Lowering::keep_scratch), the others bind them. Where x's
-// producer wrote the rows itself (a token RMS norm, lower_norm.cpp: held in scratch
-// memory until its last W8A8 reader, Lowering::hold_scratch), every linear binds them
-// and no quantizer runs.
+// producer wrote the rows itself (a token RMS norm, lower_norm.cpp; silu_mul or the
+// attention output's permute, lower_w8a8_rows.cpp: held in scratch memory until its
+// last W8A8 reader, Lowering::hold_scratch), every linear binds them and no quantizer
+// runs.
 // The weight is the constant placement uploaded quantized (codegen/w8a8.h: it is read
 // by W8A8 linears only); its bytes come from the weight source at load, so the plan
 // cache keeps them and a warm start does not quantize again.

@@ -19,7 +19,7 @@
 //               does), held in scratch memory until the last of them is lowered
 //               (Lowering::hold_scratch), so that none runs a quantizer
 //               (lower_gemm_int8.cpp); y itself only where something else reads it.
-//               CodegenOptions::w8a8_norm_rows = false leaves the rows to the linears.
+//               CodegenOptions::w8a8_producer_rows = false leaves the rows to the linears.
 //   Both read rows as 4-vectors where C and the windows allow (VEC 4).
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
@@ -281,7 +281,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
   // The int8 rows of y's W8A8 readers: one dispatch of whole rows as 4-vectors,
   // binding the rows whole as the linears do.
   const W8A8RowReaders readers =
-      rms && l.options().w8a8_norm_rows ? w8a8_row_readers(l.graph(), y) : W8A8RowReaders{};
+      rms && l.options().w8a8_producer_rows ? w8a8_row_readers(l.graph(), y) : W8A8RowReaders{};
   const uint64_t q_bytes = w8a8_rows_bytes(static_cast<int64_t>(rows), static_cast<int64_t>(cols));
   const bool quant = readers.last != nullptr && vec && runs.size() == 1 &&
                      (l.storage(y) == DType::f16 || l.storage(y) == DType::f32) &&

@@ -16,6 +16,8 @@
 //   Status lower_norm_act(Lowering&, const Node&);    norm_act              (lower_norm_act.cpp)
 //   Status lower_group_moments(Lowering&, const Node&); group_moments     (lower_norm_act.cpp)
 //   Status lower_winograd(Lowering&, const Node&);    winograd_input/gemm/output/weights (lower_winograd.cpp)
+//   Expected<bool> lower_w8a8_rows(Lowering&, const Node&); first, for silu_mul and permute:
+//                                                     the int8 rows of their W8A8 readers (lower_w8a8_rows.cpp)
 //
 // A family function picks a kernel template from codegen/kernels/ (by file name,
 // plus defines), packs push constants, binds windows of values and appends
@@ -209,6 +211,9 @@ private:
 Status lower_conv(Lowering& l, const Node& node);
 Status lower_gemm(Lowering& l, const Node& node);
 Status lower_linear_w8a8(Lowering& l, const Node& node);  // lower_gemm_int8.cpp
+// A producer read only by W8A8 linears writing their int8 rows instead of its result
+// (lower_w8a8_rows.cpp); false: not such a node, its family lowers it.
+Expected<bool> lower_w8a8_rows(Lowering& l, const Node& node);
 Status lower_norm(Lowering& l, const Node& node);
 Status lower_rope(Lowering& l, const Node& node);
 Status lower_attention(Lowering& l, const Node& node);

@@ -31,7 +31,17 @@
 // lowering puts in front (the W8A8_CODES define): a producer that writes the rows itself
 // (layer_norm.comp QUANT) rounds with the same functions.
 //
-// Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT, W8A8_CODES.
+// Input stages (VEC only; codegen/lower_w8a8_rows.cpp: a producer read only by W8A8
+// linears writes their rows in its own place, and its f16 result is never written):
+//   SILU_MUL = 1  x = silu(a) · b, bindings a, b (f16, x's shape), q: each value computed
+//                 and rounded to f16 as binary.comp's SILU_MUL computes and stores it;
+//   HEADS = 1     x = the attention's output o[H, T, D] permuted and reshaped to
+//                 [T, H·D]: row t, column h·D + d reads o[h, t, d] (push constant
+//                 head_dim = D, a multiple of 8; rows = T).
+// So the codes are those quantize_rows would give on the f16 value those producers
+// write.
+//
+// Defines: X_T, WG (a power of two ≤ 1024), VEC, VPT, W8A8_CODES, SILU_MUL, HEADS.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -48,17 +58,60 @@
 #ifndef VEC
 #define VEC 0
 #endif
+#ifndef SILU_MUL
+#define SILU_MUL 0
+#endif
+#ifndef HEADS
+#define HEADS 0
+#endif
+#if (SILU_MUL || HEADS) && !VEC
+#error "quantize_rows.comp: SILU_MUL and HEADS read 16-byte vectors (VEC)"
+#endif
+#define B_Q (1 + SILU_MUL)
 
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer XBuf { X_T x[]; };
-layout(std430, binding = 1) writeonly buffer QBuf { uint q[]; };
+layout(std430, binding = B_Q) writeonly buffer QBuf { uint q[]; };
 #if VEC
 layout(std430, binding = 0) readonly buffer XBufV { uvec4 xv[]; };
-layout(std430, binding = 1) writeonly buffer QBufV { uvec2 qv[]; };
+layout(std430, binding = B_Q) writeonly buffer QBufV { uvec2 qv[]; };
+#endif
+#if SILU_MUL
+layout(std430, binding = 1) readonly buffer BBufV { uvec4 bv[]; };
 #endif
 layout(push_constant) uniform Push {
   uint rows, k, kp;  // kp: the row stride of q in codes (a multiple of 4)
+#if HEADS
+  uint head_dim;
+#endif
 } pc;
+
+#if VEC
+// The 8 values of x at columns 8c .. 8c + 7 of `row` (c < K / 8), as f16.
+void load8(uint row, uint c, out f16vec4 lo, out f16vec4 hi) {
+#if HEADS
+  const uint col = 8u * c, h = col / pc.head_dim;
+  const uvec4 u = xv[((h * pc.rows + row) * pc.head_dim + col % pc.head_dim) / 8u];
+#else
+  const uvec4 u = xv[row * (pc.k / 8u) + c];
+#endif
+  lo = f16vec4(unpackFloat2x16(u.x), unpackFloat2x16(u.y));
+  hi = f16vec4(unpackFloat2x16(u.z), unpackFloat2x16(u.w));
+#if SILU_MUL
+  const uvec4 ub = bv[row * (pc.k / 8u) + c];
+  const vec4 alo = vec4(lo), ahi = vec4(hi);
+  const vec4 blo = vec4(unpackFloat2x16(ub.x), unpackFloat2x16(ub.y));
+  const vec4 bhi = vec4(unpackFloat2x16(ub.z), unpackFloat2x16(ub.w));
+  vec4 zlo, zhi;
+  for (int i = 0; i < 4; ++i) {
+    zlo[i] = store_round(silu_precise(alo[i]) * blo[i]);
+    zhi[i] = store_round(silu_precise(ahi[i]) * bhi[i]);
+  }
+  lo = f16vec4(zlo);
+  hi = f16vec4(zhi);
+#endif
+}
+#endif
 
 // The row's maximum: each subgroup's by subgroupMax, then over the subgroups (max is
 // exact: any order gives the same value).
@@ -80,14 +133,13 @@ void main() {
   const uint qbase = row * words;
 #if VEC
   // Vector j of this invocation: columns 8·(tid + j·WG) ..; past K it reads as zeros.
-  const uint kv = pc.k / 8, base = row * kv;
+  const uint kv = pc.k / 8;
   f16vec4 h[VPT][2];
   float m = 0.0;
   [[unroll]] for (uint j = 0; j < VPT; ++j) {
     const uint c = tid + j * WG;
-    const uvec4 u = c < kv ? xv[base + c] : uvec4(0u);
-    h[j][0] = f16vec4(unpackFloat2x16(u.x), unpackFloat2x16(u.y));
-    h[j][1] = f16vec4(unpackFloat2x16(u.z), unpackFloat2x16(u.w));
+    h[j][0] = h[j][1] = f16vec4(0.0);
+    if (c < kv) load8(row, c, h[j][0], h[j][1]);
     const vec4 a = abs(vec4(h[j][0])), b = abs(vec4(h[j][1]));
     m = max(m, max(max(max(a.x, a.y), max(a.z, a.w)), max(max(b.x, b.y), max(b.z, b.w))));
   }

@@ -1,10 +1,12 @@
-// Codegen: a token RMS norm writing the int8 rows of the W8A8 linears that read its
-// result (codegen/lower_norm.cpp, layer_norm.comp QUANT), held in scratch memory until
-// the last of them (Lowering::hold_scratch), instead of a row quantizer before the
-// linears (lower_gemm_int8.cpp). On lavapipe with the emulated int8 kernels.
+// Codegen: producers writing the int8 rows of the W8A8 linears that read their result,
+// held in scratch memory until the last of them (Lowering::hold_scratch), instead of a
+// row quantizer before the linears (lower_gemm_int8.cpp): a token RMS norm
+// (codegen/lower_norm.cpp, layer_norm.comp QUANT), silu_mul and the attention output's
+// permute (codegen/lower_w8a8_rows.cpp, quantize_rows.comp SILU_MUL and HEADS). On
+// lavapipe with the emulated int8 kernels.
 //
 // What must hold:
-//   - the plans with and without it (CodegenOptions::w8a8_norm_rows) give the same
+//   - the plans with and without it (CodegenOptions::w8a8_producer_rows) give the same
 //     bytes: the norm quantizes the values y holds with quantize_rows.comp's functions
 //     (w8a8_codes.glsl). Rows whose codes end in a zero-padded tail (C not a multiple
 //     of the 32-code step), a row of zeros (scale 0), short rows several to a
@@ -12,9 +14,12 @@
 //   - the rows outlive nodes between the norm and its last reader that take scratch
 //     memory themselves (here another W8A8 linear's quantizer);
 //   - y is written only where something other than the linears reads it;
+//   - silu_mul and permute {1, 0, 2} → reshape give the same bytes as the silu_mul or
+//     the copy, then the quantizer, in one dispatch instead of two; a permute whose
+//     result something else reads stays a copy;
 //   - zimage_small at w8a8 with the token epilogues fused (as compile() runs it): the
-//     same output bit for bit, and no quantizer left on a linear whose x a token norm
-//     writes.
+//     same output bit for bit, and no quantizer left on a linear whose x a token norm,
+//     a silu_mul or the attention's output permute writes.
 #include "codegen/vk_test_util.h"
 
 #include "ir/builder.h"
@@ -54,7 +59,7 @@ Ran compile_and_run(const Graph& g, const WeightStore& weights, const std::vecto
                     bool norm_rows) {
   Ran r;
   codegen::CodegenOptions options;
-  options.w8a8_norm_rows = norm_rows;
+  options.w8a8_producer_rows = norm_rows;
   auto plan = codegen::compile_plan(g, weights, emulated_target(), options);
   EXPECT_TRUE(plan) << plan.message();
   if (!plan) return r;
@@ -158,13 +163,97 @@ TEST(CodegenW8A8NormRows, NormWritesTheRowsBitIdenticallyToTheQuantizer) {
   }
 }
 
-// zimage_small at w8a8 as compile() runs the passes (the token epilogues fused): the
-// norms before q, k, v (attention_norm1 · (1 + scale)) and before w1, w3 (ffn_norm1 ·
-// (1 + scale)) in each of the 6 blocks, and the caption embedder's norm before its
-// linear, write their readers' rows. 52 int8 GEMMs; without it 31 quantizers (q, k
-// and v share one, w1 and w3 another), with it 13 fewer: 18, those of to_out, w2, the
-// embedders, the modulations and the final layer, whose x no token norm writes.
-TEST(CodegenW8A8NormRows, ZImageSmallRunsNoQuantizerAfterANormAndIsBitIdentical) {
+// The linears' x from `make(builder, inputs)`; then a = linear(x, w1), c = linear(z,
+// w3) (its quantizer between x's readers), d = linear(x, w2), all W8A8, f32 results.
+template <typename Make>
+Built producer_and_linears(int64_t rows, int64_t k, uint64_t seed, Make make) {
+  Built t;
+  Builder b(t.graph, &t.weights);
+  const ValueId x = make(b, t.inputs);
+  const int64_t n1 = 40, n2 = 24, kz = 48;
+  t.inputs.push_back(random_tensor({rows, kz}, seed + 2, -2.0f, 2.0f));
+  const ValueId zv = b.cast(b.input("z", {rows, kz}), DType::f16);
+  auto constant = [&](const char* name, Shape shape, uint64_t s) {
+    EXPECT_TRUE(t.weights.add_owned(name, shape, std::move(random_tensor(shape, s, -0.2f, 0.2f).data)).is_ok());
+    return b.constant(name, TensorType{shape, DType::f16, {}});
+  };
+  const Attrs w8a8{{"dtype", std::string("f32")}, {"quant", std::string("w8a8")}};
+  const ValueId a = b.op(Op::linear, {x, constant("w1", {n1, k}, seed + 4)}, w8a8);
+  const ValueId c = b.op(Op::linear, {zv, constant("w3", {n1, kz}, seed + 5)}, w8a8);
+  const ValueId d = b.op(Op::linear, {x, constant("w2", {n2, k}, seed + 6)}, w8a8);
+  for (ValueId out : {a, c, d}) b.output(out);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return t;
+}
+
+void expect_same_and_one_dispatch_fewer(const Built& t, const std::string& producer_kernel, int producer_outputs) {
+  const Ran fused = compile_and_run(t.graph, t.weights, t.inputs, true);
+  const Ran apart = compile_and_run(t.graph, t.weights, t.inputs, false);
+  // Without: the producer's dispatch, and a quantizer for each of a, c and d. With: the
+  // producer's quantizer and c's.
+  EXPECT_EQ(count_with(apart.kernels, producer_kernel), producer_outputs);
+  EXPECT_EQ(count_with(apart.kernels, "quantize_rows.comp"), 3);
+  EXPECT_EQ(count_with(fused.kernels, producer_kernel), producer_outputs - 1);
+  EXPECT_EQ(count_with(fused.kernels, "quantize_rows.comp"), 2);
+  EXPECT_EQ(fused.kernels.size() + 2, apart.kernels.size());
+  ASSERT_EQ(fused.outputs.size(), apart.outputs.size());
+  for (size_t i = 0; i < fused.outputs.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    testing::expect_identical(fused.outputs[i], apart.outputs[i]);
+  }
+  bool nonzero = false;
+  for (float v : fused.outputs[0].data) nonzero = nonzero || v != 0.0f;
+  EXPECT_TRUE(nonzero);
+}
+
+TEST(CodegenW8A8NormRows, SiluMulWritesTheRowsBitIdentically) {
+  struct Case {
+    int64_t rows, k;
+  };
+  // Codes padded past K (72 → 96); 2 vectors an invocation; Z-Image's w2 rows (10240: 256
+  // invocations, 5 vectors each).
+  for (const Case c : {Case{37, 72}, Case{9, 1040}, Case{3, 10240}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.k));
+    const uint64_t seed = 950 + static_cast<uint64_t>(c.k);
+    const Built t = producer_and_linears(c.rows, c.k, seed, [&](Builder& b, std::vector<Tensor>& in) {
+      Tensor a = random_tensor({c.rows, c.k}, seed, -6.0f, 6.0f);
+      for (int64_t j = 0; j < c.k; ++j) a.data[static_cast<size_t>(j)] = 0.0f;  // silu(0) · b: a zero row
+      in.push_back(a);
+      in.push_back(random_tensor({c.rows, c.k}, seed + 1, -3.0f, 3.0f));
+      const ValueId av = b.cast(b.input("a", {c.rows, c.k}), DType::f16);
+      const ValueId bv = b.cast(b.input("b", {c.rows, c.k}), DType::f16);
+      return b.op(Op::silu_mul, {av, bv}, Attrs{{"dtype", std::string("f16")}});
+    });
+    expect_same_and_one_dispatch_fewer(t, "OP=SILU_MUL", 1);
+  }
+}
+
+TEST(CodegenW8A8NormRows, AttentionOutputPermuteWritesTheRowsBitIdentically) {
+  struct Case {
+    int64_t heads, tokens, head_dim;
+  };
+  for (const Case c : {Case{4, 37, 24}, Case{3, 5, 40}}) {  // K = 96; 120, codes padded to 128
+    SCOPED_TRACE(std::to_string(c.heads) + " heads of " + std::to_string(c.head_dim));
+    const uint64_t seed = 970 + static_cast<uint64_t>(c.head_dim);
+    const Built t =
+        producer_and_linears(c.tokens, c.heads * c.head_dim, seed, [&](Builder& b, std::vector<Tensor>& in) {
+          in.push_back(random_tensor({c.heads, c.tokens, c.head_dim}, seed, -2.0f, 2.0f));
+          const ValueId o = b.cast(b.input("o", {c.heads, c.tokens, c.head_dim}), DType::f16);
+          return b.reshape(b.permute(o, {1, 0, 2}), {c.tokens, c.heads * c.head_dim});
+        });
+    expect_same_and_one_dispatch_fewer(t, "strided_copy.comp", 1);
+  }
+}
+
+// zimage_small at w8a8 as compile() runs the passes (the token epilogues fused). Its 52
+// int8 GEMMs run 31 quantizers without producer rows (q, k and v share one, w1 and w3
+// another). With them, in each of the 6 blocks the norms before q, k, v
+// (attention_norm1 · (1 + scale)) and w1, w3 (ffn_norm1 · (1 + scale)) write their
+// readers' rows, as do the silu_mul before w2 and the attention output's permute
+// before to_out, and so does the caption embedder's norm: 25 producers. The 13 norms
+// take no dispatch of their own for it, the 12 others replace theirs; the linears
+// quantize 6 x of their own (the embedders', the modulation's and the final layer's).
+TEST(CodegenW8A8NormRows, ZImageSmallQuantizesNoProducersResultAndIsBitIdentical) {
   constexpr const char* kCase = "zimage_small";
   STRATA_REQUIRE_CASE(kCase);
   auto model = load_zimage_dir(e2e::case_file(kCase, "transformer"));
@@ -188,22 +277,31 @@ TEST(CodegenW8A8NormRows, ZImageSmallRunsNoQuantizerAfterANormAndIsBitIdentical)
   ASSERT_TRUE(run_pipeline(*g, ctx).is_ok());
   ASSERT_EQ(ctx.quantized_linears, 52);
 
-  // The linears whose x a token norm writes, read off the graph.
+  // The W8A8 linears whose x (through a reshape) a token norm, a silu_mul or a permute
+  // of heads and tokens writes (the patch embedder's permute is another), and how many such x there are of each, read off the graph.
   const std::vector<int64_t> producers = g->producers();
-  std::map<std::string, bool> after_norm;
-  int norms_feeding_linears = 0;
+  auto producer_of = [&](ValueId v) -> const Node* {
+    const int64_t p = producers[static_cast<size_t>(v)];
+    return p < 0 ? nullptr : &g->nodes()[static_cast<size_t>(p)];
+  };
+  std::map<std::string, bool> from_producer;
+  std::map<Op, int> written;
   std::vector<bool> counted(g->values().size(), false);
   for (const Node& n : g->nodes()) {
     if (n.op != Op::linear || n.attrs.get_string("quant", "") != "w8a8") continue;
-    const int64_t p = producers[static_cast<size_t>(n.inputs[0])];
-    const bool norm = p >= 0 && g->nodes()[static_cast<size_t>(p)].op == Op::token_rms_norm;
-    after_norm[n.name] = norm;
-    if (norm && !counted[static_cast<size_t>(n.inputs[0])]) {
+    const Node* p = producer_of(n.inputs[0]);
+    if (p && p->op == Op::reshape) p = producer_of(p->inputs[0]);
+    const bool heads = p && p->op == Op::permute && p->attrs.get_ints("perm") == std::vector<int64_t>{1, 0, 2};
+    const bool rows = p && (p->op == Op::token_rms_norm || p->op == Op::silu_mul || heads);
+    from_producer[n.name] = rows;
+    if (rows && !counted[static_cast<size_t>(n.inputs[0])]) {
       counted[static_cast<size_t>(n.inputs[0])] = true;
-      ++norms_feeding_linears;
+      ++written[p->op];
     }
   }
-  EXPECT_EQ(norms_feeding_linears, 13);  // 6 blocks × 2, and cap_embedder.0
+  EXPECT_EQ(written[Op::token_rms_norm], 13);  // 6 blocks × 2, and cap_embedder.0
+  EXPECT_EQ(written[Op::silu_mul], 6);
+  EXPECT_EQ(written[Op::permute], 6);
 
   const std::vector<Tensor> inputs = {*latent, *cap, *t};
   const Ran fused = compile_and_run(*g, model->weights, inputs, true);
@@ -211,21 +309,30 @@ TEST(CodegenW8A8NormRows, ZImageSmallRunsNoQuantizerAfterANormAndIsBitIdentical)
   EXPECT_EQ(count_with(fused.kernels, "gemm_int8.comp"), 52);
   EXPECT_EQ(count_with(apart.kernels, "gemm_int8.comp"), 52);
   EXPECT_EQ(count_with(apart.kernels, "quantize_rows.comp"), 31);
-  EXPECT_EQ(count_with(fused.kernels, "quantize_rows.comp"), 31 - norms_feeding_linears);
-  EXPECT_EQ(count_with(fused.kernels, "QUANT=1"), norms_feeding_linears);
-  EXPECT_EQ(fused.kernels.size(), apart.kernels.size() - static_cast<size_t>(norms_feeding_linears));
+  EXPECT_EQ(count_with(fused.kernels, "QUANT=1"), 13);
+  EXPECT_EQ(count_with(fused.kernels, "SILU_MUL=1"), 6);
+  EXPECT_EQ(count_with(fused.kernels, "HEADS=1"), 6);
+  EXPECT_EQ(count_with(apart.kernels, "OP=SILU_MUL"), 6);
+  EXPECT_EQ(count_with(fused.kernels, "OP=SILU_MUL"), 0);
+  EXPECT_EQ(count_with(fused.kernels, "strided_copy.comp"), count_with(apart.kernels, "strided_copy.comp") - 6);
+  EXPECT_EQ(fused.kernels.size(), apart.kernels.size() - 25);
+  int by_linears = 0;
   for (size_t i = 0; i < fused.kernels.size(); ++i) {
     if (fused.kernels[i].find("quantize_rows.comp") == std::string::npos) continue;
-    const std::string linear = fused.labels[i].substr(0, fused.labels[i].rfind(':'));
-    EXPECT_FALSE(after_norm[linear]) << linear << " quantizes the rows its token norm wrote";
+    const std::string label = fused.labels[i].substr(0, fused.labels[i].rfind(':'));
+    if (!from_producer.count(label)) continue;  // a producer's own dispatch
+    ++by_linears;
+    EXPECT_FALSE(from_producer[label]) << label << " quantizes the rows its x's producer wrote";
   }
+  EXPECT_EQ(by_linears, 6);
   ASSERT_EQ(fused.outputs.size(), 1u);
   ASSERT_EQ(apart.outputs.size(), 1u);
   for (float v : fused.outputs[0].data) ASSERT_TRUE(std::isfinite(v));
   testing::expect_identical(fused.outputs[0], apart.outputs[0]);
-  std::printf("[ zimage   ] w8a8: %d quantizers for 52 GEMMs in %zu dispatches (without norm rows: %d in %zu)\n",
-              count_with(fused.kernels, "quantize_rows.comp"), fused.kernels.size(),
-              count_with(apart.kernels, "quantize_rows.comp"), apart.kernels.size());
+  std::printf("[ zimage   ] w8a8: %zu dispatches, %d row quantizers (%d on linears) for 52 GEMMs; without producer "
+              "rows %zu dispatches, %d quantizers\n",
+              fused.kernels.size(), count_with(fused.kernels, "quantize_rows.comp"), by_linears, apart.kernels.size(),
+              count_with(apart.kernels, "quantize_rows.comp"));
 }
 
 }  // namespace
