@@ -9,7 +9,13 @@
 #   2. ggml at stable-diffusion.cpp's pinned submodule commit (GGML_VULKAN=ON) and its
 #      test-backend-ops, with benchmarks/peers/test-backend-ops-shapes.patch adding
 #      strata's GEMM shapes; installed so that
-#   3. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) links the same ggml.
+#   3. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) links the same ggml. Its TOKENIZER
+#      IS A STAND-IN where the snapshot lacks the generated vocabularies (the mirror's
+#      does): sdcpp_vocab.py writes Qwen2Tokenizer's merges from strata's 503-merge test
+#      tokenizer (PEERS_TOKENIZER) and empty ones for the other models. Z-Image's text
+#      encoder then gets the token ids strata and diffusers get with that tokenizer;
+#      with seeded weights only the token count matters (benchmarks/peers/sdcpp_zimage.sh
+#      prints it). Not for images from released weights.
 #   4. A tarball of stripped, statically linked binaries, xz-compressed, for the
 #      carried tree (benchmarks/peers/run.sh unpacks it on the GPU machine).
 #
@@ -148,30 +154,47 @@ if [[ ! -e $PREFIX/lib/cmake/ggml/ggml-config.cmake || ! -x $B/bin/test-backend-
     cmake --install "$B"
 fi
 
-# 3. stable-diffusion.cpp's sd-cli on that ggml. Snapshots that lack its large generated
-#    tokenizer vocabularies (src/tokenizers/vocab/*.hpp) cannot build it: skipped then.
+# 3. stable-diffusion.cpp's sd-cli on that ggml. Source snapshots may lack some blobs,
+#    among them its large generated tokenizer vocabularies (src/tokenizers/vocab/*.hpp):
+#    those are left out of the unpacked tree and benchmarks/peers/sdcpp_vocab.py writes
+#    STAND-INS for them. The Qwen merges come from PEERS_TOKENIZER (default strata's
+#    ../shared/cases/zimage_pipeline/tokenizer, a 503-merge stand-in whose ids are valid
+#    Qwen3 ids), not from Qwen3: sd-cli's Z-Image text encoder then sees the same token
+#    ids as strata and diffusers given that tokenizer (the weights are seeded, so only the
+#    token count matters for timing), and the other models' tokenizers (T5, UMT5,
+#    Mistral, Gemma, GPT-OSS) are empty. Any other missing source file stops the build.
 D=$WORK/src/sdcpp
-SD=
-if unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . ':(exclude)assets' 2>/dev/null; then
-    # sd.cpp also includes ggml's internal headers (ggml/src/ggml-impl.h) from its
-    # submodule's place: the same sources, linked there.
-    rm -rf "$D/ggml"; ln -s "$G" "$D/ggml"
-    cmake -S "$D" -B "$WORK/build/sdcpp" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" "${MAX_NAME[@]}" \
-        -DSD_VULKAN=ON -DSD_USE_SYSTEM_GGML=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
-        -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
-        -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
-    $NICE cmake --build "$WORK/build/sdcpp" --target sd-cli -j"$JOBS"
-    SD=$(find "$WORK/build/sdcpp" -name sd-cli -type f -perm -u+x | head -1)
-else
-    rm -rf "$D"; echo "build.sh: stable-diffusion.cpp's sources are incomplete here; sd-cli not built" >&2
+TOK=${PEERS_TOKENIZER:-$ROOT/../shared/cases/zimage_pipeline/tokenizer}
+R=$(find_repo leejet stable-diffusion.cpp)
+git -C "$R" ls-tree -r $SDCPP_COMMIT | awk -F'\t' '{split($1, a, " "); if (a[2] == "blob") print a[3] "\t" $2}' > "$WORK/sdcpp-tree.txt"
+cut -f1 "$WORK/sdcpp-tree.txt" | git -C "$R" cat-file --batch-check | paste - "$WORK/sdcpp-tree.txt" |
+    awk -F'\t' '$1 ~ / missing$/ {print $3}' > "$WORK/sdcpp-missing.txt"
+if grep -v -e '^assets/' -e '^src/tokenizers/vocab/[^/]*\.hpp$' "$WORK/sdcpp-missing.txt"; then
+    echo "build.sh: the stable-diffusion.cpp snapshot lacks the source files above" >&2; exit 1
 fi
+EXCL=(':(exclude)assets')
+while IFS= read -r f; do [[ $f == assets/* ]] || EXCL+=(":(exclude,literal)$f"); done < "$WORK/sdcpp-missing.txt"
+unpack leejet stable-diffusion.cpp $SDCPP_COMMIT "$D" . "${EXCL[@]}"
+python3 "$HERE/sdcpp_vocab.py" "$D" "$TOK" | tee "$WORK/sdcpp-vocab.txt"
+# sd.cpp also includes ggml's internal headers (ggml/src/ggml-impl.h) from its
+# submodule's place: the same sources, linked there.
+rm -rf "$D/ggml"; ln -s "$G" "$D/ggml"
+cmake -S "$D" -B "$WORK/build/sdcpp" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" "${MAX_NAME[@]}" \
+    -DSD_VULKAN=ON -DSD_USE_SYSTEM_GGML=ON -DSD_WEBP=OFF -DSD_WEBM=OFF -DSD_BUILD_SHARED_LIBS=OFF \
+    -DVulkan_INCLUDE_DIR="$PREFIX/include" -DVulkan_GLSLC_EXECUTABLE="$PREFIX/bin/glslc" \
+    -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
+$NICE cmake --build "$WORK/build/sdcpp" --target sd-cli -j"$JOBS"
+SD=$(find "$WORK/build/sdcpp" -name sd-cli -type f -perm -u+x | head -1)
 
 # 4. Stripped binaries, xz-compressed, for the carried tree.
 T=$WORK/pack-stage; rm -rf "$T"; mkdir -p "$T/bin"
 cp "$B/bin/test-backend-ops" "$T/bin/"
-[[ -z $SD ]] || cp "$SD" "$T/bin/"
+cp "$SD" "$T/bin/"
 strip "$T"/bin/*
+# The tokenizer sd-cli's Qwen merges came from, for sdcpp_zimage.sh's seeded pipeline.
+rm -rf "$PACK/tokenizer"; mkdir -p "$PACK/tokenizer"; cp "$TOK"/* "$PACK/tokenizer/"
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
-  echo "glslc: $("$PREFIX/bin/glslc" --version | tr '\n' ' ')"; } > "$T/VERSIONS"
+  echo "glslc: $("$PREFIX/bin/glslc" --version | tr '\n' ' ')"
+  echo "sd-cli's tokenizer vocabularies are stand-ins:"; sed 's/^sdcpp_vocab.py: /  /' "$WORK/sdcpp-vocab.txt"; } > "$T/VERSIONS"
 tar -C "$T" -cf - . | $NICE xz -6 -T"$JOBS" > "$PACK/peers.tar.xz"
 ls -l "$PACK/peers.tar.xz"
