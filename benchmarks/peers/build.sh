@@ -10,14 +10,16 @@
 #      test-backend-ops, with benchmarks/peers/test-backend-ops-shapes.patch adding
 #      strata's GEMM shapes; installed so that
 #   3. stable-diffusion.cpp (-DSD_VULKAN=ON, sd-cli) links the same ggml. Its TOKENIZER
-#      IS A STAND-IN where the snapshot lacks the generated vocabularies (the mirror's
-#      does): sdcpp_vocab.py writes Qwen2Tokenizer's merges from strata's 503-merge test
+#      IS A STAND-IN where the snapshot lacks the generated vocabularies (the one under
+#      /work/.mirror lacks all but CLIP's: PEERS_WORK/sdcpp-missing.txt lists them):
+#      sdcpp_vocab.py writes Qwen2Tokenizer's merges from strata's 503-merge test
 #      tokenizer (PEERS_TOKENIZER) and empty ones for the other models. Z-Image's text
-#      encoder then gets the token ids strata and diffusers get with that tokenizer;
-#      with seeded weights only the token count matters (benchmarks/peers/sdcpp_zimage.sh
-#      prints it). Not for images from released weights.
+#      encoder then gets the token ids strata and diffusers get with that tokenizer (30
+#      for benchmarks/peers/sdcpp_zimage.sh's prompt, which prints the count); with
+#      seeded weights only the count matters. Not for images from released weights.
 #   4. A tarball of stripped, statically linked binaries, xz-compressed, for the
-#      carried tree (benchmarks/peers/run.sh unpacks it on the GPU machine).
+#      carried tree (benchmarks/peers/run.sh and sdcpp_zimage.sh unpack it on the GPU
+#      machine).
 #
 # Sources: no network is used. PEERS_SRC (or $1) is a directory holding the upstream
 # git repositories (bare or not), each found as OWNER+NAME/repo, OWNER+NAME, NAME.git
@@ -31,7 +33,8 @@
 # building shaderc takes ~45 min on 2 shared cores).
 # PEERS_WORK (default /work/peers) is where sources are unpacked and built;
 # PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
-# receives peers.tar.xz. Build steps run niced with PEERS_JOBS (default 2) jobs.
+# receives peers.tar.xz and tokenizer/ (the one sd-cli was built with). Build steps
+# run niced with PEERS_JOBS (default 2) jobs.
 # Each step is skipped when its output exists; delete PEERS_WORK to start over.
 #
 #   benchmarks/peers/build.sh /work/.mirror

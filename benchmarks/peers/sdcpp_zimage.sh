@@ -23,8 +23,9 @@
 #   4. sd-cli --type f16 (sd.cpp converts the weights while loading), --eager-load so
 #      that no stage's time includes loading, --diffusion-fa as docs/z_image.md runs it,
 #      --batch-count 2: the text encoder once, then two images (sampling and VAE decode
-#      twice; the second is warm). nvidia-smi samples the memory every 100 ms.
-#   5. The same with --type q8_0, if the budget has room.
+#      twice; the second is warm). nvidia-smi samples the memory every 100 ms. If it
+#      fails, once more without --diffusion-fa (sdcpp_f16-nofa.log).
+#   5. The same with --type q8_0 (and the flags that worked), if the budget has room.
 # For a dry run elsewhere: ZIMAGE_PIPELINE=DIR uses that pipeline directory instead of
 # writing one, STRATA=0 skips strata, SIZE / STEPS change 1024 / 8.
 # Results in $OUT (or /tmp/sdcpp-out), written as they come: card.txt, write.log,
@@ -88,9 +89,10 @@ timeout 120 python3 "$here/zimage_to_sdcpp.py" "$dir" "$conv" 2>&1 | tee "$out/c
 ls -laL "$conv" | tee -a "$out/convert.log"; df -h /tmp | tee -a "$out/convert.log"
 
 # 4., 5. sd-cli.
-sdcpp() {  # TYPE SECONDS
-  local type=$1 limit=$2 log=$out/sdcpp_$1.log mon=
-  echo "== sd-cli --type $type ($(left) s left, limit $limit s)"
+sdcpp() {  # NAME TYPE SECONDS [FLAGS...]
+  local name=$1 type=$2 limit=$3 log=$out/sdcpp_$1.log mon=
+  shift 3
+  echo "== sd-cli --type $type $* ($(left) s left, limit $limit s)"
   : > "$log.mem"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$log.mem" 2>/dev/null & mon=$!
@@ -98,14 +100,20 @@ sdcpp() {  # TYPE SECONDS
   fi
   timeout "$limit" "$bin/bin/sd-cli" --diffusion-model "$conv/z_image.safetensors" --llm "$conv/qwen3.safetensors" \
     --vae "$conv/vae.safetensors" -p "$prompt" --cfg-scale 1.0 --steps "$steps" -H "$size" -W "$size" --seed 0 \
-    --type "$type" --eager-load --diffusion-fa --batch-count 2 -v -o "/tmp/sdcpp_$type.png" > "$log" 2>&1
+    --type "$type" --eager-load --batch-count 2 -v -o "/tmp/sdcpp_$name.png" "$@" > "$log" 2>&1
   echo "rc $?" >> "$log"
   [ -z "$mon" ] || { kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null; }
   grep -E "Version|ggml_vulkan: 0|eight type stat|total params|loading tensors completed|condition graph|get_learned|sampling completed|decoded|generate_image completed|ERROR|^rc " "$log"
   python3 "$here/sdcpp_stages.py" "$log" "$log.mem" | tee "$log.json"
+  grep -q "generate_image completed" "$log"
 }
+limit() { local l=$(( $(left) - 5 )); echo $(( l > 240 ? 240 : (l < 10 ? 10 : l) )); }
 if [ -e "$conv/z_image.safetensors" ]; then
-  sdcpp f16 $(( $(left) < 240 ? ($(left) > 15 ? $(left) - 5 : 10) : 240 ))
-  if (( $(left) > 90 )); then sdcpp q8_0 $(( $(left) - 5 )); else echo "== q8_0 skipped: $(left) s left"; fi
+  flags=(--diffusion-fa)  # as docs/z_image.md runs it
+  if ! sdcpp f16 f16 "$(limit)" "${flags[@]}" && (( $(left) > 120 )); then
+    flags=()  # ggml's flash attention failed (it crashed on lavapipe): once more without it
+    sdcpp f16-nofa f16 "$(limit)" "${flags[@]}"
+  fi
+  if (( $(left) > 90 )); then sdcpp q8_0 q8_0 "$(limit)" "${flags[@]}"; else echo "== q8_0 skipped: $(left) s left"; fi
 fi
 echo "== done in $SECONDS s"
