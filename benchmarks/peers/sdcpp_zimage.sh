@@ -24,10 +24,12 @@
 #      that no stage's time includes loading, --diffusion-fa as docs/z_image.md runs it,
 #      --batch-count 2: the text encoder once, then two images (sampling and VAE decode
 #      twice; the second is warm). nvidia-smi samples the memory every 100 ms. If it
-#      fails, once more without --diffusion-fa (sdcpp_f16-nofa.log).
+#      fails, once more (sdcpp_f16-retry.log) without --diffusion-fa if the denoiser
+#      failed, else with --vae-conv-direct.
 #   5. The same with --type q8_0 (and the flags that worked), if the budget has room.
 # For a dry run elsewhere: ZIMAGE_PIPELINE=DIR uses that pipeline directory instead of
-# writing one, STRATA=0 skips strata, SIZE / STEPS change 1024 / 8.
+# writing one, STRATA=0 skips strata, SIZE / STEPS change 1024 / 8, SD_CLI=PATH runs that
+# sd-cli instead of the pack's.
 # Results in $OUT (or /tmp/sdcpp-out), written as they come: card.txt, write.log,
 # strata_{cold,warm}.log, convert.log, sdcpp_{f16,q8_0}.log (sd-cli -v) with .mem
 # (nvidia-smi MiB) and .json (benchmarks/peers/sdcpp_stages.py: token count, load, text
@@ -98,7 +100,7 @@ sdcpp() {  # NAME TYPE SECONDS [FLAGS...]
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$log.mem" 2>/dev/null & mon=$!
     sleep 0.3
   fi
-  timeout "$limit" "$bin/bin/sd-cli" --diffusion-model "$conv/z_image.safetensors" --llm "$conv/qwen3.safetensors" \
+  timeout "$limit" "${SD_CLI:-$bin/bin/sd-cli}" --diffusion-model "$conv/z_image.safetensors" --llm "$conv/qwen3.safetensors" \
     --vae "$conv/vae.safetensors" -p "$prompt" --cfg-scale 1.0 --steps "$steps" -H "$size" -W "$size" --seed 0 \
     --type "$type" --eager-load --batch-count 2 -v -o "/tmp/sdcpp_$name.png" "$@" > "$log" 2>&1
   echo "rc $?" >> "$log"
@@ -111,8 +113,12 @@ limit() { local l=$(( $(left) - 5 )); echo $(( l > 240 ? 240 : (l < 10 ? 10 : l)
 if [ -e "$conv/z_image.safetensors" ]; then
   flags=(--diffusion-fa)  # as docs/z_image.md runs it
   if ! sdcpp f16 f16 "$(limit)" "${flags[@]}" && (( $(left) > 120 )); then
-    flags=()  # ggml's flash attention failed (it crashed on lavapipe): once more without it
-    sdcpp f16-nofa f16 "$(limit)" "${flags[@]}"
+    # On lavapipe ggml's flash attention crashed in the denoiser and its im2col VAE
+    # decode corrupted the heap; without --diffusion-fa and with --vae-conv-direct the
+    # whole run passed there. Once more without what failed.
+    if ! grep -q "sampling completed" "$out/sdcpp_f16.log"; then flags=()
+    else flags+=(--vae-conv-direct); fi
+    sdcpp f16-retry f16 "$(limit)" "${flags[@]}"
   fi
   if (( $(left) > 90 )); then sdcpp q8_0 q8_0 "$(limit)" "${flags[@]}"; else echo "== q8_0 skipped: $(left) s left"; fi
 fi
