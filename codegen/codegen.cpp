@@ -53,6 +53,7 @@ Status check_supported(const Graph& g) {
 }
 
 Status lower_node(Lowering& l, const Node& node) {
+  if (l.absorbed(node)) return Status::ok();
   Status s;
   Expected<bool> rows_written = lower_w8a8_rows(l, node);
   if (!rows_written) s = rows_written.status();

@@ -113,6 +113,10 @@ struct CodegenOptions {
   // (lower_w8a8_rows.cpp), and the linears run no row quantizer; false leaves the
   // quantizing to the linears (lower_gemm_int8.cpp), for tests and for measuring.
   bool w8a8_producer_rows = true;
+  // A per-head token RMS norm (the attention's q and k) writes the result of the
+  // permute to heads-major and the rope after it (lower_norm.cpp), and those two run no
+  // dispatch; false keeps the three, for tests and for measuring.
+  bool norm_rope = true;
   // The kernel cache's directory (kernel_cache.h): SPIR-V compiled by earlier processes
   // is read from there. "" takes default_kernel_cache_dir() (none unless the program
   // set one). compile() (compile/compile.h) fills it from its plan cache directory.

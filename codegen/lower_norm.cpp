@@ -20,6 +20,13 @@
 //               (Lowering::hold_scratch), so that none runs a quantizer
 //               (lower_gemm_int8.cpp); y itself only where something else reads it.
 //               CodegenOptions::w8a8_producer_rows = false leaves the rows to the linears.
+//               A per-head norm (x [T, H, D]: the attention's q and k) read only by a
+//               permute to [H, T, D] read only by a rope (ROPE) writes the rope's
+//               result itself, rotated as rope.comp rotates the f16 values the norm
+//               would store; the permute and the rope are absorbed (no dispatch). That
+//               result is written earlier than the memory plan placed it for, so it
+//               moves to scratch memory held until its last reader (the attention).
+//               CodegenOptions::norm_rope = false keeps the three.
 //   Both read rows as 4-vectors where C and the windows allow (VEC 4).
 //
 // Large tensors: every pass binds windows of x and y (a run of whole chunks / samples
@@ -33,6 +40,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 namespace strata::codegen {
@@ -242,6 +250,44 @@ Status lower_rms_norm(Lowering& l, const Node& node) {
 
 // ---- layer_norm ----------------------------------------------------------------
 
+// The permute {1, 0, 2} and the rope after a per-head token norm writing y (x [T, H, D],
+// no mul or residual), where nothing else reads their results and the rope's result is
+// stored as y is and row-major.
+struct RopeAfter {
+  const Node* permute = nullptr;
+  const Node* rope = nullptr;
+  const Node* last = nullptr;  // the last node reading the rope's result
+};
+std::optional<RopeAfter> rope_after(const Lowering& l, const Node& node, ValueId x, ValueId y) {
+  if (!l.options().norm_rope || node.inputs.size() > 2 || l.shape(x).size() != 3) return std::nullopt;
+  const Node* permute = l.sole_reader(y);
+  if (!permute || permute->op != Op::permute || permute->attrs.get_ints("perm") != std::vector<int64_t>{1, 0, 2})
+    return std::nullopt;
+  const Node* rope = l.sole_reader(permute->outputs[0]);
+  if (!rope || rope->op != Op::rope || rope->inputs[0] != permute->outputs[0]) return std::nullopt;
+  const ValueId r = rope->outputs[0], cos = rope->inputs[1], sin = rope->inputs[2];
+  const Shape& xs = l.shape(x);
+  const Shape table{xs[0], xs[2] / 2};
+  if (l.shape(cos) != table || l.shape(sin) != table || l.storage(cos) != l.storage(sin)) return std::nullopt;
+  for (ValueId v : {permute->outputs[0], r})
+    if (l.storage(v) != l.storage(y) || l.type(v).dtype != l.type(y).dtype || !is_row_major(l.type(v)))
+      return std::nullopt;
+  for (ValueId v : {r, cos, sin})
+    if (l.location(v).offset % 16 != 0 || l.location(v).bytes > l.target().max_storage_buffer_range)
+      return std::nullopt;
+  // r is written where the norm runs, before the rope, where the memory plan may have
+  // given its bytes to values in use until then: it moves to scratch memory held until
+  // its last reader (lower_layer_norm), and cannot be a graph output.
+  for (ValueId out : l.graph().outputs())
+    if (out == r) return std::nullopt;
+  const Node* last = nullptr;
+  for (const Node& n : l.graph().nodes())
+    for (ValueId in : n.inputs)
+      if (in == r) last = &n;
+  if (!last) return std::nullopt;
+  return RopeAfter{permute, rope, last};
+}
+
 // layer_norm and token_rms_norm (RMS = 1: no mean, no beta; its fused mul and
 // residual operands, passes/fuse_token_norm.cpp).
 Status lower_layer_norm(Lowering& l, const Node& node) {
@@ -287,6 +333,8 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
                      (l.storage(y) == DType::f16 || l.storage(y) == DType::f32) &&
                      q_bytes <= l.target().max_storage_buffer_range;
   const bool write_y = !quant || readers.others;
+  const std::optional<RopeAfter> rope =
+      rms && vec && runs.size() == 1 && !quant ? rope_after(l, node, x, y) : std::nullopt;
   // Lanes per row: about 4 elements (or 4-vectors) each for short rows, at least 8
   // lanes (rows of 128 as vectors: 8 lanes, 16 rows per workgroup), all 128 for rows
   // of more than 512 elements (more than 1024 as vectors): one row per workgroup.
@@ -321,17 +369,26 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
     if (has_mul) add_vec4_type_define(key.defines, "M_V", l.storage(mul));
     if (has_res) add_vec4_type_define(key.defines, "R_V", l.storage(res));
   }
+  if (rope) {
+    key.defines["ROPE"] = "1";
+    key.defines["T_V2"] = l.storage(rope->rope->inputs[1]) == DType::f16 ? "f16vec2" : "vec2";
+  }
   if (quant) {
     key.defines["QUANT"] = "1";
     key.defines["W8A8_CODES"] = "1";
     if (!write_y) key.defines["WRITE_Y"] = "0";
   }
-  key.bindings = 1 + has_gamma + has_beta + has_mul + has_res + write_y + quant;
-  key.push_constant_bytes = (quant ? 5 : 4) * 4;
+  key.bindings = 1 + has_gamma + has_beta + has_mul + has_res + 2 * rope.has_value() + write_y + quant;
+  key.push_constant_bytes = (4 + quant + 2 * rope.has_value()) * 4;
   key.workgroup_size = {kLayerNormWg, 1, 1};
   STRATA_ASSIGN_OR_RETURN(uint32_t pipe, l.pipeline(key));
 
   const float eps = static_cast<float>(node.attrs.get_float("eps", 1e-5));
+  if (rope) {
+    const ValueId r = rope->rope->outputs[0];
+    l.set_location(r, l.hold_scratch(node, l.location(r).bytes, fmt::format("rotated heads of value {}", r),
+                                     *rope->last));
+  }
   const Location q_rows = quant ? l.hold_scratch(node, q_bytes, w8a8_rows_name(y), *readers.last) : Location{};
   for (const Run& run : runs) {
     const Lowering::ElementWindow xw = l.element_window(x, run.first * cols, run.count * cols, Access::read);
@@ -340,6 +397,7 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
     PushConstants push;
     push.u32(static_cast<uint32_t>(cols)).u32(static_cast<uint32_t>(run.count)).u32(xw.base).f32(eps);
     if (quant) push.u32(static_cast<uint32_t>(w8a8_padded_k(static_cast<int64_t>(cols)) / 4));
+    if (rope) push.u32(static_cast<uint32_t>(xs[0])).u32(static_cast<uint32_t>(xs[1]));
     std::vector<runtime::BindingDesc> bindings = {xw.binding};
     if (has_gamma) bindings.push_back(l.bind(gamma, Access::read));
     if (has_beta) bindings.push_back(l.bind(beta, Access::read));
@@ -353,10 +411,20 @@ Status lower_layer_norm(Lowering& l, const Node& node) {
       STRATA_RETURN_IF_ERROR(check_same_base(l, node, xw, w));
       bindings.push_back(w.binding);
     }
-    if (write_y) bindings.push_back(yw.binding);
+    if (rope) {
+      bindings.push_back(l.bind(rope->rope->inputs[1], Access::read));
+      bindings.push_back(l.bind(rope->rope->inputs[2], Access::read));
+      bindings.push_back(l.bind(rope->rope->outputs[0], Access::write));
+    } else if (write_y) {
+      bindings.push_back(yw.binding);
+    }
     if (quant) bindings.push_back(Lowering::bind_scratch(q_rows, Access::write));
     l.dispatch(pipe, std::move(bindings), push, l.grid_1d(ceil_div(run.count, rows_per_group) * kLayerNormWg, kLayerNormWg),
                node);
+  }
+  if (rope) {
+    l.absorb(*rope->permute);
+    l.absorb(*rope->rope);
   }
   return Status::ok();
 }

@@ -33,20 +33,6 @@ struct Producer {
   const Node* last = nullptr;  // the last linear reading x
 };
 
-// The single node reading v, when v is no graph output.
-const Node* sole_reader(const Graph& g, ValueId v) {
-  for (ValueId out : g.outputs())
-    if (out == v) return nullptr;
-  const Node* reader = nullptr;
-  for (const Node& n : g.nodes())
-    for (ValueId in : n.inputs) {
-      if (in != v) continue;
-      if (reader) return nullptr;
-      reader = &n;
-    }
-  return reader;
-}
-
 std::optional<Producer> match(const Lowering& l, const Node& node) {
   const Graph& g = l.graph();
   const ValueId y = node.outputs[0];
@@ -58,7 +44,7 @@ std::optional<Producer> match(const Lowering& l, const Node& node) {
     return Producer{node.inputs, y, 0, readers.last};
   }
   if (node.op == Op::permute && node.attrs.get_ints("perm") == std::vector<int64_t>{1, 0, 2}) {
-    const Node* reshape = sole_reader(g, y);
+    const Node* reshape = l.sole_reader(y);
     if (!reshape || reshape->op != Op::reshape) return std::nullopt;
     const ValueId x = reshape->outputs[0];
     const Shape &ys = l.shape(y), &xs = l.shape(x);

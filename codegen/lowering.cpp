@@ -72,6 +72,19 @@ void Lowering::keep_scratch(std::string what, const Location& region) {
   kept_scratch_[std::move(what)] = region;
 }
 
+const Node* Lowering::sole_reader(ValueId v) const {
+  for (ValueId out : graph_.outputs())
+    if (out == v) return nullptr;
+  const Node* reader = nullptr;
+  for (const Node& n : graph_.nodes())
+    for (ValueId in : n.inputs) {
+      if (in != v) continue;
+      if (reader) return nullptr;
+      reader = &n;
+    }
+  return reader;
+}
+
 Location Lowering::hold_scratch(const Node& node, uint64_t bytes, std::string what, const Node& until) {
   const Location region = scratch(node, bytes);
   held_scratch_[std::move(what)] = Held{region, node_index(until)};

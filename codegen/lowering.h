@@ -37,6 +37,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,9 @@ public:
   const TensorType& type(ValueId v) const { return graph_.value(v).type; }
   const Shape& shape(ValueId v) const { return graph_.value(v).type.shape; }
 
-  // Where `v` lives and how it is stored (set by compile_plan before any family runs).
+  // Where `v` lives and how it is stored (set by compile_plan before any family runs;
+  // a family that writes a later node's result early moves it to held scratch memory,
+  // lower_norm.cpp's rotated heads).
   const Location& location(ValueId v) const { return locations_.at(static_cast<size_t>(v)); }
   void set_location(ValueId v, Location loc);
   DType storage(ValueId v) const { return storage_.at(static_cast<size_t>(v)); }
@@ -160,6 +163,16 @@ public:
   // The region kept or held under `what`, as `node` (the one being lowered) sees it.
   std::optional<Location> kept_scratch(const Node& node, const std::string& what) const;
 
+  // The one node reading `v`, when v is no graph output and one operand slot reads it.
+  const Node* sole_reader(ValueId v) const;
+  // The index of `node` in graph order (nodes lowered are the graph's own).
+  size_t node_index(const Node& node) const;
+
+  // A later node whose work a node's dispatches did (a norm writing the rotated heads
+  // its permute and rope would write): compile_plan lowers it to nothing.
+  void absorb(const Node& later) { absorbed_.insert(node_index(later)); }
+  bool absorbed(const Node& node) const { return absorbed_.count(node_index(node)) > 0; }
+
   // The pipeline for `key` (one per distinct key). A key with the F16 define makes
   // the plan require shaderFloat16 and storageBuffer16BitAccess. Its SPIR-V is filled
   // in by compile_pipelines().
@@ -204,8 +217,7 @@ private:
   };
   std::map<std::string, Held> held_scratch_;  // hold_scratch(); dropped once `until` is past
   uint64_t held_end_ = 0;                     // scratch() of other nodes starts here
-  // The index of `node` in graph order (nodes lowered are the graph's own).
-  size_t node_index(const Node& node) const;
+  std::set<size_t> absorbed_;                 // absorb(): node indices
 };
 
 Status lower_conv(Lowering& l, const Node& node);

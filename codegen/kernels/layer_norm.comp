@@ -32,16 +32,23 @@
 // GEMM reads the same bytes as after quantize_rows, and y need not be read back.
 // WRITE_Y = 0 leaves y unwritten (the W8A8 linears are its only readers).
 //
+// ROPE = 1 (VEC 4, RMS, no mul or residual; codegen/lower_norm.cpp): the per-head q or k
+// norm of a transformer's attention, x[T, H, D], with the permute to [H, T, D] and the
+// rope after it: row (t, h) is normalised, rounded to Y_T as the norm stores it, then
+// rotated as kernels/rope.comp rotates it (tables tcos, tsin [T, D/2] as T_V2 pairs)
+// and written to row (h, t) of y, the rope's result. Push constants tokens (T), heads
+// (H).
+//
 // A dispatch covers `rows` whole rows through windows of x, y (and an x-shaped mul
 // and the residual) whose element x_base is the first row's first element.
 //
 // Defines: WG (a power of two), LANES, HAS_GAMMA, HAS_BETA, HAS_MUL, MUL_ROW, HAS_RES,
 // RMS (0 / 1; default 0), VEC (1 | 4; default 1) with NV (vectors per lane), QUANT
-// (0 / 1) and WRITE_Y (0 / 1; default 1).
+// (0 / 1), WRITE_Y (0 / 1; default 1), ROPE (0 / 1) with T_V2.
 // X_T G_T BE_T M_T R_T Y_T: float | float16_t (default float); with VEC 4 also their
 // 4-vector types X_V G_V BE_V M_V R_V Y_V (vec4 | f16vec4); ROUND (common.glsl).
 // Bindings: x (read), [gamma (read)], [beta (read)], [mul (read)], [residual (read)],
-// [y (write)], [q (write): QUANT].
+// [cos, sin (read): ROPE], [y (write)], [q (write): QUANT].
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -65,6 +72,12 @@
 #endif
 #ifndef WRITE_Y
 #define WRITE_Y 1
+#endif
+#ifndef ROPE
+#define ROPE 0
+#endif
+#if ROPE && (VEC != 4 || QUANT || HAS_MUL || HAS_RES || !WRITE_Y)
+#error "layer_norm.comp: ROPE needs VEC 4, y, and no QUANT, mul or residual"
 #endif
 #if QUANT && VEC != 4
 #error "layer_norm.comp: QUANT needs VEC 4"
@@ -122,7 +135,8 @@
 #define B_BETA (B_GAMMA + HAS_GAMMA)
 #define B_MUL (B_BETA + HAS_BETA)
 #define B_RES (B_MUL + HAS_MUL)
-#define B_Y (B_RES + HAS_RES)
+#define B_TAB (B_RES + HAS_RES)
+#define B_Y (B_TAB + 2 * ROPE)
 #define B_Q (B_Y + WRITE_Y)
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
@@ -140,6 +154,10 @@ layout(std430, binding = B_MUL) readonly buffer MulBuf { MB mulv[]; };
 #if HAS_RES
 layout(std430, binding = B_RES) readonly buffer ResBuf { RB res[]; };
 #endif
+#if ROPE
+layout(std430, binding = B_TAB) readonly buffer CosBuf { T_V2 tcos[]; };
+layout(std430, binding = B_TAB + 1) readonly buffer SinBuf { T_V2 tsin[]; };
+#endif
 #if WRITE_Y
 layout(std430, binding = B_Y) writeonly buffer YBuf { YB y[]; };
 #endif
@@ -154,6 +172,9 @@ layout(push_constant) uniform Push {
   float eps;
 #if QUANT
   uint q_words;  // words of codes a row (KP / 4)
+#endif
+#if ROPE
+  uint tokens, heads;
 #endif
 } pc;
 
@@ -242,7 +263,16 @@ void main() {
     v += vec4(res[vfirst + i]);
 #endif
     const YB stored = YB(vec4(store_round(v.x), store_round(v.y), store_round(v.z), store_round(v.w)));
-#if WRITE_Y
+#if ROPE
+    {
+      const uint t = row / pc.heads, h = row - t * pc.heads, half_pairs = pc.cols / 4u;
+      const vec2 c = vec2(tcos[t * half_pairs + i]), s = vec2(tsin[t * half_pairs + i]);
+      const vec4 r = vec4(stored);
+      y[(h * pc.tokens + t) * half_pairs + i] =
+          YB(vec4(store_round(r.x * c.x - r.y * s.x), store_round(r.x * s.x + r.y * c.x),
+                  store_round(r.z * c.y - r.w * s.y), store_round(r.z * s.y + r.w * c.y)));
+    }
+#elif WRITE_Y
     y[vfirst + i] = stored;
 #endif
 #if QUANT
