@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -189,7 +190,13 @@ Status Tokenizer::Impl::load_added_tokens(const json& tokens) {
   if (!tokens.is_array()) return error("tokenizer '{}': added_tokens is not a list", path);
   for (const json& t : tokens) {
     AddedToken a;
-    a.id = t.at("id").get<int32_t>();
+    const json& id = t.at("id");
+    // A float or an out-of-range integer converted to int32 is undefined behaviour, or
+    // silently another id: only an integer id in [0, 2^31) is taken.
+    if (!id.is_number_integer() || (id.is_number_unsigned() ? id.get<uint64_t>() > uint64_t(INT32_MAX)
+                                                            : id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX))
+      return error("tokenizer '{}': added token id {} is not an integer from 0 to {}", path, id.dump(), INT32_MAX);
+    a.id = static_cast<int32_t>(id.get<int64_t>());
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);
     a.lstrip = t.value("lstrip", false);

@@ -1,5 +1,6 @@
 #include "text/tokenizer_json.h"
 
+#include <cstdint>
 #include <fstream>
 
 namespace strata {
@@ -29,8 +30,11 @@ public:
         return !in("vocab", true);  // the entry goes to the table, not the tree
       case json::parse_event_t::value:
         if (in("vocab", true)) {
-          if (parsed.is_number_integer()) out_.vocab.emplace(key_, parsed.get<int32_t>());
-          else note(fmt::format("vocabulary entry '{}' is not an integer id", key_));
+          const bool id = parsed.is_number_integer() &&
+                          (parsed.is_number_unsigned() ? parsed.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                                       : parsed.get<int64_t>() >= 0 && parsed.get<int64_t>() <= INT32_MAX);
+          if (id) out_.vocab.emplace(key_, static_cast<int32_t>(parsed.get<int64_t>()));
+          else note(fmt::format("vocabulary entry '{}' is not an integer id from 0 to {}", key_, INT32_MAX));
           return false;
         }
         if (in("merges", false)) {

@@ -207,6 +207,21 @@ TEST(Tokenizer, RefusesOtherTokenizerKinds) {
   j["model"]["vocab"]["q"] = "seven";
   EXPECT_NE(load_error(dir, j).find("vocabulary entry 'q' is not an integer id"), std::string::npos);
 
+  // Ids that are not an int32 (a float, or out of range) are refused, not converted:
+  // 7e60 as an int was undefined behaviour (found by the tokenizer fuzzer).
+  for (const json& id : {json(7e60), json(2.5), json(int64_t{1} << 40), json(-1)}) {
+    SCOPED_TRACE(id.dump());
+    j = tiny_tokenizer::tokenizer_json();
+    j["model"]["vocab"]["q"] = id;
+    EXPECT_NE(load_error(dir, j).find("vocabulary entry 'q' is not an integer id from 0 to 2147483647"),
+              std::string::npos);
+    j = tiny_tokenizer::tokenizer_json();
+    j["added_tokens"][0]["id"] = id;
+    const std::string msg = load_error(dir, j);
+    EXPECT_NE(msg.find("added token id " + id.dump() + " is not an integer from 0 to 2147483647"), std::string::npos)
+        << msg;
+  }
+
   j = tiny_tokenizer::tokenizer_json();
   j["model"].erase("vocab");
   EXPECT_NE(load_error(dir, j).find("model.vocab is not an object"), std::string::npos);
