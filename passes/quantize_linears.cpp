@@ -51,7 +51,8 @@ struct Smoothing {
 // new gain's name, or nullopt when a weight is missing or of another shape.
 Expected<std::optional<Smoothing>> smooth(Graph& g, PassContext& ctx, size_t ni, const std::vector<size_t>& readers) {
   const Node& norm = g.nodes()[ni];
-  const Value& gv = g.value(norm.inputs[1]);
+  // A copy: g.add_constant below grows the value table, which a reference would outlive.
+  const Value gv = g.value(norm.inputs[1]);
   STRATA_ASSIGN_OR_RETURN(TensorView gview, ctx.weights.get(gv.weight));
   const std::vector<float> gamma = gview.to_f32();
   const int64_t c = static_cast<int64_t>(gamma.size());

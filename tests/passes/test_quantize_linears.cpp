@@ -145,7 +145,8 @@ void add_outliers(Graph& g, WeightStore& store) {
     bool only_linears = !uses.readers[static_cast<size_t>(y)].empty();
     for (size_t r : uses.readers[static_cast<size_t>(y)]) {
       const Node& rn = g.nodes()[r];
-      only_linears = only_linears && rn.op == Op::linear && rn.inputs[0] == y;
+      only_linears = only_linears && rn.op == Op::linear && rn.inputs.size() > 1 && rn.inputs[0] == y;
+      if (!only_linears) break;  // a reader of one input has no inputs[1] to read
       linear_weights.push_back(rn.inputs[1]);
     }
     if (!only_linears) continue;
