@@ -33,7 +33,7 @@
 # building shaderc takes ~45 min on 2 shared cores).
 # PEERS_WORK (default /work/peers) is where sources are unpacked and built;
 # PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
-# receives peers.tar.xz and tokenizer/ (the one sd-cli was built with). Build steps
+# receives peers.tar.xz (test-backend-ops), sdcpp.tar.xz (sd-cli) and tokenizer/ (the one sd-cli was built with). Build steps
 # run niced with PEERS_JOBS (default 2) jobs.
 # Each step is skipped when its output exists; delete PEERS_WORK to start over.
 #
@@ -199,5 +199,12 @@ rm -rf "$PACK/tokenizer"; mkdir -p "$PACK/tokenizer"; cp "$TOK"/* "$PACK/tokeniz
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
   echo "glslc: $("$PREFIX/bin/glslc" --version | tr '\n' ' ')"
   echo "sd-cli's tokenizer vocabularies are stand-ins:"; sed 's/^sdcpp_vocab.py: /  /' "$WORK/sdcpp-vocab.txt"; } > "$T/VERSIONS"
-tar -C "$T" -cf - . | $NICE xz -6 -T"$JOBS" > "$PACK/peers.tar.xz"
-ls -l "$PACK/peers.tar.xz"
+# Two tarballs, one per device script: with .gpu/ and the tracked files a call carries at
+# most 64 MiB, which both binaries together would overrun.
+for part in peers:test-backend-ops sdcpp:sd-cli; do
+    name=${part%%:*} bin=${part#*:}
+    P=$WORK/pack-$name; rm -rf "$P"; mkdir -p "$P/bin"
+    cp "$T/VERSIONS" "$P/"; cp "$T/bin/$bin" "$P/bin/"
+    tar -C "$P" -cf - . | $NICE xz -6 -T"$JOBS" > "$PACK/$name.tar.xz"
+    ls -l "$PACK/$name.tar.xz"
+done

@@ -8,7 +8,9 @@
 #                   tokenizer sd-cli was built with -> benchmarks/peers/pack/)
 #               cmake --build build-gpu --target strata && ../shared/gpu/stage.sh build-gpu/strata
 #               .pydeps/diffusers*.tar.gz        (as for benchmarks/prompt_to_image.sh)
-# device run, carry [".gpu", ".pydeps", "benchmarks/peers/pack"], command:
+# device run, carry [".gpu", ".pydeps", "benchmarks/peers/pack/sdcpp.tar.xz",
+#   "benchmarks/peers/pack/debs", "benchmarks/peers/pack/tokenizer"] (with the programs in
+#   .gpu xz-compressed: benchmarks/python_overhead.sh compress), command:
 #               bash benchmarks/peers/sdcpp_zimage.sh
 #
 # Steps, each under its own timeout, all within BUDGET_S (default 530 s):
@@ -50,7 +52,7 @@ smi() { command -v nvidia-smi >/dev/null && nvidia-smi "$@"; }
 ldconfig -p | grep -q libvulkan.so.1 || { for f in "$pack"/debs/*.deb; do dpkg -x "$f" /; done; ldconfig; }
 [ -e /usr/share/vulkan/icd.d/nvidia_icd.json ] || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 bin=/tmp/peers; rm -rf "$bin"; mkdir -p "$bin"
-xz -dc "$pack/peers.tar.xz" | tar -x -C "$bin"
+xz -dc "$pack/sdcpp.tar.xz" | tar -x -C "$bin"
 [ -x "$bin/bin/sd-cli" ] || { echo "sdcpp_zimage.sh: the pack has no sd-cli (run build.sh)" >&2; exit 1; }
 { cat "$bin/VERSIONS"; smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
   df -h /tmp; nproc; } 2>&1 | tee "$out/card.txt"
