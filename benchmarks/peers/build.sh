@@ -167,7 +167,9 @@ fi
 #    token count matters for timing), and the other models' tokenizers (T5, UMT5,
 #    Mistral, Gemma, GPT-OSS) are empty. Any other missing source file stops the build.
 D=$WORK/src/sdcpp
+# The zimage_pipeline case's tokenizer: ../shared's, else the repository's copy of it.
 TOK=${PEERS_TOKENIZER:-$ROOT/../shared/cases/zimage_pipeline/tokenizer}
+[[ -n ${PEERS_TOKENIZER:-} || -f $TOK/tokenizer.json ]] || TOK=$ROOT/tests/data/cases/zimage_pipeline/tokenizer
 R=$(find_repo leejet stable-diffusion.cpp)
 git -C "$R" ls-tree -r $SDCPP_COMMIT | awk -F'\t' '{split($1, a, " "); if (a[2] == "blob") print a[3] "\t" $2}' > "$WORK/sdcpp-tree.txt"
 cut -f1 "$WORK/sdcpp-tree.txt" | git -C "$R" cat-file --batch-check | paste - "$WORK/sdcpp-tree.txt" |
