@@ -167,7 +167,9 @@ TEST(PromptToImageSchedule, SigmasAndTimestepsAreDiffusers) {
   std::ostringstream log;
   auto config = zimage_scheduler_config(dir->transformer, log);
   ASSERT_TRUE(config) << config.message();
-  for (const nlohmann::json& run : case_json()["runs"]) {
+  // Held: a range-for over case_json()["runs"] would iterate a temporary already freed.
+  const nlohmann::json cases = case_json();
+  for (const nlohmann::json& run : cases["runs"]) {
     const int64_t steps = run["steps"].get<int64_t>();
     auto s = flow_match_schedule_from_sigmas(*config, zimage_default_sigmas(steps), 24);
     ASSERT_TRUE(s) << s.message();
