@@ -58,7 +58,7 @@ pid_t temporary_owner(const std::string& name) {
     if (dot == std::string::npos || dot == pid_at) return 0;
     pid_t pid = 0;
     for (size_t i = pid_at; i < dot; ++i) {
-      if (name[i] < '0' || name[i] > '9' || pid > 1'000'000'000) return 0;
+      if (name[i] < '0' || name[i] > '9' || pid > 100'000'000) return 0;  // no int overflow below
       pid = pid * 10 + (name[i] - '0');
     }
     return pid;
