@@ -385,8 +385,9 @@ Status LoadedProgram::replay(std::string_view plan) {
 // 616 MB of tile stacks per run.
 constexpr uint64_t kOutputsMadeDuringTheRun = 4ull << 20;
 
-Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, const std::vector<Tensor>& inputs) {
-  const runtime::Plan& p = plan();
+Expected<std::pair<runtime::EntryDesc, std::vector<std::span<const std::byte>>>> LoadedProgram::entry_inputs(
+    std::string_view plan_name, const std::vector<Tensor>& inputs) const {
+  const runtime::Plan& p = executor_->plan();
   // With ranks the executor's entries are segments; the caller names the compiled ones.
   const std::vector<runtime::EntryDesc> entries = rank_plan_ ? runtime::entry_list(program_.plan) : executor_->entries();
   const runtime::EntryDesc* entry = nullptr;
@@ -408,6 +409,37 @@ Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, con
                    inputs[i].data.size(), shape_str(io.shape));
     in.push_back(std::as_bytes(std::span(inputs[i].data)));
   }
+  return std::make_pair(*entry, std::move(in));
+}
+
+Expected<LoadedProgram::HeldRun> LoadedProgram::run_held(std::string_view plan_name, const std::vector<Tensor>& inputs) {
+  HeldRun out;
+  if (rank_plan_) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, run(plan_name, inputs));
+    auto owned = std::make_shared<std::vector<Tensor>>(std::move(tensors));
+    for (Tensor& t : *owned) out.outputs.push_back(HeldTensor{t.shape, std::span(t.data)});
+    out.owner = std::move(owned);
+    return out;
+  }
+  STRATA_ASSIGN_OR_RETURN(auto entry_in, entry_inputs(plan_name, inputs));
+  const auto& [entry, in] = entry_in;
+  STRATA_ASSIGN_OR_RETURN(runtime::HeldOutputs held, executor_->run_held(entry.name, in));
+  for (size_t i = 0; i < held.outputs.size(); ++i) {
+    const runtime::TensorIO& io = plan().outputs[entry.outputs[i]];
+    const std::span<std::byte> bytes = held.outputs[i];
+    if (bytes.size() != static_cast<size_t>(num_elements(io.shape)) * sizeof(float))
+      return error("output '{}': {} bytes for {} f32 values", io.name, bytes.size(), num_elements(io.shape));
+    out.outputs.push_back(HeldTensor{io.shape, std::span(reinterpret_cast<float*>(bytes.data()), bytes.size() / sizeof(float))});
+  }
+  out.owner = std::move(held.owner);
+  return out;
+}
+
+Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, const std::vector<Tensor>& inputs) {
+  const runtime::Plan& p = plan();
+  STRATA_ASSIGN_OR_RETURN(auto entry_in, entry_inputs(plan_name, inputs));
+  const runtime::EntryDesc* entry = &entry_in.first;
+  const std::vector<std::span<const std::byte>>& in = entry_in.second;
   std::vector<Tensor> outputs;
   auto make_outputs = [&] {
     for (uint32_t o : entry->outputs) outputs.emplace_back(p.outputs[o].shape);
@@ -436,7 +468,10 @@ Expected<std::vector<Tensor>> LoadedProgram::run(std::string_view plan_name, con
     STRATA_RETURN_IF_ERROR(executor_->run(entry->name, in, out));
     return outputs;
   }
-  const RankPlan::Entry& split = rank_plan_->entries[static_cast<size_t>(entry - entries.data())];
+  const std::vector<runtime::EntryDesc> entries = runtime::entry_list(program_.plan);
+  size_t index = 0;
+  while (index < entries.size() && entries[index].name != entry->name) ++index;
+  const RankPlan::Entry& split = rank_plan_->entries[index];
   for (size_t k = 0; k < split.segments.size(); ++k) {
     const bool first = k == 0, last = k + 1 == split.segments.size();
     STRATA_RETURN_IF_ERROR(executor_->run(rank_plan_->plan.entries[split.segments[k]].name,

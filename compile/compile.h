@@ -104,6 +104,19 @@ public:
   // in order. States it writes take their new values when it ends.
   Expected<std::vector<Tensor>> run(std::string_view plan, const std::vector<Tensor>& inputs);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) { return run("", inputs); }
+  // run() with the outputs left in host memory the result holds (the device's readback
+  // buffer on a discrete GPU: runtime::Executor::run_held), for a caller that hands
+  // them on without a copy (a NumPy array). Each output's f32 values in its logical
+  // shape, valid while `owner` lives. With ranks: run()'s tensors, held the same way.
+  struct HeldTensor {
+    Shape shape;
+    std::span<float> values;
+  };
+  struct HeldRun {
+    std::vector<HeldTensor> outputs;
+    std::shared_ptr<void> owner;
+  };
+  Expected<HeldRun> run_held(std::string_view plan, const std::vector<Tensor>& inputs);
   // The plan's last run again on the device alone (runtime::Executor::replay). Not
   // with ranks (a run there is several submits with exchanges between them).
   Status replay(std::string_view plan = "");
@@ -122,6 +135,9 @@ public:
 
 private:
   LoadedProgram() = default;
+  // run()'s checks: the entry named `plan` and its inputs as bytes.
+  Expected<std::pair<runtime::EntryDesc, std::vector<std::span<const std::byte>>>> entry_inputs(
+      std::string_view plan, const std::vector<Tensor>& inputs) const;
   Program program_;
   std::unique_ptr<runtime::Executor> executor_;
   std::optional<RankPlan> rank_plan_;

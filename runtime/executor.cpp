@@ -159,10 +159,14 @@ Status Executor::Impl::create_buffers() {
   return Status::ok();
 }
 
-Status Executor::Impl::submit_and_wait(VkCommandBuffer cb, const std::string& what) {
+Status Executor::Impl::submit_and_wait(std::initializer_list<VkCommandBuffer> cbs, const std::string& what) {
+  VkCommandBuffer list[2];
+  uint32_t count = 0;
+  for (VkCommandBuffer cb : cbs)
+    if (cb != VK_NULL_HANDLE && count < std::size(list)) list[count++] = cb;
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &cb;
+  submit.commandBufferCount = count;
+  submit.pCommandBuffers = list;
   VkResult r = guarded(FaultSite::queue_submit, [&] { return vkQueueSubmit(device->queue(), 1, &submit, fence); });
   if (r == VK_SUCCESS)
     r = guarded(FaultSite::wait_for_fence, [&] { return vkWaitForFences(vk(), 1, &fence, VK_TRUE, UINT64_MAX); });
@@ -485,7 +489,8 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
   last_ = -1;
   for (size_t i = 0; i < inputs.size(); ++i)
     host_copy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
-  STRATA_RETURN_IF_ERROR(m.submit_and_wait(m.command_buffers[entry], fmt::format("running plan '{}'", e.name)));
+  STRATA_RETURN_IF_ERROR(m.submit_and_wait({m.command_buffers[entry], m.output_copies[entry]},
+                                           fmt::format("running plan '{}'", e.name)));
   const std::vector<std::span<std::byte>> outputs = outputs_after_wait();
   STRATA_RETURN_IF_ERROR(check_outputs(plan, e, outputs, "run"));
   for (size_t i = 0; i < outputs.size(); ++i)
@@ -495,6 +500,91 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
   ++submissions_[entry];
   last_ = static_cast<int64_t>(entry);
   return Status::ok();
+}
+
+// Free buffers beyond the spares go first, then the first free one is taken (or one
+// made), with the copies for `entry` recorded into it at its first use by that entry.
+Expected<Executor::Impl::HeldTake> Executor::Impl::take_held(size_t entry) {
+  size_t free_seen = 0;
+  for (auto it = held.begin(); it != held.end();) {
+    if (it->readback.use_count() == 1 && ++free_seen > Executor::kSpareHeldReadbacks + 1) {
+      for (VkCommandBuffer cb : it->copies)
+        if (cb != VK_NULL_HANDLE) vkFreeCommandBuffers(vk(), command_pool, 1, &cb);
+      it = held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto slot = std::find_if(held.begin(), held.end(), [](const HeldSlot& h) { return h.readback.use_count() == 1; });
+  if (slot == held.end()) {
+    auto memory = std::make_shared<HeldReadback>();
+    memory->device = device;
+    STRATA_ASSIGN_OR_RETURN(memory->buffer,
+                            DeviceBuffer::create(*device, readback.size(), MemoryUse::readback, "held output staging"));
+    held.push_back(HeldSlot{std::move(memory), std::vector<VkCommandBuffer>(entries.size(), VK_NULL_HANDLE)});
+    slot = held.end() - 1;
+  }
+  if (slot->copies[entry] == VK_NULL_HANDLE) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = command_pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    STRATA_RETURN_IF_ERROR(vk_check(
+        guarded(FaultSite::allocate_command_buffers, [&] { return vkAllocateCommandBuffers(vk(), &ai, &cb); }),
+        "vkAllocateCommandBuffers", "allocating the held outputs' copies"));
+    slot->copies[entry] = cb;
+    STRATA_RETURN_IF_ERROR(record_output_copies(entry, cb, slot->readback->buffer));
+  }
+  return HeldTake{slot->readback, slot->copies[entry]};
+}
+
+Expected<HeldOutputs> Executor::run_held(std::string_view plan_name, const std::vector<std::span<const std::byte>>& inputs) {
+  Impl& m = *impl_;
+  const Plan& plan = m.plan;
+  if (m.device->lost())
+    return error("run: device '{}' was lost earlier; reopen it", m.device->info().name);
+  STRATA_ASSIGN_OR_RETURN(size_t entry, m.find_entry(plan_name, "run"));
+  const EntryDesc& e = m.entries[entry];
+  STRATA_RETURN_IF_ERROR(check_run_inputs(plan, e, inputs));
+  struct Storage {
+    std::shared_ptr<HeldReadback> staged;  // the pool's buffer, while the outputs are held
+    std::vector<std::byte> copied;         // the outputs in mapped device memory
+  };
+  auto storage = std::make_shared<Storage>();
+  VkCommandBuffer copies = VK_NULL_HANDLE;
+  uint64_t copied_bytes = 0;
+  for (uint32_t o : e.outputs)
+    if (!m.output_slots[o].staged) copied_bytes += plan.outputs[o].bytes;
+  if (m.output_copies[entry] != VK_NULL_HANDLE) {
+    STRATA_ASSIGN_OR_RETURN(Impl::HeldTake take, m.take_held(entry));
+    storage->staged = std::move(take.readback);
+    copies = take.copies;
+  }
+  ran_[entry] = false;
+  last_ = -1;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    host_copy(m.input_slots[e.inputs[i]].host, inputs[i].data(), inputs[i].size());
+  STRATA_RETURN_IF_ERROR(m.submit_and_wait({m.command_buffers[entry], copies}, fmt::format("running plan '{}'", e.name)));
+  storage->copied.resize(copied_bytes);
+  HeldOutputs held;
+  uint64_t at = 0;
+  for (uint32_t o : e.outputs) {
+    const IoSlot& slot = m.output_slots[o];
+    const uint64_t bytes = plan.outputs[o].bytes;
+    if (slot.staged) {
+      held.outputs.emplace_back(reinterpret_cast<std::byte*>(storage->staged->buffer.mapped() + slot.staging_offset), bytes);
+    } else {
+      host_copy(storage->copied.data() + at, slot.host, bytes);
+      held.outputs.emplace_back(storage->copied.data() + at, bytes);
+      at += bytes;
+    }
+  }
+  held.owner = std::move(storage);
+  if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
+  ran_[entry] = true;  // the inputs are in place for replay(); read_outputs() reads the last run()'s
+  ++submissions_[entry];
+  return held;
 }
 
 Status Executor::replay() { return replay(""); }
@@ -509,7 +599,8 @@ Status Executor::replay(std::string_view plan_name) {
   // itself; on mapped memory the inputs are the device buffers run() wrote.
   last_ = -1;
   STRATA_RETURN_IF_ERROR(
-      m.submit_and_wait(m.command_buffers[entry], fmt::format("replaying plan '{}'", m.entries[entry].name)));
+      m.submit_and_wait({m.command_buffers[entry], m.output_copies[entry]},
+                        fmt::format("replaying plan '{}'", m.entries[entry].name)));
   if (m.query_pool) STRATA_RETURN_IF_ERROR(m.read_profile(entry));
   ++submissions_[entry];
   last_ = static_cast<int64_t>(entry);
@@ -561,6 +652,7 @@ uint64_t Executor::device_bytes() const {
 uint64_t Executor::host_bytes() const {
   uint64_t total = impl_->upload.size() + impl_->readback.size() + impl_->window_read_staging.size() +
                    impl_->window_write_staging.size();
+  for (const Impl::HeldSlot& h : impl_->held) total += h.readback->buffer.size();
   for (size_t i = 0; i < impl_->buffers.size(); ++i)
     if (impl_->plan.buffers[i].usage == BufferUsage::host_activations) total += impl_->buffers[i].size();
   return total;

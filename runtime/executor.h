@@ -19,8 +19,10 @@
 //   - one primary command buffer per plan of the program (entry_list(plan): one for a
 //     plan compiled from one graph) holding, in order: a barrier against the previous
 //     run, the plan's input copies, its dispatches with the barriers of
-//     plan_barriers() over its range (runtime/barriers.h), its state write-backs and
-//     its output copies; plus one VkFence.
+//     plan_barriers() over its range (runtime/barriers.h) and its state write-backs;
+//     and one more per plan with staged outputs, submitted with it, that copies them
+//     into the readback staging buffer (run_held() records such a copy per pool
+//     buffer); plus one VkFence.
 //   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
@@ -155,6 +157,15 @@ struct Profile {
   std::vector<double> dispatch_us;   // one per plan dispatch
 };
 
+// The outputs of a run_held(): one span per output of the plan that ran, in host
+// memory that `owner` keeps. Valid while any copy of `owner` lives, also after the
+// Executor is destroyed; the Executor writes that memory again only once every copy is
+// gone.
+struct HeldOutputs {
+  std::vector<std::span<std::byte>> outputs;
+  std::shared_ptr<void> owner;
+};
+
 class Executor {
 public:
   // Builds everything listed at the top of this file and uploads the weights.
@@ -204,6 +215,20 @@ public:
   using OutputsAfterWait = std::function<std::vector<std::span<std::byte>>()>;
   Status run(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs,
              const OutputsAfterWait& outputs);
+
+  // run() without the host copy of the outputs, for a caller that hands them on (a
+  // NumPy array). Where the outputs are staged (memory the host cannot map: a
+  // discrete GPU), the device copies them into a readback buffer of a pool, which the
+  // result holds: the host copies nothing. A buffer goes back to the pool when its
+  // last holder is gone; the pool makes one when none is free (vkCreateBuffer,
+  // vkAllocateMemory, and the copies' command buffer at its first use by a plan) and
+  // keeps at most kSpareHeldReadbacks free ones. Outputs in mapped device memory
+  // (unified memory) are copied into host memory the result holds, as run() copies
+  // them. replay() can follow (the inputs are in place); read_outputs() cannot
+  // (these outputs are not where it reads). Errors as run(), and those of making a
+  // pool buffer ("allocating buffer 'held output staging' of N bytes").
+  static constexpr size_t kSpareHeldReadbacks = 2;
+  Expected<HeldOutputs> run_held(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs);
 
   // One replay without host-side copies: vkQueueSubmit of the recorded command
   // buffer, vkWaitForFences, vkResetFences (as run() does), on the inputs the last
@@ -264,7 +289,8 @@ public:
   // Bytes of memory this executor keeps allocated (the weight staging buffer lives
   // only during create): device_bytes, every plan buffer but host_activations (on a
   // discrete GPU, its memory: what a decode holds besides pipelines); host_bytes, the
-  // host_activations buffers and the input, output and window staging buffers.
+  // host_activations buffers, the input, output and window staging buffers and
+  // run_held()'s pool (the buffers it keeps, held or free).
   uint64_t device_bytes() const;
   uint64_t host_bytes() const;
 

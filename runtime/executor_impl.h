@@ -8,6 +8,8 @@
 #include <vulkan/vulkan.h>
 
 #include <functional>
+#include <initializer_list>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <string>
@@ -26,6 +28,13 @@ struct IoSlot {
   uint8_t* host = nullptr;      // host pointer to this input's / output's bytes
   bool staged = false;          // true: `host` points into a staging buffer
   uint64_t staging_offset = 0;  // its offset in that staging buffer
+};
+
+// A readback buffer of run_held()'s pool, shared with the HeldOutputs made from it;
+// it keeps the device open for as long as it lives, beyond the Executor.
+struct HeldReadback {
+  std::shared_ptr<Device> device;  // declared first: destroyed after the buffer
+  DeviceBuffer buffer;
 };
 
 struct Executor::Impl {
@@ -48,6 +57,15 @@ struct Executor::Impl {
   VkCommandPool command_pool = VK_NULL_HANDLE;
   std::vector<EntryDesc> entries;                // entry_list(plan)
   std::vector<VkCommandBuffer> command_buffers;  // one per entry
+  // Per entry: the copies of its staged outputs into `readback`, submitted after its
+  // command buffer (VK_NULL_HANDLE where it has none).
+  std::vector<VkCommandBuffer> output_copies;
+  // run_held()'s pool: a buffer is free while the pool holds its only reference.
+  struct HeldSlot {
+    std::shared_ptr<HeldReadback> readback;
+    std::vector<VkCommandBuffer> copies;  // per entry, recorded at its first use
+  };
+  std::vector<HeldSlot> held;
   VkFence fence = VK_NULL_HANDLE;
   // profile only: per entry e, timestamps first_dispatch + e .. first_dispatch + e + count
   // (dispatches + entries in all).
@@ -69,7 +87,9 @@ struct Executor::Impl {
   // executor.cpp
   Status check_device_limits() const;
   Status create_buffers();
-  Status submit_and_wait(VkCommandBuffer cb, const std::string& what);
+  // Submits the command buffers in order (VK_NULL_HANDLE ones left out), one
+  // vkQueueSubmit, and waits for the fence.
+  Status submit_and_wait(std::initializer_list<VkCommandBuffer> cbs, const std::string& what);
   Status read_profile(size_t entry);
   // The entry named `name` ("" names the only one, for single-plan programs).
   Expected<size_t> find_entry(std::string_view name, const char* what) const;
@@ -103,6 +123,17 @@ struct Executor::Impl {
   Status upload_weights(const WeightSource& source);
   Status record();
   Status record_entry(size_t entry);
+  // Records into `cb` the copies of entry's staged outputs into `target`, laid out as
+  // in `readback`, with the barriers before (kernels and state copies done) and after
+  // (visible to the host).
+  Status record_output_copies(size_t entry, VkCommandBuffer cb, const DeviceBuffer& target);
+  // A free buffer of run_held()'s pool and its copies for `entry`, made when none is
+  // free; free buffers beyond Executor::kSpareHeldReadbacks are released.
+  struct HeldTake {
+    std::shared_ptr<HeldReadback> readback;
+    VkCommandBuffer copies = VK_NULL_HANDLE;
+  };
+  Expected<HeldTake> take_held(size_t entry);
 };
 
 }  // namespace strata::runtime

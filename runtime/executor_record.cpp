@@ -1,4 +1,4 @@
-// Executor: command pool, fence, query pool; the one recorded command buffer; and
+// Executor: command pool, fence, query pool; the recorded command buffers; and
 // the one-time submissions at load (zero fill, weight upload).
 #include "runtime/executor_impl.h"
 #include "runtime/fault.h"
@@ -47,11 +47,14 @@ Status Executor::Impl::create_commands() {
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = command_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = static_cast<uint32_t>(entries.size());
-  command_buffers.assign(entries.size(), VK_NULL_HANDLE);
+  // Per entry, its command buffer and its output copies', in one allocation.
+  ai.commandBufferCount = static_cast<uint32_t>(2 * entries.size());
+  std::vector<VkCommandBuffer> all(2 * entries.size(), VK_NULL_HANDLE);
   STRATA_RETURN_IF_ERROR(vk_check(guarded(FaultSite::allocate_command_buffers,
-                                          [&] { return vkAllocateCommandBuffers(vk(), &ai, command_buffers.data()); }),
+                                          [&] { return vkAllocateCommandBuffers(vk(), &ai, all.data()); }),
                                   "vkAllocateCommandBuffers", "allocating the command buffers"));
+  command_buffers.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(entries.size()));
+  output_copies.assign(all.begin() + static_cast<std::ptrdiff_t>(entries.size()), all.end());
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   STRATA_RETURN_IF_ERROR(
       vk_check(guarded(FaultSite::create_fence, [&] { return vkCreateFence(vk(), &fi, nullptr, &fence); }),
@@ -68,7 +71,14 @@ Status Executor::Impl::create_commands() {
 }
 
 Status Executor::Impl::record() {
-  for (size_t e = 0; e < entries.size(); ++e) STRATA_RETURN_IF_ERROR(record_entry(e));
+  for (size_t e = 0; e < entries.size(); ++e) {
+    STRATA_RETURN_IF_ERROR(record_entry(e));
+    bool staged = false;
+    for (uint32_t i : entries[e].outputs) staged = staged || output_slots[i].staged;
+    // Left unrecorded and unsubmitted where the entry stages no output.
+    if (staged) STRATA_RETURN_IF_ERROR(record_output_copies(e, output_copies[e], readback));
+    else output_copies[e] = VK_NULL_HANDLE;
+  }
   return Status::ok();
 }
 
@@ -81,10 +91,10 @@ Status Executor::Impl::record() {
 //     buffer barriers for the ranges written since the previous barrier);
 //  4. after the last dispatch, a global barrier compute -> transfer/host so outputs
 //     and state write-backs can be copied, or outputs read through mapped memory
-//     (it also orders the state copies after every kernel that reads a state);
-//  5. after the output copies, transfer -> host for the readback staging buffer.
+//     (it also orders the state copies after every kernel that reads a state).
 // The state write-backs copy into the state windows after that barrier; the next
-// run's barrier 1 makes them visible to its kernels.
+// run's barrier 1 makes them visible to its kernels. The staged outputs are copied
+// by the next command buffer of the same submission (record_output_copies).
 Status Executor::Impl::record_entry(size_t entry) {
   const EntryDesc& e = entries[entry];
   VkCommandBuffer cb = command_buffers[entry];
@@ -157,19 +167,28 @@ Status Executor::Impl::record_entry(size_t entry) {
     VkBufferCopy region{w.offset, st.offset, st.bytes};
     vkCmdCopyBuffer(cb, buffers[w.buffer].handle(), buffers[st.buffer].handle(), 1, &region);
   }
-  bool staged_out = false;
+  return vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", what);
+}
+
+// Submitted right after the entry's command buffer, whose last barrier (4 above) made
+// the kernels' writes visible to transfers; this one waits for its state copies too
+// (a pure ordering: outputs and state windows do not overlap).
+Status Executor::Impl::record_output_copies(size_t entry, VkCommandBuffer cb, const DeviceBuffer& target) {
+  const EntryDesc& e = entries[entry];
+  const std::string what = fmt::format("recording the output copies of plan '{}'", e.name);
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  STRATA_RETURN_IF_ERROR(vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what));
+  VkMemoryBarrier before = memory_barrier(VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                                          VK_ACCESS_TRANSFER_READ_BIT);
+  vkCmdPipelineBarrier(cb, kCompute | kTransfer, kTransfer, 0, 1, &before, 0, nullptr, 0, nullptr);
   for (uint32_t i : e.outputs) {
     if (!output_slots[i].staged) continue;
     const TensorIO& io = plan.outputs[i];
     VkBufferCopy region{io.offset, output_slots[i].staging_offset, io.bytes};
-    vkCmdCopyBuffer(cb, buffers[io.buffer].handle(), readback.handle(), 1, &region);
-    staged_out = true;
+    vkCmdCopyBuffer(cb, buffers[io.buffer].handle(), target.handle(), 1, &region);
   }
-  if (staged_out) {
-    VkMemoryBarrier host = memory_barrier(VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT);
-    vkCmdPipelineBarrier(cb, kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, nullptr, 0,
-                         nullptr);
-  }
+  VkMemoryBarrier host = memory_barrier(VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT);
+  vkCmdPipelineBarrier(cb, kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, nullptr, 0, nullptr);
   return vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", what);
 }
 
@@ -200,7 +219,7 @@ Status Executor::Impl::submit_once(const std::function<void(VkCommandBuffer)>& b
                          nullptr);
     s = vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer", what);
   }
-  if (s.is_ok()) s = submit_and_wait(cb, what);
+  if (s.is_ok()) s = submit_and_wait({cb}, what);
   vkFreeCommandBuffers(vk(), command_pool, 1, &cb);
   return s;
 }

@@ -28,6 +28,19 @@ std::vector<OptionSpec> model_specs() {
   return specs;
 }
 
+// A decode's result: f32 values of `shape`, kept by `owner` (the device's readback
+// buffer for an image decoded there, else a tensor).
+struct Decoded {
+  Shape shape;
+  std::span<float> values;
+  std::shared_ptr<void> owner;
+
+  static Decoded of(Tensor t) {
+    auto owned = std::make_shared<Tensor>(std::move(t));
+    return Decoded{owned->shape, std::span(owned->data), owned};
+  }
+};
+
 struct VideoOptions {
   bool whole = false;
   int64_t tile_batch = 0;
@@ -51,18 +64,22 @@ public:
                    int64_t tile_batch, std::optional<int64_t> slab_frames) {
     Tensor input = tensor_from(latent);
     ProgressBridge bridge(std::move(progress));
-    Expected<Tensor> out = Tensor();
+    Expected<Decoded> out = Decoded();
     {
       py::gil_scoped_release released;
       // One decode at a time per model; other Python threads run meanwhile.
       std::lock_guard<std::mutex> lock(mutex_);
       if (!vae_) throw StrataError("the model is closed");  // unwinds to the GIL first
-      out = is_video_ ? decode_video(std::move(input), {whole, tile_batch, slab_frames}, bridge, on_frame)
-                      : decode_image(std::move(input), bridge);
+      if (is_video_) {
+        Expected<Tensor> video = decode_video(std::move(input), {whole, tile_batch, slab_frames}, bridge, on_frame);
+        out = video ? Expected<Decoded>(Decoded::of(std::move(*video))) : Expected<Decoded>(video.status());
+      } else {
+        out = decode_image(std::move(input), bridge);
+      }
     }
     bridge.rethrow_pending();
     if (!out) raise(out.status());
-    return numpy_from(std::move(*out));
+    return numpy_over(out->shape, out->values, std::move(out->owner));
   }
 
   // Frees the compiled programs (their device memory) and the weights.
@@ -84,7 +101,9 @@ private:
   std::unique_ptr<VideoDecoder> video_;                        // video VAEs, for video_key_
   std::tuple<int64_t, int64_t, int64_t, bool, int64_t, int64_t> video_key_{};
 
-  Expected<Tensor> decode_image(Tensor latent, ProgressBridge& bridge) {
+  // The image stays in the readback buffer the device copied it into (no host copy:
+  // the array is made over it).
+  Expected<Decoded> decode_image(Tensor latent, ProgressBridge& bridge) {
     Shape key = latent.shape;  // as the program takes it, [1, C, h, w]
     if (key.size() == 3) key.insert(key.begin(), 1);
     auto program = programs_.find(key);
@@ -95,7 +114,8 @@ private:
         if (!bridge.report("decoding on the CPU", 0, 1)) return interrupted_status();
         STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, interpret(g, vae_->weights, {latent}));
         bridge.report("decoding on the CPU", 1, 1);
-        return finish_image(std::move(outputs[0]));
+        Decoded image = Decoded::of(std::move(outputs[0]));
+        return finish_image(std::move(image));
       }
       if (!bridge.report("compiling and loading", 0, 0)) return interrupted_status();
       STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedProgram> loaded, load_on_device(g, vae_->weights, settings_, log_));
@@ -103,12 +123,12 @@ private:
     }
     latent.shape = key;
     if (!bridge.report("decoding", 0, 1)) return interrupted_status();
-    STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, program->second->run({latent}));
+    STRATA_ASSIGN_OR_RETURN(LoadedProgram::HeldRun run, program->second->run_held("", {latent}));
     if (!bridge.report("decoding", 1, 1)) return interrupted_status();
-    return finish_image(std::move(outputs[0]));
+    return finish_image(Decoded{run.outputs[0].shape, run.outputs[0].values, std::move(run.owner)});
   }
 
-  static Tensor finish_image(Tensor image) {  // [1, 3, H, W] -> [3, H, W], as decode writes
+  static Decoded finish_image(Decoded image) {  // [1, 3, H, W] -> [3, H, W], as decode writes
     if (image.shape.size() == 4 && image.shape[0] == 1) image.shape.erase(image.shape.begin());
     return image;
   }

@@ -23,6 +23,13 @@ py::array numpy_from(Tensor&& t) {
   return py::array_t<float>(shape, values->data(), owner);
 }
 
+py::array numpy_over(const Shape& shape, std::span<float> values, std::shared_ptr<void> owner) {
+  auto* held = new std::shared_ptr<void>(std::move(owner));
+  py::capsule capsule(held, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  return py::array_t<float>(dims, values.data(), capsule);
+}
+
 bool ProgressBridge::report(const std::string& stage, int64_t done, int64_t total) {
   return with_gil([&] {
     if (!progress_.is_none()) progress_(stage, done, total);

@@ -13,7 +13,9 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +46,9 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 Tensor tensor_from(const FloatArray& a);
 // The tensor's values handed to numpy without a copy.
 py::array numpy_from(Tensor&& t);
+// An array of `shape` over `values`, which `owner` keeps (a run's held outputs:
+// LoadedProgram::run_held), without a copy; the array holds `owner` until collected.
+py::array numpy_over(const Shape& shape, std::span<float> values, std::shared_ptr<void> owner);
 
 // Device work runs with the GIL released; its callbacks come back here. report()
 // takes the GIL, runs Python's signal handlers (a Ctrl-C raises KeyboardInterrupt

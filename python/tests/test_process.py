@@ -132,3 +132,24 @@ with strata.AutoencoderKL.from_pretrained({str(tiny_vae)!r}, precision="f32") as
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "(1, 3, 1, 1)"
+
+
+def test_arrays_of_earlier_decodes_keep_their_values_through_later_decodes_and_close(tiny_vae):
+    # An image's array is made over the memory the device copied it into, without a
+    # copy; that memory must stay the array's through the model's later decodes and
+    # after the model is closed.
+    # 2 x 2 latents: on 1 x 1 the group norms (one channel per group) zero any latent.
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((1, 4, 2, 2)).astype(np.float32) for _ in range(2))
+    vae = strata.AutoencoderKL.from_pretrained(tiny_vae, precision="f32")
+    first = vae.decode(a).sample
+    kept = first.copy()
+    second = vae.decode(b).sample
+    again = vae.decode(a).sample
+    assert first.tobytes() != second.tobytes()
+    assert first.tobytes() == kept.tobytes() == again.tobytes()
+    vae.close()
+    del vae
+    gc.collect()
+    assert first.tobytes() == kept.tobytes()
+    assert second.tobytes() != kept.tobytes()

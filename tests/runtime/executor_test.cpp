@@ -284,6 +284,78 @@ TEST_P(RuntimeExecutorTest, ReadOutputsChecksSizes) {
   EXPECT_EQ(s.message(), "read_outputs: 0 outputs given, the plan makes 1");
 }
 
+// run_held(): outputs the caller keeps without a host copy. Each held result stays as
+// its run left it through later runs and after the executor is gone; staged (the
+// discrete-GPU path) each lives in a readback buffer of its own, and a released one is
+// reused by the next run_held.
+TEST_P(RuntimeExecutorTest, HeldOutputsOutliveLaterRunsAndTheExecutor) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  auto expect_chain = [](const HeldOutputs& held, const std::vector<float>& x) {
+    ASSERT_EQ(held.outputs.size(), 1u);
+    ASSERT_EQ(held.outputs[0].size(), kBytes);
+    const float* z = reinterpret_cast<const float*>(held.outputs[0].data());
+    for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(z[i], 0.5f * (3.f * x[i] + 1.f))) << "i=" << i;
+  };
+  const std::vector<float> x1 = ramp(-3.f, 0.01f), x2 = ramp(1.f, 0.02f), x3 = ramp(5.f, -0.03f);
+  Expected<HeldOutputs> h1 = exec->run_held("", {in_bytes(x1)});
+  ASSERT_TRUE(h1) << h1.message();
+  Expected<HeldOutputs> h2 = exec->run_held("", {in_bytes(x2)});
+  ASSERT_TRUE(h2) << h2.message();
+  std::vector<float> z(N);
+  ASSERT_TRUE(exec->run({in_bytes(x3)}, {out_bytes(z)}).is_ok());
+  expect_chain(*h1, x1);
+  expect_chain(*h2, x2);
+  EXPECT_NE(h1->outputs[0].data(), h2->outputs[0].data());
+
+  const std::byte* released = h1->outputs[0].data();
+  *h1 = HeldOutputs{};
+  Expected<HeldOutputs> h3 = exec->run_held("", {in_bytes(x3)});
+  ASSERT_TRUE(h3) << h3.message();
+  if (GetParam()) {
+    EXPECT_EQ(h3->outputs[0].data(), released) << "the released readback buffer was not reused";
+  }
+  expect_chain(*h2, x2);
+  expect_chain(*h3, x3);
+
+  // The inputs are in place for replay(); read_outputs() reads only run()'s and replay()'s.
+  Status s = exec->read_outputs({out_bytes(z)});
+  EXPECT_EQ(s.message(), "read_outputs: no run() yet, there are no outputs to read");
+  ASSERT_TRUE(exec->replay().is_ok());
+  ASSERT_TRUE(exec->read_outputs({out_bytes(z)}).is_ok());
+  for (uint32_t i = 0; i < N; ++i) ASSERT_TRUE(close(z[i], 0.5f * (3.f * x3[i] + 1.f))) << "i=" << i;
+
+  std::vector<float> short_x(N - 1);
+  Expected<HeldOutputs> bad = exec->run_held("", {in_bytes(short_x)});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.message(), "run: input 'x' is 3996 bytes, the plan expects 4000 (f32[1000])");
+
+  exec.reset();
+  expect_chain(*h2, x2);
+  expect_chain(*h3, x3);
+}
+
+// The pool keeps at most kSpareHeldReadbacks free buffers besides the one a run takes:
+// five held at once, all released, then one more run leaves three.
+TEST_P(RuntimeExecutorTest, HeldReadbackPoolKeepsFewSpares) {
+  std::unique_ptr<Executor> exec = load(chain_plan());
+  ASSERT_TRUE(exec);
+  const std::vector<float> x = ramp(0.f, 1.f);
+  const uint64_t base = exec->host_bytes();
+  {
+    std::vector<HeldOutputs> held;
+    for (int i = 0; i < 5; ++i) {
+      Expected<HeldOutputs> h = exec->run_held("", {in_bytes(x)});
+      ASSERT_TRUE(h) << h.message();
+      held.push_back(std::move(*h));
+    }
+    EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? 5 * kBytes : 0));
+  }
+  Expected<HeldOutputs> h = exec->run_held("", {in_bytes(x)});
+  ASSERT_TRUE(h) << h.message();
+  EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? (Executor::kSpareHeldReadbacks + 1) * kBytes : 0));
+}
+
 // One arena holding x, y1 and y2 at `stride`-aligned offsets; dispatches bind
 // windows of it: y1 = 2x + 1 and y2 = -x + 0.5 (disjoint windows, no barrier), then
 // z = y1 + y2 (reads both: barrier), then y1 = 4x (overwrites what the add read:
@@ -634,6 +706,12 @@ TEST(RuntimeValidation, RecordedBarriersPassSynchronizationValidation) {
       for (int run = 0; run < 2; ++run) ASSERT_TRUE((*exec)->run({in_bytes(x)}, outs).is_ok());
       ASSERT_TRUE((*exec)->replay().is_ok());
       ASSERT_TRUE((*exec)->read_outputs(outs).is_ok());
+      // The pool's copies into buffers of their own, and a run() after them.
+      Expected<HeldOutputs> first = (*exec)->run_held("", {in_bytes(x)});
+      ASSERT_TRUE(first) << first.message();
+      Expected<HeldOutputs> second = (*exec)->run_held("", {in_bytes(x)});
+      ASSERT_TRUE(second) << second.message();
+      ASSERT_TRUE((*exec)->run({in_bytes(x)}, outs).is_ok());
     }
   }
   std::vector<std::string> messages = dev->instance().take_validation_messages();
