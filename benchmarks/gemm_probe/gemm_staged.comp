@@ -10,6 +10,9 @@
 // loop unrolled by two, every shared address a constant offset); BG = 1 (B fragments
 // loaded straight from global memory, only A staged); PAD_VECS (declares more shared
 // memory than used, to find the occupancy cliff).
+// ACC16 = 1: f16 accumulators (as ggml-vulkan's default-precision GEMMs), converted to
+// f32 only at the store; sums of up to K products held in f16 (cm2probe's ACC16=1 checks
+// them against a bound for that). Measured beside the core by benchmarks/peers/run.sh.
 // C[M,N] f32 = A[M,K] f16 (row-major) x B, B stored [N,K] row-major.
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_NV_cooperative_matrix : require
@@ -57,7 +60,15 @@ uvec4 a_reg[A_LOADS], b_reg[B_LOADS];
 
 #define TA fcoopmatNV<16, gl_ScopeSubgroup, FM, 16>
 #define TB fcoopmatNV<16, gl_ScopeSubgroup, 16, FN>
+#ifndef ACC16
+#define ACC16 0
+#endif
+#if ACC16
+#define TC fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>
+#define TC32 fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>
+#else
 #define TC fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>
+#endif
 TC acc[SM / FM][SN / FN];
 
 uint m0, n0, lk;
@@ -190,5 +201,9 @@ void main() {
 #endif
   [[unroll]] for (uint i = 0; i < SM / FM; ++i)
     [[unroll]] for (uint j = 0; j < SN / FN; ++j)
+#if ACC16
+      coopMatStoreNV(TC32(acc[i][j]), c, (m0 + sp * SM + i * FM) * p.N + n0 + sc * SN + j * FN, p.N, false);
+#else
       coopMatStoreNV(acc[i][j], c, (m0 + sp * SM + i * FM) * p.N + n0 + sc * SN + j * FN, p.N, false);
+#endif
 }

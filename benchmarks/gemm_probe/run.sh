@@ -4,8 +4,10 @@
 # two transformer shapes. Prints one line per shape: ms, TFLOP/s and a check against a
 # float64 reference. Needs g++, libvulkan-dev, glslc and python3 (tools/setup.sh
 # installs them). Extra defines go to glslc: bash run.sh -DSTAGES=2 -DBK=16
+# (-DACC16=1, f16 accumulators, also sets cm2probe's ACC16=1 for their check).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+case " $* " in *" -DACC16=1 "*) export ACC16=1 ;; esac
 work=${WORK:-$(mktemp -d)}
 g++ -O2 -std=c++20 "$here/cm2probe.cpp" -lvulkan -o "$work/cm2probe"
 glslc --target-env=vulkan1.3 -fshader-stage=comp -O -DFM=32 -DFN=32 -DBM=128 -DBN=128 \
