@@ -24,11 +24,20 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DSTRATA_PYTHON=OFF \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$dir" -j"$jobs"
 # Child processes the tests start (the strata CLI, mpirun's ranks) inherit these.
-# The Vulkan loader unloads lavapipe at vkDestroyInstance; what lavapipe's globals still
-# point to then looks leaked, from an unknown module that no suppression can name. Kept
-# loaded (LD_PRELOAD; ASan then need not come first in the library list) it is neither.
+# Libraries unloaded before exit leave what their globals still point to looking
+# leaked, from an unknown module that no suppression can name: the Vulkan loader
+# unloads lavapipe and the validation layer at vkDestroyInstance, Open MPI its
+# components at MPI_Finalize. With dlclose made a no-op (a preloaded shim, built here)
+# every library stays mapped, so a report names its library; lavapipe is preloaded
+# too (ASan then need not come first in the library list).
+shim=$(cd "$dir" && pwd)/no_dlclose.so
+if [ ! -f "$shim" ]; then
+  printf '/* tools/sanitize.sh: libraries stay mapped until exit. */\nint dlclose(void *handle) { (void)handle; return 0; }\n' \
+    > "${shim%.so}.c"
+  cc -shared -fPIC -O2 -o "$shim" "${shim%.so}.c"
+fi
 lvp=$(ls /usr/lib/*/libvulkan_lvp.so 2>/dev/null | head -1)
-[ -n "$lvp" ] && export LD_PRELOAD="$lvp${LD_PRELOAD:+ $LD_PRELOAD}"
+export LD_PRELOAD="$shim${lvp:+ $lvp}${LD_PRELOAD:+ $LD_PRELOAD}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:verify_asan_link_order=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
