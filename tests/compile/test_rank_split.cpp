@@ -51,7 +51,7 @@ public:
         const std::vector<std::byte>& slot = shared_.slots_[from * n + rank_];
         if (slot.size() != recv_counts[from])
           status = error("rank {} sent {} bytes, not {}", from, slot.size(), recv_counts[from]);
-        else
+        else if (!slot.empty())  // an empty vector's data() may be null, which memcpy may not take
           std::memcpy(recv.data() + at, slot.data(), slot.size());
         at += recv_counts[from];
       }
