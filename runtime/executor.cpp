@@ -502,39 +502,20 @@ Status Executor::run(std::string_view plan_name, const std::vector<std::span<con
   return Status::ok();
 }
 
-// Free buffers beyond the spares go first, then the first free one is taken (or one
-// made), with the copies for `entry` recorded into it at its first use by that entry.
 Expected<Executor::Impl::HeldTake> Executor::Impl::take_held(size_t entry) {
-  size_t free_seen = 0;
-  for (auto it = held.begin(); it != held.end();) {
-    if (it->readback.use_count() == 1 && ++free_seen > Executor::kSpareHeldReadbacks + 1) {
-      for (VkCommandBuffer cb : it->copies)
-        if (cb != VK_NULL_HANDLE) vkFreeCommandBuffers(vk(), command_pool, 1, &cb);
-      it = held.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto slot = std::find_if(held.begin(), held.end(), [](const HeldSlot& h) { return h.readback.use_count() == 1; });
-  if (slot == held.end()) {
+  auto slot = std::find_if(held.begin(), held.end(),
+                           [](const HeldSlot& h) { return !h.readback || h.readback.use_count() == 1; });
+  if (slot == held.end()) return HeldTake{};
+  if (!slot->readback) {
     auto memory = std::make_shared<HeldReadback>();
     memory->device = device;
     STRATA_ASSIGN_OR_RETURN(memory->buffer,
                             DeviceBuffer::create(*device, readback.size(), MemoryUse::readback, "held output staging"));
-    held.push_back(HeldSlot{std::move(memory), std::vector<VkCommandBuffer>(entries.size(), VK_NULL_HANDLE)});
-    slot = held.end() - 1;
+    slot->readback = std::move(memory);
   }
-  if (slot->copies[entry] == VK_NULL_HANDLE) {
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = command_pool;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    STRATA_RETURN_IF_ERROR(vk_check(
-        guarded(FaultSite::allocate_command_buffers, [&] { return vkAllocateCommandBuffers(vk(), &ai, &cb); }),
-        "vkAllocateCommandBuffers", "allocating the held outputs' copies"));
-    slot->copies[entry] = cb;
-    STRATA_RETURN_IF_ERROR(record_output_copies(entry, cb, slot->readback->buffer));
+  if (!slot->recorded[entry]) {
+    STRATA_RETURN_IF_ERROR(record_output_copies(entry, slot->copies[entry], slot->readback->buffer));
+    slot->recorded[entry] = true;
   }
   return HeldTake{slot->readback, slot->copies[entry]};
 }
@@ -552,15 +533,20 @@ Expected<HeldOutputs> Executor::run_held(std::string_view plan_name, const std::
     std::vector<std::byte> copied;         // the outputs in mapped device memory
   };
   auto storage = std::make_shared<Storage>();
-  VkCommandBuffer copies = VK_NULL_HANDLE;
+  // Staged outputs go to a free held buffer, else (every one held) to `readback`, and
+  // are copied from there as mapped ones are.
+  VkCommandBuffer copies = m.output_copies[entry];
+  if (copies != VK_NULL_HANDLE) {
+    STRATA_ASSIGN_OR_RETURN(Impl::HeldTake take, m.take_held(entry));
+    if (take.readback) {
+      storage->staged = std::move(take.readback);
+      copies = take.copies;
+    }
+  }
+  const bool in_held = storage->staged != nullptr;
   uint64_t copied_bytes = 0;
   for (uint32_t o : e.outputs)
-    if (!m.output_slots[o].staged) copied_bytes += plan.outputs[o].bytes;
-  if (m.output_copies[entry] != VK_NULL_HANDLE) {
-    STRATA_ASSIGN_OR_RETURN(Impl::HeldTake take, m.take_held(entry));
-    storage->staged = std::move(take.readback);
-    copies = take.copies;
-  }
+    if (!(m.output_slots[o].staged && in_held)) copied_bytes += plan.outputs[o].bytes;
   ran_[entry] = false;
   last_ = -1;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -572,7 +558,7 @@ Expected<HeldOutputs> Executor::run_held(std::string_view plan_name, const std::
   for (uint32_t o : e.outputs) {
     const IoSlot& slot = m.output_slots[o];
     const uint64_t bytes = plan.outputs[o].bytes;
-    if (slot.staged) {
+    if (slot.staged && in_held) {
       held.outputs.emplace_back(reinterpret_cast<std::byte*>(storage->staged->buffer.mapped() + slot.staging_offset), bytes);
     } else {
       host_copy(storage->copied.data() + at, slot.host, bytes);
@@ -652,7 +638,8 @@ uint64_t Executor::device_bytes() const {
 uint64_t Executor::host_bytes() const {
   uint64_t total = impl_->upload.size() + impl_->readback.size() + impl_->window_read_staging.size() +
                    impl_->window_write_staging.size();
-  for (const Impl::HeldSlot& h : impl_->held) total += h.readback->buffer.size();
+  for (const Impl::HeldSlot& h : impl_->held)
+    if (h.readback) total += h.readback->buffer.size();
   for (size_t i = 0; i < impl_->buffers.size(); ++i)
     if (impl_->plan.buffers[i].usage == BufferUsage::host_activations) total += impl_->buffers[i].size();
   return total;

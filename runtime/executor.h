@@ -21,8 +21,8 @@
 //     run, the plan's input copies, its dispatches with the barriers of
 //     plan_barriers() over its range (runtime/barriers.h) and its state write-backs;
 //     and one more per plan with staged outputs, submitted with it, that copies them
-//     into the readback staging buffer (run_held() records such a copy per pool
-//     buffer); plus one VkFence.
+//     into the readback staging buffer (and ExecutorOptions::held_readbacks more,
+//     run_held()'s); plus one VkFence.
 //   - every plan buffer filled with zeros, once (vkCmdFillBuffer);
 //   - the weights, copied once into their buffers (chunked through a staging buffer
 //     when the memory is not host-visible).
@@ -116,6 +116,10 @@ struct ExecutorOptions {
   // objects either way (same SPIR-V, constants, layouts); only when they are built
   // changes.
   uint32_t pipeline_threads = 0;
+  // How many results of run_held() may be held at once without a host copy: each has
+  // a readback buffer of its own, made at first use, and a command buffer per plan
+  // that copies into it (allocated with the others, recorded at first use).
+  uint32_t held_readbacks = 3;
   // Create the pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR and keep
   // the driver's statistics of each (pipeline_statistics()). Needs a device opened
   // with DeviceOptions::pipeline_statistics.
@@ -218,16 +222,15 @@ public:
 
   // run() without the host copy of the outputs, for a caller that hands them on (a
   // NumPy array). Where the outputs are staged (memory the host cannot map: a
-  // discrete GPU), the device copies them into a readback buffer of a pool, which the
-  // result holds: the host copies nothing. A buffer goes back to the pool when its
-  // last holder is gone; the pool makes one when none is free (vkCreateBuffer,
-  // vkAllocateMemory, and the copies' command buffer at its first use by a plan) and
-  // keeps at most kSpareHeldReadbacks free ones. Outputs in mapped device memory
-  // (unified memory) are copied into host memory the result holds, as run() copies
-  // them. replay() can follow (the inputs are in place); read_outputs() cannot
+  // discrete GPU), the device copies them into one of up to
+  // ExecutorOptions::held_readbacks readback buffers, which the result holds: the host
+  // copies nothing. A buffer is made at its first use (vkCreateBuffer,
+  // vkAllocateMemory), kept until the Executor goes, and taken again once its last
+  // holder is gone; while every one is held, the outputs are copied into host memory
+  // the result holds, as they are where they live in mapped device memory (unified
+  // memory). replay() can follow (the inputs are in place); read_outputs() cannot
   // (these outputs are not where it reads). Errors as run(), and those of making a
-  // pool buffer ("allocating buffer 'held output staging' of N bytes").
-  static constexpr size_t kSpareHeldReadbacks = 2;
+  // buffer ("allocating buffer 'held output staging' of N bytes").
   Expected<HeldOutputs> run_held(std::string_view plan, const std::vector<std::span<const std::byte>>& inputs);
 
   // One replay without host-side copies: vkQueueSubmit of the recorded command
@@ -290,7 +293,7 @@ public:
   // only during create): device_bytes, every plan buffer but host_activations (on a
   // discrete GPU, its memory: what a decode holds besides pipelines); host_bytes, the
   // host_activations buffers, the input, output and window staging buffers and
-  // run_held()'s pool (the buffers it keeps, held or free).
+  // run_held()'s readback buffers (those made, held or not).
   uint64_t device_bytes() const;
   uint64_t host_bytes() const;
 

@@ -60,10 +60,12 @@ struct Executor::Impl {
   // Per entry: the copies of its staged outputs into `readback`, submitted after its
   // command buffer (VK_NULL_HANDLE where it has none).
   std::vector<VkCommandBuffer> output_copies;
-  // run_held()'s pool: a buffer is free while the pool holds its only reference.
+  // run_held()'s readback buffers (ExecutorOptions::held_readbacks of them): one is
+  // free while this holds its only reference (or it is not made yet).
   struct HeldSlot {
     std::shared_ptr<HeldReadback> readback;
-    std::vector<VkCommandBuffer> copies;  // per entry, recorded at its first use
+    std::vector<VkCommandBuffer> copies;  // per entry, allocated at create, recorded at first use
+    std::vector<bool> recorded;
   };
   std::vector<HeldSlot> held;
   VkFence fence = VK_NULL_HANDLE;
@@ -127,8 +129,8 @@ struct Executor::Impl {
   // in `readback`, with the barriers before (kernels and state copies done) and after
   // (visible to the host).
   Status record_output_copies(size_t entry, VkCommandBuffer cb, const DeviceBuffer& target);
-  // A free buffer of run_held()'s pool and its copies for `entry`, made when none is
-  // free; free buffers beyond Executor::kSpareHeldReadbacks are released.
+  // A free readback buffer of run_held()'s and its copies for `entry` (made or
+  // recorded at first use); none (a null readback) while every one is held.
   struct HeldTake {
     std::shared_ptr<HeldReadback> readback;
     VkCommandBuffer copies = VK_NULL_HANDLE;

@@ -47,14 +47,22 @@ Status Executor::Impl::create_commands() {
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = command_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  // Per entry, its command buffer and its output copies', in one allocation.
-  ai.commandBufferCount = static_cast<uint32_t>(2 * entries.size());
-  std::vector<VkCommandBuffer> all(2 * entries.size(), VK_NULL_HANDLE);
+  // Per entry, in one allocation: its command buffer, its output copies', and those
+  // into each of run_held()'s readback buffers.
+  const size_t e_count = entries.size(), per_entry = 2 + options.held_readbacks;
+  ai.commandBufferCount = static_cast<uint32_t>(per_entry * e_count);
+  std::vector<VkCommandBuffer> all(per_entry * e_count, VK_NULL_HANDLE);
   STRATA_RETURN_IF_ERROR(vk_check(guarded(FaultSite::allocate_command_buffers,
                                           [&] { return vkAllocateCommandBuffers(vk(), &ai, all.data()); }),
                                   "vkAllocateCommandBuffers", "allocating the command buffers"));
-  command_buffers.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(entries.size()));
-  output_copies.assign(all.begin() + static_cast<std::ptrdiff_t>(entries.size()), all.end());
+  auto slice = [&](size_t k) {
+    return std::vector<VkCommandBuffer>(all.begin() + static_cast<std::ptrdiff_t>(k * e_count),
+                                        all.begin() + static_cast<std::ptrdiff_t>((k + 1) * e_count));
+  };
+  command_buffers = slice(0);
+  output_copies = slice(1);
+  for (size_t k = 0; k < options.held_readbacks; ++k)
+    held.push_back(HeldSlot{nullptr, slice(2 + k), std::vector<bool>(e_count, false)});
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   STRATA_RETURN_IF_ERROR(
       vk_check(guarded(FaultSite::create_fence, [&] { return vkCreateFence(vk(), &fi, nullptr, &fence); }),

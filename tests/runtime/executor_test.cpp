@@ -335,25 +335,40 @@ TEST_P(RuntimeExecutorTest, HeldOutputsOutliveLaterRunsAndTheExecutor) {
   expect_chain(*h3, x3);
 }
 
-// The pool keeps at most kSpareHeldReadbacks free buffers besides the one a run takes:
-// five held at once, all released, then one more run leaves three.
-TEST_P(RuntimeExecutorTest, HeldReadbackPoolKeepsFewSpares) {
+// At most ExecutorOptions::held_readbacks buffers are made: five results held at once
+// are all right, the two beyond the buffers copied into memory of their own; once
+// released, the buffers are taken again.
+TEST_P(RuntimeExecutorTest, HeldReadbacksAreBoundedAndBeyondThemTheOutputsAreCopied) {
   std::unique_ptr<Executor> exec = load(chain_plan());
   ASSERT_TRUE(exec);
-  const std::vector<float> x = ramp(0.f, 1.f);
+  ASSERT_EQ(ExecutorOptions{}.held_readbacks, 3u);
   const uint64_t base = exec->host_bytes();
+  std::vector<const std::byte*> buffers;
   {
     std::vector<HeldOutputs> held;
+    std::vector<std::vector<float>> xs;
     for (int i = 0; i < 5; ++i) {
-      Expected<HeldOutputs> h = exec->run_held("", {in_bytes(x)});
+      xs.push_back(ramp(float(i), 0.5f));
+      Expected<HeldOutputs> h = exec->run_held("", {in_bytes(xs.back())});
       ASSERT_TRUE(h) << h.message();
       held.push_back(std::move(*h));
     }
-    EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? 5 * kBytes : 0));
+    for (int i = 0; i < 5; ++i) {
+      const float* z = reinterpret_cast<const float*>(held[i].outputs[0].data());
+      for (uint32_t k = 0; k < N; ++k) ASSERT_TRUE(close(z[k], 0.5f * (3.f * xs[i][k] + 1.f))) << i << ", " << k;
+      for (int j = 0; j < i; ++j) EXPECT_NE(held[i].outputs[0].data(), held[j].outputs[0].data());
+    }
+    EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? 3 * kBytes : 0));
+    for (int i = 0; i < 3; ++i) buffers.push_back(held[i].outputs[0].data());
   }
+  const std::vector<float> x = ramp(0.f, 1.f);
   Expected<HeldOutputs> h = exec->run_held("", {in_bytes(x)});
   ASSERT_TRUE(h) << h.message();
-  EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? (Executor::kSpareHeldReadbacks + 1) * kBytes : 0));
+  if (GetParam()) {
+    EXPECT_NE(std::find(buffers.begin(), buffers.end(), h->outputs[0].data()), buffers.end())
+        << "a released readback buffer was not taken again";
+  }
+  EXPECT_EQ(exec->host_bytes(), base + (GetParam() ? 3 * kBytes : 0));
 }
 
 // One arena holding x, y1 and y2 at `stride`-aligned offsets; dispatches bind
