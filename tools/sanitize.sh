@@ -8,6 +8,8 @@
 #
 #   bash tools/sanitize.sh [JOBS] [CTEST ARGS...]     (default: every core, the CI set)
 #   bash tools/sanitize.sh 2 -R FaultInjection          (one test family)
+#   STRATA_SANITIZE_TARGETS="strata strata_tools_tests" bash tools/sanitize.sh 2 -R RanksCli
+#                                   (build only those targets: the programs the tests run)
 #
 # Not instrumented: the Vulkan driver, LLVM and shaderc (Debian's builds). What they
 # leak at exit is not ours; tools/lsan.supp names those libraries, and only those.
@@ -22,7 +24,8 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DSTRATA_PYTHON=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build "$dir" -j"$jobs"
+targets=(${STRATA_SANITIZE_TARGETS:-})
+cmake --build "$dir" -j"$jobs" ${targets[@]:+--target "${targets[@]}"}
 # Child processes the tests start (the strata CLI, mpirun's ranks) inherit these.
 # Libraries unloaded before exit leave what their globals still point to looking
 # leaked, from an unknown module that no suppression can name: the Vulkan loader
