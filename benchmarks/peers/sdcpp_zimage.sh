@@ -29,6 +29,7 @@
 #      fails, once more (sdcpp_f16-retry.log) without --diffusion-fa if the denoiser
 #      failed, else with --vae-conv-direct.
 #   5. The same with --type q8_0 (and the flags that worked), if the budget has room.
+#      SDCPP_RUNS lists other runs instead: e.g. "f16+direct f16@2048+tiling" (below).
 # For a dry run elsewhere: ZIMAGE_PIPELINE=DIR uses that pipeline directory instead of
 # writing one, STRATA=0 skips strata, SIZE / STEPS change 1024 / 8, SD_CLI=PATH runs that
 # sd-cli instead of the pack's.
@@ -92,18 +93,21 @@ echo "== convert ($(left) s left)"
 timeout 120 python3 "$here/zimage_to_sdcpp.py" "$dir" "$conv" 2>&1 | tee "$out/convert.log"
 ls -laL "$conv" | tee -a "$out/convert.log"; df -h /tmp | tee -a "$out/convert.log"
 
-# 4., 5. sd-cli.
-sdcpp() {  # NAME TYPE SECONDS [FLAGS...]
-  local name=$1 type=$2 limit=$3 log=$out/sdcpp_$1.log mon=
-  shift 3
-  echo "== sd-cli --type $type $* ($(left) s left, limit $limit s)"
+# 4., 5. sd-cli, once per entry of SDCPP_RUNS (default "f16 q8_0"): TYPE[@SIZE][+direct][+tiling],
+# logged as sdcpp_TYPE[_SIZE][_direct][_tiling].log (SIZE when it is not $size). +direct
+# adds --vae-conv-direct (ggml's direct CONV_2D for the VAE instead of im2col + matmul),
+# +tiling --vae-tiling (the VAE decodes overlapping latent tiles, sd.cpp's default size).
+sdcpp() {  # NAME TYPE SIZE SECONDS [FLAGS...]
+  local name=$1 type=$2 px=$3 limit=$4 log=$out/sdcpp_$1.log mon=
+  shift 4
+  echo "== sd-cli --type $type ${px}x${px} $* ($(left) s left, limit $limit s)"
   : > "$log.mem"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$log.mem" 2>/dev/null & mon=$!
     sleep 0.3
   fi
   timeout "$limit" "${SD_CLI:-$bin/bin/sd-cli}" --diffusion-model "$conv/z_image.safetensors" --llm "$conv/qwen3.safetensors" \
-    --vae "$conv/vae.safetensors" -p "$prompt" --cfg-scale 1.0 --steps "$steps" -H "$size" -W "$size" --seed 0 \
+    --vae "$conv/vae.safetensors" -p "$prompt" --cfg-scale 1.0 --steps "$steps" -H "$px" -W "$px" --seed 0 \
     --type "$type" --eager-load --batch-count 2 -v -o "/tmp/sdcpp_$name.png" "$@" > "$log" 2>&1
   echo "rc $?" >> "$log"
   [ -z "$mon" ] || { kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null; }
@@ -114,14 +118,29 @@ sdcpp() {  # NAME TYPE SECONDS [FLAGS...]
 limit() { local l=$(( $(left) - 5 )); echo $(( l > 240 ? 240 : (l < 10 ? 10 : l) )); }
 if [ -e "$conv/z_image.safetensors" ]; then
   flags=(--diffusion-fa)  # as docs/z_image.md runs it
-  if ! sdcpp f16 f16 "$(limit)" "${flags[@]}" && (( $(left) > 120 )); then
-    # On lavapipe ggml's flash attention crashed in the denoiser and its im2col VAE
-    # decode corrupted the heap; without --diffusion-fa and with --vae-conv-direct the
-    # whole run passed there. Once more without what failed.
-    if ! grep -q "sampling completed" "$out/sdcpp_f16.log"; then flags=()
-    else flags+=(--vae-conv-direct); fi
-    sdcpp f16-retry f16 "$(limit)" "${flags[@]}"
-  fi
-  if (( $(left) > 90 )); then sdcpp q8_0 q8_0 "$(limit)" "${flags[@]}"; else echo "== q8_0 skipped: $(left) s left"; fi
+  first=1
+  for spec in ${SDCPP_RUNS:-f16 q8_0}; do
+    type=${spec%%[@+]*} px=$size run_flags=("${flags[@]}") name=
+    [[ $spec == *@* ]] && { px=${spec#*@}; px=${px%%+*}; }
+    name=$type; [[ $px == "$size" ]] || name+=_$px
+    for opt in direct tiling; do
+      [[ $spec == *+$opt* ]] || continue
+      name+=_$opt
+      f=--vae-conv-direct; [[ $opt == tiling ]] && f=--vae-tiling
+      [[ " ${run_flags[*]} " == *" $f "* ]] || run_flags+=("$f")
+    done
+    (( first || $(left) > 90 )) || { echo "== $name skipped: $(left) s left"; continue; }
+    if ! sdcpp "$name" "$type" "$px" "$(limit)" "${run_flags[@]}" && (( first && $(left) > 120 )) &&
+       ! grep -qx "rc 124" "$out/sdcpp_$name.log"; then
+      # On lavapipe ggml's flash attention crashed in the denoiser and its im2col VAE
+      # decode corrupted the heap; without --diffusion-fa and with --vae-conv-direct the
+      # whole run passed there. After a crash (not a timeout), once more without what
+      # failed; later runs keep that.
+      if ! grep -q "sampling completed" "$out/sdcpp_$name.log"; then flags=()
+      else flags+=(--vae-conv-direct); fi
+      sdcpp "$name-retry" "$type" "$px" "$(limit)" "${flags[@]}"
+    fi
+    first=0
+  done
 fi
 echo "== done in $SECONDS s"
