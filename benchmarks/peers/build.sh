@@ -47,7 +47,8 @@ SPIRV_TOOLS_COMMIT=b707790a898e44038547df54580022fc1cf89c3d    # KhronosGroup/SP
 SPIRV_HEADERS_COMMIT=29981f65241605e08b0ede4cfeb999fe3b723c6a  # KhronosGroup/SPIRV-Headers (shaderc DEPS)
 VULKAN_HEADERS_COMMIT=952f776f6573aafbb62ea717d871cd1d6816c387 # KhronosGroup/Vulkan-Headers v1.4.309
 # The same headers as Debian 13 ships them, for a source snapshot that lacks the large
-# generated vulkan_structs.hpp: PEERS_VULKAN_DEB=path/to/this .deb (apt-get download).
+# generated vulkan_structs.hpp: downloaded (apt-get, Debian's registry) when the
+# snapshot is incomplete, or PEERS_VULKAN_DEB=path/to/this .deb.
 VULKAN_DEB=libvulkan-dev_1.4.309.0-1_amd64.deb
 VULKAN_DEB_SHA256=8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a
 SDCPP_COMMIT=97d2990807fe6d558e395f8764198d7c7e7b411c          # leejet/stable-diffusion.cpp, 2026-08-19
@@ -86,17 +87,22 @@ unpack google shaderc $SHADERC_COMMIT "$S"
 unpack KhronosGroup glslang $GLSLANG_COMMIT "$S/third_party/glslang"
 unpack KhronosGroup SPIRV-Tools $SPIRV_TOOLS_COMMIT "$S/third_party/spirv-tools"
 unpack KhronosGroup SPIRV-Headers $SPIRV_HEADERS_COMMIT "$S/third_party/spirv-headers"
+# Debian 13 packages, downloaded with apt-get from private lists (the system's are
+# untouched) into $WORK/debian13/debs.
+R=$WORK/debian13
+debian13_download() { # PACKAGE[=VERSION]...
+    mkdir -p "$R/lists/partial" "$R/cache/archives/partial" "$R/debs"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" > "$R/sources.list"
+    local O=(-o Dir::Etc::sourcelist="$R/sources.list" -o Dir::Etc::sourceparts=/dev/null
+             -o Dir::State::Lists="$R/lists" -o Dir::Cache="$R/cache")
+    ls "$R"/lists/*Packages* >/dev/null 2>&1 || apt-get "${O[@]}" update >/dev/null
+    (cd "$R/debs" && apt-get "${O[@]}" download "$@")
+}
 if [[ ${PEERS_GLSLC:-} == debian13 ]]; then
     # Debian 13's glslc (shaderc 2025.2, glslang 15.1: KHR coopmat and coopmat2) with
-    # its own libc, fetched with apt-get from private lists (the system's are untouched).
-    R=$WORK/debian13
+    # its own libc.
     if [[ ! -x $R/glslc ]]; then
-        mkdir -p "$R/lists/partial" "$R/cache/archives/partial" "$R/debs"
-        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" > "$R/sources.list"
-        O=(-o Dir::Etc::sourcelist="$R/sources.list" -o Dir::Etc::sourceparts=/dev/null
-           -o Dir::State::Lists="$R/lists" -o Dir::Cache="$R/cache")
-        apt-get "${O[@]}" update >/dev/null
-        (cd "$R/debs" && apt-get "${O[@]}" download glslc=2025.2-1 libshaderc1=2025.2-1 libc6 libstdc++6 libgcc-s1)
+        debian13_download glslc=2025.2-1 libshaderc1=2025.2-1 libc6 libstdc++6 libgcc-s1
         for f in "$R"/debs/*.deb; do dpkg-deb -x "$f" "$R/root"; done
         printf '#!/bin/sh\nr=%s/root/usr\nexec "$r/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --library-path "$r/lib/x86_64-linux-gnu" "$r/bin/glslc" "$@"\n' "$R" > "$R/glslc"
         chmod +x "$R/glslc"
@@ -122,12 +128,19 @@ if [[ ! -e $PREFIX/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake && ! -e $
 fi
 if [[ ! -e $PREFIX/include/vulkan/vulkan_core.h ]]; then
     mkdir -p "$PREFIX/include"
-    if [[ -n ${PEERS_VULKAN_DEB:-} ]]; then
-        echo "$VULKAN_DEB_SHA256  $PEERS_VULKAN_DEB" | sha256sum -c -
-        rm -rf "$WORK/src/vulkan-deb"; dpkg-deb -x "$PEERS_VULKAN_DEB" "$WORK/src/vulkan-deb"
+    deb=${PEERS_VULKAN_DEB:-}
+    if [[ -z $deb ]] && ! unpack KhronosGroup Vulkan-Headers $VULKAN_HEADERS_COMMIT "$WORK/src/vulkan-headers"; then
+        # A snapshot without the generated blobs (vulkan_structs.hpp, which ggml's
+        # vulkan.hpp includes): the same release as Debian 13 packages it.
+        echo "build.sh: Vulkan-Headers $VULKAN_HEADERS_COMMIT is incomplete here; using Debian 13's $VULKAN_DEB" >&2
+        debian13_download "libvulkan-dev=$(echo "$VULKAN_DEB" | cut -d_ -f2)"
+        deb=$R/debs/$VULKAN_DEB
+    fi
+    if [[ -n $deb ]]; then
+        echo "$VULKAN_DEB_SHA256  $deb" | sha256sum -c -
+        rm -rf "$WORK/src/vulkan-deb"; dpkg-deb -x "$deb" "$WORK/src/vulkan-deb"
         cp -r "$WORK/src/vulkan-deb/usr/include/." "$PREFIX/include/"
     else
-        unpack KhronosGroup Vulkan-Headers $VULKAN_HEADERS_COMMIT "$WORK/src/vulkan-headers"
         cp -r "$WORK/src/vulkan-headers/include/." "$PREFIX/include/"
     fi
 fi
