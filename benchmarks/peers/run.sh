@@ -30,7 +30,10 @@ pack=$here/pack
 for f in "$pack"/debs/*.deb; do dpkg -x "$f" /; done; ldconfig
 [ -e /usr/share/vulkan/icd.d/nvidia_icd.json ] || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 bin=/tmp/peers; rm -rf "$bin"; mkdir -p "$bin"
-xz -dc "$pack/peers.tar.xz" | tar -x -C "$bin"
+# peers.tar.xz, or both programs in one (build.sh's peers-all.tar.xz, for a call that
+# carries both scripts' needs).
+a=$pack/peers.tar.xz; [ -e "$a" ] || a=$pack/peers-all.tar.xz
+xz -dc "$a" | tar -x -C "$bin"
 cat "$bin/VERSIONS" | tee "$out/card.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee -a "$out/card.txt"
 

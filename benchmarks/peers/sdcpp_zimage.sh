@@ -53,7 +53,8 @@ smi() { command -v nvidia-smi >/dev/null && nvidia-smi "$@"; }
 ldconfig -p | grep -q libvulkan.so.1 || { for f in "$pack"/debs/*.deb; do dpkg -x "$f" /; done; ldconfig; }
 [ -e /usr/share/vulkan/icd.d/nvidia_icd.json ] || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 bin=/tmp/peers; rm -rf "$bin"; mkdir -p "$bin"
-xz -dc "$pack/sdcpp.tar.xz" | tar -x -C "$bin"
+a=$pack/sdcpp.tar.xz; [ -e "$a" ] || a=$pack/peers-all.tar.xz  # or both programs in one
+xz -dc "$a" | tar -x -C "$bin"
 [ -x "$bin/bin/sd-cli" ] || { echo "sdcpp_zimage.sh: the pack has no sd-cli (run build.sh)" >&2; exit 1; }
 { cat "$bin/VERSIONS"; smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
   df -h /tmp; nproc; } 2>&1 | tee "$out/card.txt"
