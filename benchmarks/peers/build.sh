@@ -29,8 +29,8 @@
 # (ggml-org/ggml holds the sd.cpp submodule commit) and stable-diffusion.cpp.
 # PEERS_GLSLC=path uses that glslc instead of building shaderc (it must compile
 # GL_NV_cooperative_matrix2 shaders; the build prints which extensions ggml found);
-# PEERS_GLSLC=debian13 fetches Debian 13's (what docs/PERFORMANCE.md's figures used:
-# building shaderc takes ~45 min on 2 shared cores).
+# PEERS_GLSLC=debian13 fetches Debian 13's (shaderc 2025.2: coopmat2 but not its
+# decode_vector; building shaderc takes ~45 min on 2 cores, the whole script ~1 h).
 # PEERS_WORK (default /work/peers) is where sources are unpacked and built;
 # PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
 # receives peers.tar.xz (test-backend-ops), sdcpp.tar.xz (sd-cli), peers-all.tar.xz (both)
@@ -214,6 +214,8 @@ strip "$T"/bin/*
 rm -rf "$PACK/tokenizer"; mkdir -p "$PACK/tokenizer"; cp "$TOK"/* "$PACK/tokenizer/"
 { echo "stable-diffusion.cpp $SDCPP_COMMIT"; echo "ggml $GGML_COMMIT (+ test-backend-ops-shapes.patch)";
   echo "glslc: $("$PREFIX/bin/glslc" --version | tr '\n' ' ')"
+  [[ -n ${PEERS_GLSLC:-} ]] ||
+      echo "  built here from shaderc $SHADERC_COMMIT, glslang $GLSLANG_COMMIT, SPIRV-Tools $SPIRV_TOOLS_COMMIT"
   echo "sd-cli's tokenizer vocabularies are stand-ins:"; sed 's/^sdcpp_vocab.py: /  /' "$WORK/sdcpp-vocab.txt"; } > "$T/VERSIONS"
 # Two tarballs, one per device script: with .gpu/ and the tracked files a call carries at
 # most 64 MiB, which both binaries together would overrun.

@@ -4,7 +4,7 @@
 # work, in one call on one card (docs/PERFORMANCE.md, "Vulkan peers").
 #
 # Here, first:  benchmarks/peers/build.sh SRC      (peers -> benchmarks/peers/pack/peers.tar.xz;
-#                   the measured build: PEERS_GLSLC=debian13 PEERS_VULKAN_DEB=... build.sh SRC)
+#                   docs/PERFORMANCE.md's GEMM table: that, on a clean clone, with /work/.mirror)
 #               benchmarks/peers/stage-probe.sh     (strata's probe -> benchmarks/peers/pack/probe)
 #               ../shared/gpu/stage.sh build-gpu/strata, then
 #               tar -cf - .gpu | xz > benchmarks/peers/pack/strata-gpu.tar.xz
