@@ -30,7 +30,7 @@
 # PEERS_GLSLC=path uses that glslc instead of building shaderc (it must compile
 # GL_NV_cooperative_matrix2 shaders; the build prints which extensions ggml found);
 # PEERS_GLSLC=debian13 fetches Debian 13's (shaderc 2025.2: coopmat2 but not its
-# decode_vector; building shaderc takes ~45 min on 2 cores, the whole script ~1 h).
+# decode_vector; building shaderc takes ~45 min on 2 cores, the whole script ~1.5 h).
 # PEERS_WORK (default /work/peers) is where sources are unpacked and built;
 # PEERS_PACK (default benchmarks/peers/pack, git-ignored through .git/info/exclude)
 # receives peers.tar.xz (test-backend-ops), sdcpp.tar.xz (sd-cli), peers-all.tar.xz (both)
@@ -217,8 +217,8 @@ rm -rf "$PACK/tokenizer"; mkdir -p "$PACK/tokenizer"; cp "$TOK"/* "$PACK/tokeniz
   [[ -n ${PEERS_GLSLC:-} ]] ||
       echo "  built here from shaderc $SHADERC_COMMIT, glslang $GLSLANG_COMMIT, SPIRV-Tools $SPIRV_TOOLS_COMMIT"
   echo "sd-cli's tokenizer vocabularies are stand-ins:"; sed 's/^sdcpp_vocab.py: /  /' "$WORK/sdcpp-vocab.txt"; } > "$T/VERSIONS"
-# Two tarballs, one per device script: with .gpu/ and the tracked files a call carries at
-# most 64 MiB, which both binaries together would overrun.
+# One tarball per device script: a call carries at most 64 MiB, tracked files included,
+# which both apart (6.2 + 7.9 MB) with .gpu/ and .pydeps/ would overrun.
 for part in peers:test-backend-ops sdcpp:sd-cli; do
     name=${part%%:*} bin=${part#*:}
     P=$WORK/pack-$name; rm -rf "$P"; mkdir -p "$P/bin"

@@ -26,7 +26,10 @@ def main():
     r["text_encoder_ms"] = [int(x) for x in re.findall(r"computing condition graph completed, taking (\d+) ms", text)]
     r["get_learned_condition_s"] = [float(x) for x in re.findall(r"get_learned_condition completed, taking ([\d.]+)s", text)]
     steps = []
-    for val, unit in re.findall(r"\|\s*\d+/\d+ - ([\d.]+)(s/it|it/s)", text):
+    # Sampling ends before "decoding N latents"; the progress bars after it count VAE
+    # tiles (--vae-tiling), not steps.
+    sampling = re.split(r"decoding \d+ latents", text, maxsplit=1)[0]
+    for val, unit in re.findall(r"\|\s*\d+/\d+ - ([\d.]+)(s/it|it/s)", sampling):
         v = float(val)
         steps.append(round(v * 1e3 if unit == "s/it" else 1e3 / v, 1))
     r["step_ms"] = steps  # time since the previous step; 3 significant digits (sd.cpp prints %.2f)

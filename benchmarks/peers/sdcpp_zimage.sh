@@ -26,8 +26,8 @@
 #      that no stage's time includes loading, --diffusion-fa as docs/z_image.md runs it,
 #      --batch-count 2: the text encoder once, then two images (sampling and VAE decode
 #      twice; the second is warm). nvidia-smi samples the memory every 100 ms. If it
-#      fails, once more (sdcpp_f16-retry.log) without --diffusion-fa if the denoiser
-#      failed, else with --vae-conv-direct.
+#      crashes (a timeout is not retried), once more (sdcpp_f16-retry.log) without
+#      --diffusion-fa if the denoiser failed, else with --vae-conv-direct.
 #   5. The same with --type q8_0 (and the flags that worked), if the budget has room.
 #      SDCPP_RUNS lists other runs instead: e.g. "f16+direct f16@2048+tiling" (below).
 # For a dry run elsewhere: ZIMAGE_PIPELINE=DIR uses that pipeline directory instead of
