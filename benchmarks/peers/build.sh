@@ -218,7 +218,7 @@ rm -rf "$PACK/tokenizer"; mkdir -p "$PACK/tokenizer"; cp "$TOK"/* "$PACK/tokeniz
       echo "  built here from shaderc $SHADERC_COMMIT, glslang $GLSLANG_COMMIT, SPIRV-Tools $SPIRV_TOOLS_COMMIT"
   echo "sd-cli's tokenizer vocabularies are stand-ins:"; sed 's/^sdcpp_vocab.py: /  /' "$WORK/sdcpp-vocab.txt"; } > "$T/VERSIONS"
 # One tarball per device script: a call carries at most 64 MiB, tracked files included,
-# which both apart (6.2 + 7.9 MB) with .gpu/ and .pydeps/ would overrun.
+# which both apart (6.6 + 8.6 MB) with .gpu/ and .pydeps/ would overrun.
 for part in peers:test-backend-ops sdcpp:sd-cli; do
     name=${part%%:*} bin=${part#*:}
     P=$WORK/pack-$name; rm -rf "$P"; mkdir -p "$P/bin"
@@ -227,7 +227,7 @@ for part in peers:test-backend-ops sdcpp:sd-cli; do
     ls -l "$PACK/$name.tar.xz"
 done
 # Both in one, for a call that runs both scripts: the two binaries share ggml and its
-# compiled shaders, which one xz window over both stores once (8.8 MB against 6.2 +
-# 7.9). The scripts read it when their own tarball is not carried.
+# compiled shaders, which one xz window over both stores once (9.0 MB against 6.6 +
+# 8.6). The scripts read it when their own tarball is not carried.
 tar -C "$T" -cf - . | $NICE xz -9e --lzma2=dict=192MiB -T1 > "$PACK/peers-all.tar.xz"
 ls -l "$PACK/peers-all.tar.xz"
